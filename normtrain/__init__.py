@@ -1,0 +1,33 @@
+"""normtrain: train decoder-only transformers where the normalization is the experiment.
+
+The three entry points below import Hydra, W&B and datasets lazily, so ``import normtrain.model``
+stays a torch-only import.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+
+def compose(overrides: list[str] | None = None):
+    """The config the CLI would build for these overrides (a DictConfig)."""
+    from normtrain.config import compose as _compose
+
+    return _compose(overrides or [])
+
+
+def build_model(cfg):
+    """The GPT described by ``cfg`` (a composed config), freshly initialized."""
+    from normtrain.config import build_model as _build_model
+
+    return _build_model(cfg)
+
+
+def train(cfg, run_dir: str | None = None) -> dict:
+    """Train one run; returns its summary (also written to ``<run_dir>/summary.json``)."""
+    from normtrain.training import train as _train
+
+    return _train(cfg, run_dir=run_dir)
+
+
+__all__ = ["compose", "build_model", "train", "__version__"]

@@ -1,0 +1,3 @@
+from normtrain.cli import main
+
+main()

@@ -1,0 +1,13 @@
+"""Byte-level corpora (vocab 256) and the batches cut from them.
+
+``load_corpus`` finds the files, splits them into train/val by file and caches their bytes on disk;
+``BatchSampler`` draws random training windows and ``eval_batches`` the fixed val windows.
+Importing this package is cheap: ``datasets`` is imported only when a corpus is first tokenized.
+"""
+
+from __future__ import annotations
+
+from normtrain.data.batches import BatchSampler, eval_batches
+from normtrain.data.corpus import CORPORA, Corpus, load_corpus
+
+__all__ = ["CORPORA", "Corpus", "load_corpus", "BatchSampler", "eval_batches"]

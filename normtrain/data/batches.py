@@ -1,0 +1,84 @@
+"""Batches of (x, y) windows from a token array: random for training, fixed for evaluation.
+
+A window is ``seq_len + 1`` consecutive tokens; x is all but its last token and y all but its
+first, so ``y[:, t]`` is the token that follows ``x[:, :t + 1]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from normtrain.errors import DataError
+
+
+class BatchSampler:
+    """Random windows of seq_len+1 tokens -> (x, y) int64 tensors (B, T); reproducible from a seed; resumable.
+
+    The starts come from a private CPU ``torch.Generator``, so the sequence of batches depends only
+    on the seed and how many batches were drawn, not on the global RNG or the device; its state plus
+    that count is the whole state of the sampler.
+    """
+
+    def __init__(self, tokens: np.ndarray, batch_size: int, seq_len: int, seed: int, device="cpu",
+                 *, name: str = "train"):
+        _check_length(tokens, seq_len, name)
+        self.tokens, self.batch_size, self.seq_len, self.seed = tokens, batch_size, seq_len, seed
+        self.device = torch.device(device)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.batches_drawn = 0
+
+    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        n_starts = len(self.tokens) - self.seq_len  # the last window ends on the last token
+        starts = torch.randint(n_starts, (self.batch_size,), generator=self.generator)
+        self.batches_drawn += 1
+        return _windows(self.tokens, starts.numpy(), self.seq_len, self.device)
+
+    def state_dict(self) -> dict:
+        return {
+            "generator": self.generator.get_state(),
+            "batches_drawn": self.batches_drawn,
+            "seed": self.seed,
+            "shape": [len(self.tokens), self.batch_size, self.seq_len],
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        shape = [len(self.tokens), self.batch_size, self.seq_len]
+        if list(state["shape"]) != shape:
+            raise DataError(
+                f"the sampler state was saved for (tokens, batch_size, seq_len)={list(state['shape'])} "
+                f"but this run has {shape}: resume with the same corpus, train.batch_size and model.seq_len"
+            )
+        self.generator.set_state(state["generator"])
+        self.batches_drawn, self.seed = state["batches_drawn"], state["seed"]
+
+
+def eval_batches(tokens: np.ndarray, batch_size: int, seq_len: int, n_batches: int, device="cpu",
+                 *, name: str = "val") -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Fixed windows spread evenly over ``tokens`` (first to last), the same on every call.
+
+    Evaluating on the same windows every time makes val losses of one run, and of runs that differ
+    only in their normalization, directly comparable.
+    """
+    _check_length(tokens, seq_len, name)
+    starts = np.linspace(0, len(tokens) - seq_len - 1, batch_size * n_batches).round().astype(np.int64)
+    return [_windows(tokens, s, seq_len, device) for s in starts.reshape(n_batches, batch_size)]
+
+
+def _windows(tokens: np.ndarray, starts: np.ndarray, seq_len: int, device) -> tuple[torch.Tensor, ...]:
+    rows = torch.from_numpy(np.ascontiguousarray(tokens[starts[:, None] + np.arange(seq_len + 1)]))
+    if torch.device(device).type == "cuda":
+        # Move the uint8 rows (8x smaller than int64) from pinned memory, so the copy is async.
+        rows = rows.pin_memory().to(device, non_blocking=True)
+    x = rows[:, :-1].to(torch.int64, memory_format=torch.contiguous_format)
+    y = rows[:, 1:].to(torch.int64, memory_format=torch.contiguous_format)
+    return x, y
+
+
+def _check_length(tokens: np.ndarray, seq_len: int, name: str) -> None:
+    if len(tokens) < seq_len + 1:
+        more = "raise data.val_fraction or add files" if name == "val" else "add files to the corpus"
+        raise DataError(
+            f"the {name} split has {len(tokens)} tokens, too few for one window of model.seq_len+1="
+            f"{seq_len + 1}: lower model.seq_len, or {more}"
+        )

@@ -1,0 +1,25 @@
+"""Errors that carry a message meant for the user, not a traceback.
+
+The CLI catches :class:`NormtrainError`, prints its message and exits non-zero; every layer of
+the package raises one of these for bad input so the user learns what was wrong and what is allowed.
+"""
+
+from __future__ import annotations
+
+
+class NormtrainError(Exception):
+    """Base class: the message is complete and user-facing."""
+
+
+class ConfigError(NormtrainError, ValueError):
+    """One or more problems in a config, reported together."""
+
+    def __init__(self, problems: list[str] | str):
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        n = len(self.problems)
+        super().__init__(f"invalid configuration ({n} problem{'s' if n != 1 else ''}):\n{lines}")
+
+
+class DataError(NormtrainError, ValueError):
+    """A corpus could not be found or read."""

@@ -1,0 +1,91 @@
+"""A decoder-only GPT whose norm type and placement are parameters (read top to bottom)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from normtrain.model.attention import CausalSelfAttention
+from normtrain.model.mlp import MLPS, default_d_ff
+from normtrain.model.placements import PLACEMENTS, Block
+from normtrain.norms import NormSpec, build_norm
+
+
+@dataclass
+class GPTConfig:
+    n_layers: int = 6
+    d_model: int = 128
+    n_heads: int = 4
+    seq_len: int = 128
+    vocab_size: int = 256  # byte-level
+    mlp: str = "swiglu"  # swiglu | gelu
+    d_ff: int | None = None  # None: 4·d (gelu) or 8/3·d (swiglu)
+    pos: str = "rope"  # rope | learned
+    bias: bool = False
+    emb_std: float = 1.0  # unit-variance embeddings, as the Post-LN/DeepNorm analyses assume
+    norm: NormSpec = field(default_factory=NormSpec)
+    placement: str = "pre"
+    alpha: float | None = None  # None: the placement's own value for this depth
+    beta: float | None = None
+
+    def resolved_scaling(self) -> tuple[float, float]:
+        """(α, β) after filling ``None`` with the placement's default for ``n_layers``."""
+        alpha, beta = PLACEMENTS[self.placement].scaling(self.n_layers)
+        return (alpha if self.alpha is None else float(self.alpha),
+                beta if self.beta is None else float(self.beta))
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        if cfg.placement not in PLACEMENTS:
+            raise ValueError(f"unknown placement {cfg.placement!r}; allowed: {', '.join(sorted(PLACEMENTS))}")
+        self.cfg = cfg
+        self.alpha, self.beta = cfg.resolved_scaling()
+        block_cls = PLACEMENTS[cfg.placement]
+        d_ff = cfg.d_ff or default_d_ff(cfg.mlp, cfg.d_model)
+
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos_emb = nn.Embedding(cfg.seq_len, cfg.d_model) if cfg.pos == "learned" else None
+        self.blocks = nn.ModuleList(
+            block_cls(
+                CausalSelfAttention(cfg.d_model, cfg.n_heads, cfg.seq_len, rope=cfg.pos == "rope", bias=cfg.bias),
+                MLPS[cfg.mlp](cfg.d_model, d_ff, bias=cfg.bias),
+                cfg.d_model, cfg.norm, alpha=self.alpha,
+            )
+            for _ in range(cfg.n_layers)
+        )
+        self.final_norm = build_norm(cfg.norm, cfg.d_model) if block_cls.final_norm else None
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.init_weights()
+
+    @torch.no_grad()
+    def init_weights(self) -> None:
+        for emb in (self.tok_emb, self.pos_emb):
+            if emb is not None:
+                nn.init.normal_(emb.weight, std=self.cfg.emb_std)
+        block: Block
+        for block in self.blocks:
+            block.init_weights(self.beta)
+        nn.init.xavier_normal_(self.lm_head.weight)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        """Logits (B, T, V), and the mean cross-entropy when ``targets`` are given."""
+        x = self.tok_emb(idx)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(idx.shape[1], device=idx.device))
+        for block in self.blocks:
+            x = block(x)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        logits = self.lm_head(x)
+        if targets is None:
+            return logits, None
+        loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+        return logits, loss
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,42 @@
+"""Feed-forward sublayers. ``down`` is always the matrix that writes back to the residual stream."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class GeluMLP(nn.Module):
+    """down(GELU(up(x))), the GPT-2 / original-Transformer MLP."""
+
+    def __init__(self, d_model: int, d_ff: int, bias: bool = False):
+        super().__init__()
+        self.up = nn.Linear(d_model, d_ff, bias=bias)
+        self.down = nn.Linear(d_ff, d_model, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.gelu(self.up(x)))
+
+
+class SwiGLU(nn.Module):
+    """down(SiLU(gate(x)) ⊙ up(x)) (Shazeer 2020), the LLaMA MLP."""
+
+    def __init__(self, d_model: int, d_ff: int, bias: bool = False):
+        super().__init__()
+        self.gate = nn.Linear(d_model, d_ff, bias=bias)
+        self.up = nn.Linear(d_model, d_ff, bias=bias)
+        self.down = nn.Linear(d_ff, d_model, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+MLPS: dict[str, type[nn.Module]] = {"swiglu": SwiGLU, "gelu": GeluMLP}
+
+
+def default_d_ff(kind: str, d_model: int) -> int:
+    """4·d for GELU; 2/3 of that for SwiGLU (same parameter count), rounded up to a multiple of 8."""
+    if kind == "gelu":
+        return 4 * d_model
+    return 8 * ((8 * d_model // 3 + 7) // 8)

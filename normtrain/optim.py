@@ -1,0 +1,39 @@
+"""AdamW with weight decay on matrices only, and the learning-rate schedules (warm-up included)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def build_optimizer(model: nn.Module, lr: float, betas, eps: float, weight_decay: float) -> torch.optim.AdamW:
+    """Decay 2-D weights (linear and embedding matrices); never norm gains, biases or other vectors."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    fused = all(p.is_cuda for p in params)  # one kernel per step on GPU; the foreach path elsewhere
+    return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, fused=fused or None)
+
+
+def lr_at(step: int, *, lr: float, warmup_steps: int, max_steps: int, schedule: str,
+          min_lr_ratio: float = 0.1) -> float:
+    """Linear warm-up over ``warmup_steps`` (step 0 gets lr/warmup), then the schedule.
+
+    cosine: from lr down to lr·min_lr_ratio at ``max_steps``; constant: lr;
+    inverse_sqrt: lr·√(warmup/step) after warm-up (Vaswani et al. 2017; Xiong et al. 2020).
+    """
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    if schedule == "constant":
+        return lr
+    if schedule == "inverse_sqrt":
+        return lr * math.sqrt(max(warmup_steps, 1) / (step + 1))
+    if schedule == "cosine":
+        span = max(max_steps - warmup_steps, 1)
+        progress = min((step - warmup_steps) / span, 1.0)
+        return lr * (min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+    raise ValueError(f"unknown schedule {schedule!r}; allowed: cosine, constant, inverse_sqrt")

@@ -1,0 +1,137 @@
+"""load_corpus: the split, the fingerprint, the on-disk cache and the stdlib corpus end to end."""
+
+import json
+import time
+
+import datasets
+import numpy as np
+import pytest
+
+from normtrain.data import CORPORA, load_corpus
+from normtrain.data.corpus import split_by_file
+from normtrain.data.encode import SEPARATOR
+from normtrain.data.sources import local_text
+from normtrain.errors import DataError
+
+
+def _tree(root, n_files=40):
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(n_files):
+        (root / f"f{i:03d}.txt").write_text(f"file {i}\n" + "abc " * (i % 7 + 1))
+    return root
+
+
+def _load(path, tmp_path, **kw):
+    return load_corpus("local_text", str(path), cache_dir=str(tmp_path / "cache"), progress=False, **kw)
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """Counts the calls of datasets' builder."""
+    calls = []
+    real = datasets.load_dataset
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+    return calls
+
+
+def test_split_by_file_puts_each_file_in_exactly_one_split(tmp_path):
+    corpus = _load(_tree(tmp_path / "c"), tmp_path, val_fraction=0.2)
+    files = local_text(str(tmp_path / "c")).files
+    split = split_by_file(files, 0.2)
+    assert corpus.split == "by_file" and corpus.n_files == 40
+    assert not set(split["train"]) & set(split["val"])
+    assert sorted(split["train"] + split["val"]) == sorted(p for _, p in files)
+    # The tokens are exactly each split's files, in path order, joined by the separator.
+    for name in ("train", "val"):
+        expected = SEPARATOR.join(open(p, "rb").read() for p in split[name])
+        assert getattr(corpus, name).tobytes() == expected
+    assert corpus.n_bytes == len(corpus.train) + len(corpus.val)
+
+
+def test_split_is_stable_and_grows_monotonically_with_val_fraction(tmp_path):
+    files = local_text(str(_tree(tmp_path / "c", 200))).files
+    small, large = split_by_file(files, 0.05), split_by_file(files, 0.3)
+    assert split_by_file(files, 0.05) == small
+    assert set(small["val"]) < set(large["val"])
+    assert 0.15 < len(large["val"]) / 200 < 0.45
+
+
+def test_fingerprint_is_stable_and_follows_the_content(tmp_path, builds):
+    root = _tree(tmp_path / "c")
+    first, second = _load(root, tmp_path), _load(root, tmp_path)
+    assert first.fingerprint == second.fingerprint and len(builds) == 1
+    (root / "f005.txt").write_text((root / "f005.txt").read_text().replace("file", "FILE"))  # same size
+    changed = _load(root, tmp_path)
+    assert changed.fingerprint != first.fingerprint and len(builds) == 2
+    assert _load(root, tmp_path, val_fraction=0.1).fingerprint != changed.fingerprint
+
+
+def test_second_load_reads_the_cache_without_datasets(tmp_path, monkeypatch, capfd, builds):
+    root = _tree(tmp_path / "c")
+    first = _load(root, tmp_path)
+    assert len(builds) == 1 and builds[0]["sample_by"] == "document"
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **kw: pytest.fail("builder ran on a cache hit"))
+    capfd.readouterr()
+    again = load_corpus("local_text", str(root), cache_dir=str(tmp_path / "cache"))  # progress on, yet quiet
+    assert capfd.readouterr() == ("", "")
+    assert np.array_equal(again.train, first.train) and np.array_equal(again.val, first.val)
+    assert again.describe() == first.describe()
+    corpora = tmp_path / "cache" / "corpora"
+    assert [p.name for p in corpora.iterdir()] == [first.fingerprint]  # datasets' scratch is gone
+    entry = sorted(p.name for p in (corpora / first.fingerprint).iterdir())
+    assert entry == ["meta.json", "train.npy", "val.npy"]
+
+
+def test_cache_dir_defaults_to_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMTRAIN_CACHE", str(tmp_path / "env-cache"))
+    corpus = load_corpus("local_text", str(_tree(tmp_path / "c", 30)), progress=False)
+    assert (tmp_path / "env-cache" / "corpora" / corpus.fingerprint / "meta.json").exists()
+
+
+def test_single_file_falls_back_to_splitting_bytes(tmp_path):
+    path = tmp_path / "one.txt"
+    path.write_bytes(b"0123456789" * 100)
+    corpus = _load(path, tmp_path, val_fraction=0.1)
+    assert corpus.split == "by_bytes" and corpus.n_files == 1
+    assert corpus.describe()["split"] == "by_bytes"
+    assert corpus.val.tobytes() == path.read_bytes()[-100:]
+    assert corpus.train.tobytes() + corpus.val.tobytes() == path.read_bytes()
+
+
+def test_odd_bytes_and_newlines_are_decoded_not_fatal(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes(b"caf\xe9\r\nline two\rend")
+    corpus = _load(path, tmp_path)
+    assert (corpus.train.tobytes() + corpus.val.tobytes()) == "caf\ufffd\nline two\nend".encode()
+
+
+def test_describe_is_json(tmp_path):
+    corpus = _load(_tree(tmp_path / "c"), tmp_path)
+    info = json.loads(json.dumps(corpus.describe()))
+    assert set(info) == {"name", "root", "n_files", "n_bytes", "n_train_bytes", "n_val_bytes",
+                         "fingerprint", "split"}
+    assert info["n_train_bytes"] + info["n_val_bytes"] == info["n_bytes"] and corpus.vocab_size == 256
+
+
+@pytest.mark.parametrize("name, path, val_fraction, says", [
+    ("wikitext", None, 0.05, "python_stdlib, local_text"),
+    ("local_text", None, 0.05, "needs data.path"),
+    ("python_stdlib", "somewhere", 0.05, "takes no path"),
+    ("python_stdlib", None, 1.0, "val_fraction"),
+])
+def test_bad_arguments_are_data_errors(tmp_path, name, path, val_fraction, says):
+    with pytest.raises(DataError, match=says):
+        load_corpus(name, path, val_fraction=val_fraction, cache_dir=str(tmp_path), progress=False)
+    assert CORPORA == ("python_stdlib", "local_text")
+
+
+def test_python_stdlib_end_to_end(tmp_path):
+    t0 = time.perf_counter()
+    first = load_corpus("python_stdlib", cache_dir=str(tmp_path), progress=False)
+    t1 = time.perf_counter()
+    cached = load_corpus("python_stdlib", cache_dir=str(tmp_path), progress=False)
+    t2 = time.perf_counter()
+    print(f"\nstdlib: {first.describe()}\nfirst load {t1 - t0:.2f}s, cached load {t2 - t1:.3f}s")
+    assert first.split == "by_file" and first.n_bytes > 1_000_000 and len(first.val) > 10_000
+    assert first.train.dtype == np.uint8 and cached.fingerprint == first.fingerprint
+    assert t2 - t1 < t1 - t0

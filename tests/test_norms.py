@@ -1,0 +1,77 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from normtrain.norms import NORMS, NormSpec, build_norm
+
+
+def randomize(norm):
+    with torch.no_grad():
+        for p in norm.parameters():
+            p.normal_(1.0, 0.3)
+    return norm
+
+
+def test_layernorm_matches_torch():
+    x = torch.randn(3, 5, 48)
+    norm = randomize(build_norm(NormSpec("layernorm", eps=1e-5), 48))
+    torch.testing.assert_close(norm(x), F.layer_norm(x, (48,), norm.weight, norm.bias, 1e-5))
+
+
+def test_layernorm_without_affine_has_no_parameters():
+    norm = build_norm(NormSpec("layernorm", eps=1e-5, affine=False), 16)
+    assert list(norm.parameters()) == []
+    x = torch.randn(4, 16) * 7 + 3
+    y = norm(x)
+    torch.testing.assert_close(y.mean(-1), torch.zeros(4), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_rmsnorm_matches_torch_in_fp32_and_keeps_dtype(dtype):
+    x = (torch.randn(4, 7, 64) * 3).to(dtype)
+    norm = randomize(build_norm(NormSpec("rmsnorm", eps=1e-6, impl="torch"), 64))
+    y = norm(x)
+    assert y.dtype == dtype
+    ref = F.rms_norm(x.float(), (64,), norm.weight.float(), 1e-6)
+    tol = {torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float16: 2e-3}[dtype]
+    torch.testing.assert_close(y.float(), ref, atol=tol, rtol=tol)
+
+
+def test_prmsnorm_with_p_one_equals_rmsnorm():
+    x = torch.randn(6, 40)
+    full = build_norm(NormSpec("rmsnorm"), 40)
+    partial = build_norm(NormSpec("prmsnorm", p=1.0), 40)
+    torch.testing.assert_close(partial(x), full(x))
+
+
+def test_prmsnorm_uses_the_first_ceil_p_d_features():
+    d, p = 64, 0.0625
+    x = torch.randn(5, d)
+    norm = build_norm(NormSpec("prmsnorm", p=p, eps=1e-6), d)
+    k = math.ceil(p * d)
+    assert norm.n_stat == k == 4
+    expected = x * torch.rsqrt(x[:, :k].pow(2).mean(-1, keepdim=True) + 1e-6)
+    torch.testing.assert_close(norm(x), expected)
+    assert build_norm(NormSpec("prmsnorm", p=0.001), 16).n_stat == 1  # keep at least one feature
+
+
+@pytest.mark.parametrize("name", sorted(NORMS))
+@pytest.mark.parametrize("alpha", [1.0, 2.5])
+def test_add_norm_is_norm_of_scaled_shortcut_plus_branch(name, alpha):
+    norm = randomize(build_norm(NormSpec(name), 32))
+    x, r = torch.randn(3, 32), torch.randn(3, 32)
+    y, s = norm.add_norm(x, residual=r, alpha=alpha)
+    torch.testing.assert_close(s, alpha * r + x)
+    torch.testing.assert_close(y, norm(alpha * r + x))
+
+
+def test_rmsnorm_zero_rows_stay_finite():
+    norm = build_norm(NormSpec("rmsnorm"), 8)
+    assert torch.equal(norm(torch.zeros(2, 8)), torch.zeros(2, 8))
+
+
+def test_unknown_norm_lists_allowed():
+    with pytest.raises(ValueError, match="allowed: layernorm"):
+        build_norm(NormSpec("groupnorm"), 8)

@@ -1,0 +1,52 @@
+import pytest
+import torch
+
+from normtrain.model import GPT, GPTConfig
+from normtrain.optim import build_optimizer, lr_at
+
+
+def test_weight_decay_only_on_matrices():
+    model = GPT(GPTConfig(n_layers=1, d_model=16, n_heads=2, seq_len=8))
+    opt = build_optimizer(model, 1e-3, (0.9, 0.95), 1e-8, 0.1)
+    decayed, plain = opt.param_groups
+    assert decayed["weight_decay"] == 0.1 and plain["weight_decay"] == 0.0
+    assert all(p.dim() == 2 for p in decayed["params"]) and all(p.dim() == 1 for p in plain["params"])
+    assert len(decayed["params"]) + len(plain["params"]) == len(list(model.parameters()))
+
+
+def lr(step, schedule, warmup=10, max_steps=110):
+    return lr_at(step, lr=1.0, warmup_steps=warmup, max_steps=max_steps, schedule=schedule, min_lr_ratio=0.1)
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "constant", "inverse_sqrt"])
+def test_linear_warmup(schedule):
+    assert [lr(s, schedule) for s in (0, 4, 9)] == pytest.approx([0.1, 0.5, 1.0])
+
+
+def test_cosine_decays_to_min_ratio():
+    assert lr(10, "cosine") == pytest.approx(1.0)
+    assert lr(60, "cosine") == pytest.approx(0.55)
+    assert lr(110, "cosine") == pytest.approx(0.1)
+
+
+def test_constant_and_inverse_sqrt():
+    assert lr(100, "constant") == 1.0
+    assert lr(39, "inverse_sqrt") == pytest.approx((10 / 40) ** 0.5)
+    assert lr_at(0, lr=1.0, warmup_steps=0, max_steps=10, schedule="inverse_sqrt") == 1.0
+
+
+def test_unknown_schedule():
+    with pytest.raises(ValueError, match="allowed"):
+        lr(50, "linear")
+
+
+def test_optimizer_steps():
+    model = GPT(GPTConfig(n_layers=1, d_model=16, n_heads=2, seq_len=8))
+    opt = build_optimizer(model, 1e-2, (0.9, 0.95), 1e-8, 0.0)
+    x = torch.randint(0, 256, (2, 8))
+    before = model(x, x)[1].item()
+    for _ in range(5):
+        model(x, x)[1].backward()
+        opt.step()
+        opt.zero_grad()
+    assert model(x, x)[1].item() < before
