@@ -1,3 +1,3 @@
-from normtrain.cli import main
+from normtrain.cli import run
 
-main()
+run()

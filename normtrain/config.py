@@ -15,6 +15,7 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from normtrain.distributed import STRATEGIES
 from normtrain.errors import ConfigError
 from normtrain.model import GPT, NORMS, PLACEMENTS, GPTConfig, NormSpec
 from normtrain.model.mlp import MLPS
@@ -88,6 +89,9 @@ class TrainSchema:
     device: str = "auto"
     autocast: bool = True  # bf16 autocast on CUDA
     ckpt_every: int = 0  # 0 = only at the end
+    resume: str = "auto"  # auto (the run folder's checkpoint, if any) | none | a path
+    compile: bool = False  # torch.compile the model (log steps run eagerly for the diagnostics)
+    strategy: str = "ddp"  # under torchrun: ddp | fsdp
     progress: bool = True
 
 
@@ -95,8 +99,12 @@ class TrainSchema:
 class MonitorSchema:
     every: int = 10
     divergence_factor: float = 3.0  # loss > factor × first loss (or non-finite) => diverged
-    grad_norms: bool = True
-    activations: bool = True
+    grad_norms: bool = True  # grad_norm/total, grad_norm/layer_i
+    activations: bool = True  # act_mean/, act_std/, resid_norm/layer_i
+    attn_entropy: bool = True  # attn_entropy/layer_i (one sequence, explicit softmax)
+    update_ratio: bool = True  # update/layer_i = ‖Δθ‖/‖θ‖ per block
+    output_change: bool = True  # update/output_change on a fixed probe batch
+    probe_batch: int = 4  # sequences in the probe batch
 
 
 @dataclass
@@ -137,14 +145,18 @@ def register_configs() -> None:
     ConfigStore.instance().store(name="normtrain_schema", node=NormtrainConfig)
 
 
-def compose(overrides: list[str]) -> DictConfig:
-    """The config the CLI builds for ``overrides`` (no validation: inspect it freely)."""
+def compose(overrides: list[str], return_hydra_config: bool = False) -> DictConfig:
+    """The config the CLI builds for ``overrides`` (no validation: inspect it freely).
+
+    ``return_hydra_config`` keeps the ``hydra`` node (e.g. an experiment's ``hydra.sweeper.params``).
+    """
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
     register_configs()
     with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=list(overrides))
+        return hydra_compose(config_name="config", overrides=list(overrides),
+                             return_hydra_config=return_hydra_config)
 
 
 def _scale(value: Any, key: str, problems: list[str]) -> float | None:
@@ -225,6 +237,7 @@ def _training_problems(cfg: DictConfig) -> list[str]:
         if t[key] < 0:
             p.append(f"train.{key}={t[key]}: must be >= 0 (0 = only at the end)")
     _choice(t.device, "train.device", DEVICES, p)
+    _choice(t.strategy, "train.strategy", STRATEGIES, p)
     if t.device == "cuda":
         import torch
 
@@ -232,6 +245,8 @@ def _training_problems(cfg: DictConfig) -> list[str]:
             p.append("train.device=cuda but no CUDA device is available; use train.device=auto or cpu")
     if mon.every < 1:
         p.append(f"monitor.every={mon.every}: must be at least 1")
+    if mon.probe_batch < 1:
+        p.append(f"monitor.probe_batch={mon.probe_batch}: must be at least 1")
     if not mon.divergence_factor > 1:
         p.append(f"monitor.divergence_factor={mon.divergence_factor}: must be > 1")
     _choice(lg.name, "logger.name", LOGGERS, p)

@@ -10,18 +10,25 @@ import json
 import netrc
 import os
 import sys
+import uuid
 import warnings
 from pathlib import Path
 from typing import Any
 
-from normtrain.atomic import json_safe
+from normtrain.atomic import atomic_write, json_safe
 
 
 class JsonlLogger:
     """``metrics.jsonl``: one JSON object per logged step, flushed as it is written."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, start_step: int = 0):
+        """``start_step`` > 0 continues a resumed run: rows from that step on (logged after the
+        checkpoint, before the stop) are dropped, so no step appears twice."""
         self.path = Path(path)
+        if self.path.exists():
+            kept = [line for line in self.path.read_text(encoding="utf-8").splitlines(keepends=True)
+                    if _step_of(line) is not None and _step_of(line) < start_step]
+            atomic_write(self.path, lambda f: f.write("".join(kept).encode()))
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in finish()
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
@@ -30,6 +37,13 @@ class JsonlLogger:
 
     def finish(self, summary: dict[str, Any]) -> None:
         self._file.close()
+
+
+def _step_of(line: str) -> int | None:
+    try:
+        return int(json.loads(line)["step"])
+    except (ValueError, KeyError, TypeError):
+        return None  # a line cut short by a crash
 
 
 def wandb_mode(mode: str) -> str:
@@ -56,8 +70,12 @@ class WandbLogger:
         import wandb
 
         self._wandb = wandb
+        # one W&B run per run folder: a resumed run continues the same W&B run
+        id_file = Path(run_dir) / "wandb_run_id"
+        run_id = id_file.read_text().strip() if id_file.is_file() else uuid.uuid4().hex[:12]
+        id_file.write_text(run_id)
         kwargs = dict(project=project, entity=entity, group=group, name=name, tags=tags, job_type=job_type,
-                      config=config, dir=str(run_dir), reinit="finish_previous",
+                      config=config, dir=str(run_dir), reinit="finish_previous", id=run_id, resume="allow",
                       settings=wandb.Settings(console="off", silent=True))
         mode = wandb_mode(mode)
         try:

@@ -2,16 +2,28 @@
 
 Everything is accumulated as tensors during a step and read back with a single host transfer per
 log step (``Monitor.read``), so the hot path has no host syncs. The monitor sees the model only
-through the block modules and parameters it is handed.
+through the block modules, the parameters and the probe function it is handed.
+
+Metrics (i counts blocks from 0):
+  grad_norm/total, grad_norm/layer_i   L2 norm of the gradients (before clipping)
+  act_mean/layer_i, act_std/layer_i    statistics of block i's output over batch, positions, features
+  resid_norm/layer_i                   mean per-token L2 norm of the residual stream entering block i
+  attn_entropy/layer_i                 mean attention entropy (nats) on the batch's first sequence
+  update/layer_i                       ‖Δθ‖/‖θ‖ of block i's parameters for this step's update
+  update/output_change                 ‖F(x,θ_t) − F(x,θ_0)‖ per token on a fixed probe batch (DeepNet Fig. 4)
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
 from torch import nn
+
+PREFIXES = {"grad_layer": "grad_norm", "act_mean": "act_mean", "act_std": "act_std", "resid_norm": "resid_norm",
+            "attn_entropy": "attn_entropy", "update_layer": "update"}
+SCALARS = {"loss": "train/loss", "grad_total": "grad_norm/total", "output_change": "update/output_change"}
 
 
 class DivergenceGuard:
@@ -33,80 +45,149 @@ class DivergenceGuard:
         self.diverged_at = torch.where(bad & (self.diverged_at < 0), step, self.diverged_at)
 
 
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """This rank's shard of a DTensor (FSDP2 parameters and gradients); a plain tensor as it is."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def _squares(tensors: list[torch.Tensor], owners: torch.Tensor, n_layers: int) -> torch.Tensor:
+    """Sum of squares of each layer's tensors, then of all tensors: a vector of n_layers + 1.
+
+    ``owners[j]`` is tensor j's layer (-1: none). Sums of squares add up across FSDP shards.
+    """
+    squares = torch.stack(torch._foreach_norm([_local(t) for t in tensors])).float().square()
+    kept = torch.where(owners >= 0, squares, torch.zeros_like(squares))
+    per_layer = torch.zeros(n_layers, device=squares.device).index_add_(0, owners.clamp(min=0), kept)
+    return torch.cat([per_layer, squares.sum().reshape(1)])
+
+
 class Monitor:
-    """Collects ``grad_norm/*`` and ``act_{mean,std}/*`` on log steps, ``train/loss`` every log step."""
+    """Collects the diagnostics above on log steps (every ``every`` steps)."""
 
     def __init__(self, blocks: Sequence[nn.Module], params: Sequence[nn.Parameter], every: int,
-                 divergence_factor: float, grad_norms: bool = True, activations: bool = True):
+                 divergence_factor: float, *, grad_norms: bool = True, activations: bool = True,
+                 attn_entropy: bool = True, update_ratio: bool = True,
+                 probe: Callable[[], torch.Tensor] | None = None,
+                 all_reduce: Callable[[torch.Tensor, str], torch.Tensor] | None = None):
         self.blocks, self.params, self.every = list(blocks), list(params), every
         self.grad_norms, self.activations = grad_norms, activations
+        self.attn_entropy, self.update_ratio = attn_entropy, update_ratio
         device = self.params[0].device
         self.guard = DivergenceGuard(divergence_factor, device)
         # block index of every parameter (-1: embeddings, head, final norm), for one index_add per read
         owner = {id(p): i for i, b in enumerate(self.blocks) for p in b.parameters()}
         self.layer_of = torch.tensor([owner.get(id(p), -1) for p in self.params], device=device)
+        self.probe = probe
+        self.probe_start = probe() if probe is not None else None  # F(x, θ_0): the model is not kept
+        self.all_reduce = all_reduce  # across ranks: mean of the metrics, min of the divergence step
+        self.sharded = any(hasattr(p, "to_local") for p in self.params)  # FSDP2: sum squares over shards
         self._values: dict[str, torch.Tensor] = {}
+        self._before_update: list[torch.Tensor] | None = None
+
+    def state_dict(self) -> dict:
+        """The reference values a resumed run needs: the first loss and F(x, θ_0)."""
+        return {"first_loss": self.guard.first, "probe_start": self.probe_start,
+                "diverged_at": self.guard.diverged_at}
+
+    def load_state_dict(self, state: dict) -> None:
+        device = self.guard.diverged_at.device
+        self.guard.first = None if state["first_loss"] is None else state["first_loss"].to(device)
+        self.guard.diverged_at = state["diverged_at"].to(device)
+        if self.probe is not None and state["probe_start"] is not None:
+            self.probe_start = state["probe_start"].to(device)
 
     def is_log_step(self, step: int) -> bool:
         return step % self.every == 0
 
     @contextmanager
     def capture(self, step: int) -> Iterator[None]:
-        """Around the forward pass: on log steps, hooks record each block's output mean and std."""
-        if not (self.activations and self.is_log_step(step)):
+        """Around the forward pass: on log steps, the probe's output change (before the training forward:
+        a forward between backward and optimizer step upsets FSDP), then hooks record activations and
+        attention entropy."""
+        if self.probe is not None and self.is_log_step(step):
+            with torch.no_grad():
+                change = (self.probe().float() - self.probe_start.float()).norm(dim=-1).mean()
+            self._values["output_change"] = change.reshape(1)
+        if not ((self.activations or self.attn_entropy) and self.is_log_step(step)):
             yield
             return
-        means: list[torch.Tensor] = []
-        stds: list[torch.Tensor] = []
+        rec: dict[str, list[torch.Tensor]] = {"act_mean": [], "act_std": [], "resid_norm": [], "attn_entropy": []}
 
-        def record(_module, _inputs, out):
+        def block_input(_module, args):
+            rec["resid_norm"].append(args[0].detach().float().norm(dim=-1).mean())
+
+        def block_output(_module, _args, out):
             out = out.detach().float()
-            means.append(out.mean())
-            stds.append(out.std())
+            rec["act_mean"].append(out.mean())
+            rec["act_std"].append(out.std())
 
-        handles = [b.register_forward_hook(record) for b in self.blocks]
+        def attn_input(module, args):
+            rec["attn_entropy"].append(module.entropy(args[0][:1].detach()))
+
+        handles = []
+        for b in self.blocks:
+            if self.activations:
+                handles += [b.register_forward_pre_hook(block_input), b.register_forward_hook(block_output)]
+            if self.attn_entropy and hasattr(b, "attn"):
+                handles.append(b.attn.register_forward_pre_hook(attn_input))
         try:
             yield
         finally:
             for h in handles:
                 h.remove()
-        if len(means) == len(self.blocks):
-            self._values["act_mean"] = torch.stack(means)
-            self._values["act_std"] = torch.stack(stds)
+        for name, values in rec.items():
+            if len(values) == len(self.blocks):
+                self._values[name] = torch.stack(values)
 
     def after_backward(self, step: int, loss: torch.Tensor) -> None:
-        """Divergence check every step; gradient norms (before clipping) on log steps."""
+        """Divergence check every step; on log steps the gradients and a parameter snapshot."""
         self.guard.observe(step, loss)
         if not self.is_log_step(step):
             return
         self._values["loss"] = loss.detach().float().reshape(1)
-        if not self.grad_norms:
+        if self.grad_norms:
+            with_grad = [i for i, p in enumerate(self.params) if p.grad is not None]
+            norms = self._norms([self.params[i].grad for i in with_grad], self.layer_of[with_grad])
+            self._values["grad_layer"], self._values["grad_total"] = norms[:-1], norms[-1:]
+        if self.update_ratio:
+            self._before_update = [_local(p.detach()).clone() for p in self.params]
+
+    def after_update(self, step: int) -> None:
+        """On log steps: ‖Δθ‖/‖θ‖ per block for the update just taken."""
+        if self._before_update is None:
             return
-        with_grad = [i for i, p in enumerate(self.params) if p.grad is not None]
-        norms = torch.stack(torch._foreach_norm([self.params[i].grad for i in with_grad])).float()
-        squares, owners = norms.square(), self.layer_of[with_grad]
-        per_layer = torch.zeros(len(self.blocks), device=norms.device).index_add_(
-            0, owners.clamp(min=0), torch.where(owners >= 0, squares, torch.zeros_like(squares)))
-        self._values["grad_total"] = squares.sum().sqrt().reshape(1)
-        self._values["grad_layer"] = per_layer.sqrt()
+        before, self._before_update = self._before_update, None
+        with torch.no_grad():
+            delta = torch._foreach_sub([_local(p.detach()) for p in self.params], before)
+            ratio = self._norms(delta, self.layer_of) / self._norms(before, self.layer_of).clamp(min=1e-12)
+        self._values["update_layer"] = ratio[:-1]
+
+    def _norms(self, tensors: list[torch.Tensor], owners: torch.Tensor) -> torch.Tensor:
+        """Per-layer L2 norms, then the total norm (n_layers + 1 values), whole even when sharded."""
+        squares = _squares(tensors, owners, len(self.blocks))
+        if self.sharded and self.all_reduce is not None:
+            squares = self.all_reduce(squares, "sum")
+        return squares.sqrt()
 
     def read(self) -> tuple[dict[str, float], int | None]:
         """One host transfer: the metrics of the last log step, and the divergence step (or None)."""
         names = list(self._values)
-        flat = torch.cat([self._values[n].reshape(-1) for n in names] + [self.guard.diverged_at.reshape(1).float()])
-        values = flat.tolist()
+        diverged = self.guard.diverged_at.reshape(1).float()
+        diverged = torch.where(diverged < 0, float("inf"), diverged)
+        if self.all_reduce is not None:
+            diverged = self.all_reduce(diverged, "min")
+            if names:
+                reduced = self.all_reduce(torch.cat([self._values[n].reshape(-1) for n in names]), "mean")
+                self._values = dict(zip(names, reduced.split([self._values[n].numel() for n in names]), strict=True))
+        values = torch.cat([self._values[n].reshape(-1) for n in names] + [diverged]).tolist()
         metrics: dict[str, float] = {}
         offset = 0
         for name in names:
             n = self._values[name].numel()
             chunk, offset = values[offset:offset + n], offset + n
-            if name == "loss":
-                metrics["train/loss"] = chunk[0]
-            elif name == "grad_total":
-                metrics["grad_norm/total"] = chunk[0]
+            if name in SCALARS:
+                metrics[SCALARS[name]] = chunk[0]
             else:
-                prefix = {"grad_layer": "grad_norm", "act_mean": "act_mean", "act_std": "act_std"}[name]
-                metrics.update({f"{prefix}/layer_{i}": v for i, v in enumerate(chunk)})
+                metrics.update({f"{PREFIXES[name]}/layer_{i}": v for i, v in enumerate(chunk)})
         self._values.clear()
-        diverged_at = int(values[-1])
-        return metrics, (diverged_at if diverged_at >= 0 else None)
+        return metrics, (int(values[-1]) if values[-1] != float("inf") else None)

@@ -99,3 +99,20 @@ class PRMSNorm(RMSNorm):
     def __init__(self, dim: int, spec: NormSpec):
         super().__init__(dim, spec)
         self.n_stat = max(1, math.ceil(spec.p * dim))
+
+
+@register_norm("batchnorm")
+class BatchNorm(Norm):
+    """BatchNorm over batch × positions, per feature — for the ``batchnorm_leak`` experiment only.
+
+    Do not train real models with it. In a causal LM the training-mode statistics of position t
+    include every later token of the batch, so the model can read the future through them, and it
+    meets different (running) statistics at evaluation; padding and small batches skew them further.
+    """
+
+    def __init__(self, dim: int, spec: NormSpec):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(dim, eps=spec.eps, affine=spec.affine)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn(x.reshape(-1, x.shape[-1])).reshape(x.shape)

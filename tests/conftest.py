@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# Triton's CPU interpreter for the kernel tests (tests/ops): triton reads this when it is first imported,
+# which importing torch._dynamo already does, so it must be set before any test module imports torch.
+os.environ.setdefault("TRITON_INTERPRET", "1")
 # Runs here must never reach the network or a login prompt.
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")

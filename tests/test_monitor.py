@@ -57,3 +57,48 @@ def test_divergence_guard_flags_the_first_bad_step():
     for step, loss in enumerate([5.0, 4.0, float("inf")]):
         guard.observe(step, torch.tensor(loss))
     assert guard.diverged_at.item() == 2
+
+
+def test_attention_entropy_matches_explicit_softmax():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layers=1, d_model=16, n_heads=2, seq_len=8, pos="learned"))
+    attn = model.blocks[0].attn
+    x = torch.randn(1, 8, 16)
+    q = attn.q_proj(x).view(1, 8, 2, 8).transpose(1, 2)
+    k = attn.k_proj(x).view(1, 8, 2, 8).transpose(1, 2)
+    scores = (q @ k.transpose(-1, -2)) / 8**0.5
+    p = torch.softmax(scores.masked_fill(~torch.ones(8, 8, dtype=torch.bool).tril(), float("-inf")), -1)
+    expected = -(p * torch.log(p.clamp(min=1e-30))).sum(-1).mean()
+    torch.testing.assert_close(attn.entropy(x), expected)
+    assert 0 <= attn.entropy(x).item() <= torch.log(torch.tensor(8.0)).item()
+
+
+def test_update_diagnostics_start_at_zero_and_grow():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layers=3, d_model=16, n_heads=2, seq_len=8))
+    params = list(model.parameters())
+    probe_x = torch.randint(0, 256, (2, 8))
+    monitor = Monitor(model.blocks, params, every=1, divergence_factor=3.0,
+                      probe=lambda: model.hidden(probe_x).detach())
+    opt = torch.optim.Adam(params, lr=1e-2)
+    x = torch.randint(0, 256, (4, 8))
+    emb_norm = model.tok_emb(x).norm(dim=-1).mean().item()
+    rows = []
+    for step in range(4):
+        with monitor.capture(step):
+            _, loss = model(x, x)
+        loss.backward()
+        monitor.after_backward(step, loss)
+        opt.step()
+        monitor.after_update(step)
+        opt.zero_grad()
+        rows.append(monitor.read()[0])
+    changes = [r["update/output_change"] for r in rows]
+    assert changes[0] == 0.0 and 0 < changes[1] < changes[2] < changes[3]
+    for r in rows:
+        for i in range(3):
+            assert 0 < r[f"update/layer_{i}"] < 1
+            assert r[f"resid_norm/layer_{i}"] > 0
+            assert 0 < r[f"attn_entropy/layer_{i}"] <= math.log(8) + 1e-6
+    # the residual stream entering block 0 is the embedding output
+    assert math.isclose(rows[0]["resid_norm/layer_0"], emb_norm, rel_tol=1e-5)

@@ -75,3 +75,16 @@ def test_rmsnorm_zero_rows_stay_finite():
 def test_unknown_norm_lists_allowed():
     with pytest.raises(ValueError, match="allowed: layernorm"):
         build_norm(NormSpec("groupnorm"), 8)
+
+
+def test_batchnorm_normalizes_over_batch_and_positions_and_leaks_the_future():
+    d = 16
+    norm = build_norm(NormSpec("batchnorm", eps=1e-5), d)
+    x = torch.randn(4, 10, d) * 3 + 1
+    expected = torch.nn.functional.batch_norm(x.reshape(-1, d), None, None, training=True, eps=1e-5)
+    torch.testing.assert_close(norm(x), expected.reshape(x.shape))
+    changed = x.clone()
+    changed[:, -1] += 50.0  # only the last position changes
+    assert not torch.allclose(norm(x)[:, :-1], norm(changed)[:, :-1])  # training mode: earlier outputs move
+    norm.eval()  # running statistics: each position depends on itself only
+    torch.testing.assert_close(norm(x)[:, :-1], norm(changed)[:, :-1])

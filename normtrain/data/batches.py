@@ -21,16 +21,20 @@ class BatchSampler:
     """
 
     def __init__(self, tokens: np.ndarray, batch_size: int, seq_len: int, seed: int, device="cpu",
-                 *, name: str = "train"):
+                 *, name: str = "train", rank: int = 0, world_size: int = 1):
         _check_length(tokens, seq_len, name)
         self.tokens, self.batch_size, self.seq_len, self.seed = tokens, batch_size, seq_len, seed
         self.device = torch.device(device)
+        # Every rank draws the same global batch of batch_size × world_size windows and keeps its own
+        # slice, so N ranks see exactly the batches one process with N× the batch size would.
+        self.rank, self.world_size = rank, world_size
         self.generator = torch.Generator().manual_seed(seed)
         self.batches_drawn = 0
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         n_starts = len(self.tokens) - self.seq_len  # the last window ends on the last token
-        starts = torch.randint(n_starts, (self.batch_size,), generator=self.generator)
+        starts = torch.randint(n_starts, (self.batch_size * self.world_size,), generator=self.generator)
+        starts = starts[self.rank * self.batch_size:(self.rank + 1) * self.batch_size]
         self.batches_drawn += 1
         return _windows(self.tokens, starts.numpy(), self.seq_len, self.device)
 

@@ -38,14 +38,31 @@ class CausalSelfAttention(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         self.rotary = Rotary(self.head_dim, max_len) if rope else None
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, D = x.shape
+    def _heads(self, t: torch.Tensor) -> torch.Tensor:
+        B, T, _ = t.shape
+        return t.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
 
-        def heads(t: torch.Tensor) -> torch.Tensor:
-            return t.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
-
-        q, k, v = heads(self.q_proj(x)), heads(self.k_proj(x)), heads(self.v_proj(x))
+    def _qk(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        q, k = self._heads(self.q_proj(x)), self._heads(self.k_proj(x))
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.out_proj(y.transpose(1, 2).reshape(B, T, D))
+        return q, k
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k = self._qk(x)
+        y = F.scaled_dot_product_attention(q, k, self._heads(self.v_proj(x)), is_causal=True)
+        return self.out_proj(y.transpose(1, 2).reshape(x.shape))
+
+    @torch.no_grad()
+    def entropy(self, x: torch.Tensor) -> torch.Tensor:
+        """Mean entropy (nats) of the causal attention distributions for input ``x`` (B, T, d).
+
+        The fused attention kernel never materializes the probabilities, so this recomputes them
+        explicitly: O(B·H·T²) memory, meant for a diagnostic on one sequence every few steps.
+        """
+        q, k = self._qk(x.float() if x.dtype != torch.float32 else x)
+        T = x.shape[1]
+        scores = (q.float() @ k.float().transpose(-1, -2)) / self.head_dim**0.5
+        causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        logp = torch.log_softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+        return -(logp.exp() * logp.masked_fill(~causal, 0.0)).sum(-1).mean()

@@ -72,8 +72,8 @@ class GPT(nn.Module):
             block.init_weights(self.beta)
         nn.init.xavier_normal_(self.lm_head.weight)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
-        """Logits (B, T, V), and the mean cross-entropy when ``targets`` are given."""
+    def hidden(self, idx: torch.Tensor) -> torch.Tensor:
+        """The final hidden state (B, T, d) that the LM head reads."""
         x = self.tok_emb(idx)
         if self.pos_emb is not None:
             x = x + self.pos_emb(torch.arange(idx.shape[1], device=idx.device))
@@ -81,7 +81,17 @@ class GPT(nn.Module):
             x = block(x)
         if self.final_norm is not None:
             x = self.final_norm(x)
-        logits = self.lm_head(x)
+        return x
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, hidden_only: bool = False):
+        """Logits (B, T, V), and the mean cross-entropy when ``targets`` are given.
+
+        ``hidden_only`` returns the final hidden state instead, through ``forward`` so that wrappers
+        hooked on it (FSDP) see the call.
+        """
+        if hidden_only:
+            return self.hidden(idx)
+        logits = self.lm_head(self.hidden(idx))
         if targets is None:
             return logits, None
         loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())

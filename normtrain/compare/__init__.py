@@ -1,0 +1,13 @@
+"""``normtrain-compare``: figures, tables and an HTML report from run folders.
+
+This package reads ``summary.json`` and ``metrics.jsonl`` only; it never imports torch, the model or
+Hydra, so it runs anywhere matplotlib and numpy do.
+
+    from normtrain.compare import compare
+    result = compare(["multirun/2026-01-01/12-00-00"], out="cmp")   # result.runs, result.table, result.files
+"""
+
+from normtrain.compare.cli import CompareError, Comparison, compare, main
+from normtrain.compare.runs import Run, load_runs
+
+__all__ = ["compare", "main", "Comparison", "CompareError", "Run", "load_runs"]

@@ -1,0 +1,5 @@
+import sys
+
+from normtrain.compare.cli import main
+
+sys.exit(main())

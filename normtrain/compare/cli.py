@@ -1,0 +1,143 @@
+"""``normtrain-compare PATH... [--out DIR] [--metric val/loss] [--by KEYS]`` and its Python twin ``compare()``.
+
+Reads run folders only (JSON and JSONL; matplotlib for the figures): it needs neither torch nor Hydra, so
+a sweep copied from a cluster can be compared on a laptop. Exit codes: 0 when a report was written,
+2 for bad input (no runs found, an unknown ``--by`` key or ``--metric``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from normtrain.compare import report
+from normtrain.compare.labels import SEP, LabelError, label_runs, unique_slugs
+from normtrain.compare.runs import Run, load_runs
+
+PROG = "normtrain-compare"
+
+
+class CompareError(ValueError):
+    """Bad input: reported in one message, exit code 2."""
+
+
+@dataclass
+class Comparison:
+    """What ``compare`` found and wrote."""
+
+    runs: list[Run]  # sorted, labelled
+    keys: list[str]  # the config keys in the table: those of the labels, then any other that varies
+    table: str  # the Markdown table
+    files: list[Path] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def default_out(paths: Sequence[str]) -> Path:
+    first = Path(paths[0]) if paths else None
+    return first / "compare" if first is not None and first.is_dir() else Path("compare")
+
+
+def compare(paths: Sequence[str], out: str | Path | None = None, metric: str = "val/loss",
+            by: Sequence[str] | None = None, figures: bool = True) -> Comparison:
+    """Read every run under ``paths`` and write the table, the figures and ``report.html`` into ``out``."""
+    out = Path(out) if out is not None else default_out(paths)
+    runs, skipped = load_runs(list(paths), exclude=out)
+    if not runs:
+        why = "".join(f"\n  skipped: {s}" for s in skipped)
+        raise CompareError(f"no runs found in {', '.join(paths)} (a run folder holds summary.json or "
+                           f"metrics.jsonl){why}")
+    try:
+        keys = label_runs(runs, by)
+        value, higher, sorted_by = report.metric(metric, runs)
+    except (LabelError, report.MetricError) as err:
+        raise CompareError(str(err)) from None
+    runs = report.sort_runs(runs, value, higher)
+    cols = report.columns(keys)
+    table = report.markdown(runs, cols)
+    notes = [f"{run.label}: {note}" for run in runs for note in run.notes]
+    result = Comparison(runs=runs, keys=keys, table=table, skipped=skipped, notes=notes)
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "table.md").write_text(f"Sorted by {sorted_by}.\n\n{table}", encoding="utf-8")
+    report.write_csv(runs, cols, out / "table.csv")
+    result.files += [out / "table.md", out / "table.csv"]
+    images: dict[str, list[Path]] = {}
+    if figures:
+        images = _figures(runs, out, result)
+    page_notes = [f"skipped: {s}" for s in skipped] + result.notes
+    report.write_html(runs, cols, sorted_by=sorted_by, sources=list(paths), notes=page_notes, images=images,
+                      path=out / "report.html")
+    result.files.append(out / "report.html")
+    return result
+
+
+def _figures(runs: list[Run], out: Path, result: Comparison) -> dict[str, list[Path]]:
+    from normtrain.compare import figures
+
+    for stale in out.glob("grad_norm_heatmap_*.png"):  # from an earlier comparison of other runs
+        stale.unlink()
+    parts = [run.label.split(SEP, 1) for run in runs]
+    cols = figures.colors([p[0] for p in parts], [p[-1] for p in parts])
+    images: dict[str, list[Path]] = {}
+    for name, draw in (("loss.png", figures.loss), ("grad_norm_by_layer.png", figures.grad_norm_by_layer),
+                       ("activations.png", figures.activations), ("update.png", figures.update)):
+        try:
+            result.notes += draw(runs, cols, out / name)
+            images[name] = [out / name]
+        except Exception as err:  # odd data costs one figure, never the report
+            result.notes.append(f"{name} could not be drawn ({type(err).__name__}: {err})")
+    try:
+        heatmaps, notes = figures.grad_norm_heatmaps(runs, unique_slugs([r.label for r in runs]), out)
+        result.notes += notes
+        images["grad_norm_heatmap_*.png"] = heatmaps
+    except Exception as err:  # likewise
+        result.notes.append(f"grad_norm_heatmap_*.png could not be drawn ({type(err).__name__}: {err})")
+    result.files += [p for files in images.values() for p in files]
+    return images
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Compare normtrain runs: loss and per-layer figures, a table and an HTML report.",
+        epilog="PATH is a multirun folder, run folders, or globs (quote them), searched recursively for folders "
+               "with summary.json or metrics.jsonl. Example: normtrain-compare multirun/2026-01-01/12-00-00")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="multirun folder, run folder or glob")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: <first PATH>/compare, or ./compare)")
+    p.add_argument("--metric", default="val/loss",
+                   help="sort key, best first: val/loss (final; default), val/best_loss, val/bpb, tokens_per_s, "
+                        "wall_time_s, or any metrics.jsonl key (its last value)")
+    p.add_argument("--by", metavar="KEYS",
+                   help="comma-separated config keys that make the labels, e.g. norm,placement,model.n_layers "
+                        "(default: every config value that differs between the runs)")
+    p.add_argument("--table-only", action="store_true", help="write and print the table only: no figures")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    by = [k for k in args.by.split(",") if k.strip()] if args.by else None
+    try:
+        result = compare(args.paths, out=args.out, metric=args.metric, by=by, figures=not args.table_only)
+    except CompareError as err:
+        print(f"{PROG}: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # --out is a file, or not writable
+        print(f"{PROG}: cannot write the report: {err}", file=sys.stderr)
+        return 2
+    for line in result.skipped:
+        print(f"{PROG}: skipped: {line}", file=sys.stderr)
+    for line in result.notes:
+        print(f"{PROG}: note: {line}", file=sys.stderr)
+    print(result.table, end="")
+    out = result.files[0].parent
+    print(f"{PROG}: {len(result.runs)} runs; wrote {len(result.files)} files to {out} (open {out / 'report.html'})",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""Short run labels from the config values that differ between runs, e.g. ``post · layernorm · L48``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from normtrain.compare.runs import Run
+
+# Keys that say where or how verbosely a run wrote, never what it trained: left out of labels and tables.
+IGNORED = ("logger", "data.cache_dir", "run_dir", "train.progress", "train.resume", "train.ckpt_every")
+# Keys that lead a label, in this order; any other varied key follows in config order.
+LEADING = ("placement.name", "norm.name", "model.n_layers")
+# Keys shown by their value alone, or with a short prefix.
+BARE = ("placement.name", "norm.name", "model.mlp", "model.pos", "data.name", "optim.schedule")
+PREFIXED = {"model.n_layers": "L", "model.d_model": "d"}
+SEP = " · "
+
+
+class LabelError(ValueError):
+    """A ``--by`` key that no run has."""
+
+
+def flatten(config: dict[str, Any] | None, prefix: str = "") -> dict[str, Any]:
+    """``{"model": {"n_layers": 6}}`` -> ``{"model.n_layers": 6}``; lists become tuples (hashable)."""
+    flat: dict[str, Any] = {}
+    for key, value in (config or {}).items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{dotted}."))
+        else:
+            flat[dotted] = tuple(value) if isinstance(value, list) else value
+    return flat
+
+
+def _ignored(key: str) -> bool:
+    return any(key == k or key.startswith(f"{k}.") for k in IGNORED)
+
+
+def varied_keys(configs: list[dict[str, Any]]) -> list[str]:
+    """Dotted keys whose value differs between the configs (a key some configs lack counts as differing)."""
+    if len(configs) < 2:
+        return []
+    order: dict[str, None] = {}
+    for flat in configs:
+        order.update(dict.fromkeys(flat))
+    missing = object()
+    varied = [k for k in order if not _ignored(k) and len({repr(c.get(k, missing)) for c in configs}) > 1]
+    return sorted(varied, key=lambda k: (LEADING.index(k) if k in LEADING else len(LEADING), list(order).index(k)))
+
+
+def implied_keys(varied: list[str], configs: list[dict[str, Any]]) -> set[str]:
+    """Varied keys that only follow a varied group choice, like ``norm.eps`` when every layernorm run has 1e-5
+    and every rmsnorm run 1e-6 (each option's default): ``norm.name`` already tells them apart."""
+    implied = set()
+    for key in varied:
+        choice = f"{key.split('.')[0]}.name"
+        if key == choice or choice not in varied:
+            continue
+        value_of: dict[str, str] = {}
+        if all(value_of.setdefault(repr(c.get(choice)), repr(c.get(key))) == repr(c.get(key)) for c in configs):
+            implied.add(key)
+    return implied
+
+
+def resolve_keys(requested: Iterable[str], available: Iterable[str]) -> list[str]:
+    """``--by`` keys as dotted config keys: ``norm`` -> ``norm.name``, ``n_layers`` -> ``model.n_layers``."""
+    available = list(available)
+    keys, unknown = [], []
+    for key in (k.strip() for k in requested):
+        if not key:
+            continue
+        matches = [key] if key in available else [k for k in available if k == f"{key}.name"]
+        matches = matches or [k for k in available if k.endswith(f".{key}")]
+        if len(matches) == 1:
+            keys.append(matches[0])
+        else:
+            unknown.append(f"{key!r}" + (f" (ambiguous: {', '.join(matches)})" if matches else ""))
+    if unknown:
+        raise LabelError(f"--by: unknown config key {', '.join(unknown)}; keys are dotted, e.g. norm, placement, "
+                         "model.n_layers, optim.lr, train.seed")
+    return keys
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(format_value(v) for v in value) + "]"
+    return "—" if value is None else str(value)
+
+
+def short_names(keys: list[str]) -> dict[str, str]:
+    """The last part of each key (the group for ``<group>.name``), or the whole key where two keys would share
+    a name (``optim.eps``, ``norm.eps``)."""
+    last = [k.removesuffix(".name").rsplit(".", 1)[-1] for k in keys]
+    return {k: (n if last.count(n) == 1 else k) for k, n in zip(keys, last, strict=True)}
+
+
+def part(key: str, value: Any, short: str) -> str:
+    if key in BARE or key.endswith(".name"):
+        return format_value(value)
+    if key in PREFIXED and isinstance(value, int):
+        return f"{PREFIXED[key]}{value}"
+    return f"{short}={format_value(value)}"
+
+
+def label_runs(runs: list[Run], by: list[str] | None = None) -> list[str]:
+    """Set ``run.label`` for every run; return the config keys for the table: the label's, then other varied ones.
+
+    Labels are made of ``by`` (resolved) or else of every config value that differs between the runs, less
+    those a varied group choice implies (``norm.eps`` follows ``norm.name``). Runs whose labels would collide
+    get the other differing values in parentheses, then their folder name.
+    """
+    flats = {id(r): flatten(r.config) for r in runs}
+    configured = [flats[id(r)] for r in runs if r.config]
+    varied = varied_keys(configured)
+    all_keys = {k for flat in configured for k in flat}
+    implied = implied_keys(varied, configured)
+    keys = resolve_keys(by, all_keys) if by else [k for k in varied if k not in implied]
+    names = short_names(list(dict.fromkeys([*keys, *varied])))
+
+    def parts(run: Run, which: list[str]) -> list[str]:
+        flat = flats[id(run)]
+        return [part(k, flat[k], names[k]) for k in which if k in flat]
+
+    for run in runs:
+        own = parts(run, keys) if run.config else []
+        run.label = SEP.join(own) or str(run.summary.get("name") or run.path.name)
+    extra = [k for k in varied if k not in keys]
+    _disambiguate(runs, lambda r: SEP.join(parts(r, extra)))
+    _disambiguate(runs, lambda r: r.path.name)
+    return [*keys, *extra]
+
+
+def _disambiguate(runs: list[Run], suffix) -> None:
+    seen: dict[str, list[Run]] = {}
+    for run in runs:
+        seen.setdefault(run.label, []).append(run)
+    for same in seen.values():
+        if len(same) > 1:
+            for run in same:
+                if extra := suffix(run):
+                    run.label = f"{run.label} ({extra})"
+
+
+def slug(label: str) -> str:
+    """A file-name-safe form of a label: ``post · layernorm · L48`` -> ``post-layernorm-L48``."""
+    return re.sub(r"[^A-Za-z0-9_.=+]+", "-", label).strip("-").replace("=", "") or "run"
+
+
+def unique_slugs(labels: list[str]) -> list[str]:
+    out: list[str] = []
+    for label in labels:
+        base = s = slug(label)
+        n = 2
+        while s in out:
+            s, n = f"{base}-{n}", n + 1
+        out.append(s)
+    return out

@@ -1,0 +1,96 @@
+"""One process or many (``torchrun``): rank, device, collectives and the model wrapper.
+
+Under torchrun every rank trains on its slice of the global batch (global batch = per-rank
+``train.batch_size`` × world size); rank 0 alone writes logs, metrics, W&B and checkpoints.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+STRATEGIES = ("ddp", "fsdp")
+
+
+def pick_device(name: str, local_rank: int = 0) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(f"cuda:{local_rank}") if name == "cuda" else torch.device(name)
+
+
+@dataclass
+class DistContext:
+    device: torch.device
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    owns_group: bool = False  # did we create the process group (and so must destroy it)?
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's value of ``obj`` on every rank."""
+        if not self.enabled:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def all_reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
+        if not self.enabled:
+            return tensor
+        if op == "mean":
+            dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+            return tensor.div_(self.world_size)
+        dist.all_reduce(tensor, op={"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}[op])
+        return tensor
+
+    def close(self) -> None:
+        if self.owns_group and dist.is_initialized():
+            dist.destroy_process_group()
+
+    def barrier(self) -> None:
+        if self.enabled:
+            dist.barrier()
+
+
+def init_distributed(device_name: str) -> DistContext:
+    """Join the process group torchrun describes in the environment (NCCL on GPU, gloo on CPU)."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size == 1:
+        return DistContext(device=pick_device(device_name))
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    device = pick_device(device_name, local_rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    owns = not dist.is_initialized()
+    if owns:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return DistContext(device=device, rank=rank, world_size=world_size, local_rank=local_rank, owns_group=owns)
+
+
+def wrap_model(model: nn.Module, ctx: DistContext, strategy: str) -> nn.Module:
+    """DDP (gradients all-reduced) or FSDP2 (each block and the root sharded); unchanged on one process."""
+    if not ctx.enabled:
+        return model
+    if strategy == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+
+        for block in model.blocks:
+            fully_shard(block)
+        fully_shard(model)
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel(model, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None)

@@ -1,0 +1,44 @@
+"""SIGTERM/SIGINT/SIGUSR2 handling: the first signal asks the loop to stop after the current step (it
+then checkpoints and exits as ``interrupted``); a second one stops at once. This is what a cluster's
+preemption (SLURM sends SIGTERM; Hydra's submitit launcher SIGUSR2 before the time limit) and a user's
+Ctrl-C all need. ``hand_over`` then gives SIGUSR2 to the handler that was there before (submitit's,
+which requeues the job), once the checkpoint is safe."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+
+
+class StopRequested:
+    """Installs the handlers for the duration of a ``with`` block (main thread only)."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2)
+
+    def __init__(self):
+        self.requested: str | None = None
+        self._previous: dict[int, object] = {}
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        if self.requested is not None:
+            raise KeyboardInterrupt(f"second signal ({signal.Signals(signum).name}): stopping at once")
+        self.requested = signal.Signals(signum).name
+
+    def __enter__(self) -> StopRequested:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._restored = dict(self._previous)
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def hand_over(self) -> None:
+        """Pass a received SIGUSR2 on to the handler installed before ours (submitit requeues there)."""
+        previous = getattr(self, "_restored", {}).get(signal.SIGUSR2)
+        if self.requested == "SIGUSR2" and callable(previous):
+            previous(signal.SIGUSR2, None)

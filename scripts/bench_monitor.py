@@ -1,0 +1,60 @@
+"""What the diagnostics cost: training throughput with every monitor switch on vs all off.
+
+Runs the real training loop (``normtrain.train``) on the default model and corpus, alternating the
+two settings (A B A B ...) so that machine noise hits both alike, and compares the median tokens/s
+of the logged intervals. Usage:
+
+    python scripts/bench_monitor.py [--steps 100] [--repeats 2] [--every 10] [--out FILE.json] [overrides...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from pathlib import Path
+
+import normtrain
+
+SWITCHES = ("grad_norms", "activations", "attn_entropy", "update_ratio", "output_change")
+
+
+def throughput(overrides: list[str], run_dir: Path) -> float:
+    normtrain.train(normtrain.compose(overrides), run_dir=run_dir)
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rates = [r["tokens_per_s"] for r in rows[1:] if r.get("tokens_per_s")]  # skip the warm-up interval
+    return statistics.median(rates)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--every", type=int, default=10)
+    parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
+    parser.add_argument("overrides", nargs="*", help="extra config overrides, e.g. train.device=cuda")
+    args = parser.parse_args()
+
+    base = [f"train.max_steps={args.steps}", "train.eval_every=0", "logger=none", "train.progress=false",
+            f"monitor.every={args.every}", *args.overrides]
+    settings = {"on": [f"monitor.{s}=true" for s in SWITCHES], "off": [f"monitor.{s}=false" for s in SWITCHES]}
+    rates: dict[str, list[float]] = {"on": [], "off": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.repeats):
+            for name, switches in settings.items():
+                rate = throughput([*base, *switches], Path(tmp) / f"{name}{i}")
+                rates[name].append(rate)
+                print(f"repeat {i} monitor {name:3s}: {rate:9.0f} tokens/s", flush=True)
+    on, off = statistics.median(rates["on"]), statistics.median(rates["off"])
+    result = {"tokens_per_s_on": on, "tokens_per_s_off": off, "overhead": off / on - 1, "every": args.every,
+              "steps": args.steps, "repeats": args.repeats, "overrides": args.overrides, "runs": rates}
+    print(f"diagnostics every {args.every} steps cost {100 * result['overhead']:.1f}% of the step time "
+          f"({on:.0f} vs {off:.0f} tokens/s)")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

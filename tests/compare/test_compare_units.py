@@ -1,0 +1,130 @@
+"""The parts of ``normtrain.compare`` on hand-made run folders: reading, finding, labels, sorting, colours."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from normtrain.compare import figures, labels, report
+from normtrain.compare.runs import Run, find_run_dirs, load_run, read_metrics
+
+
+def make_run(path: Path, rows: list[dict] | None = None, summary: dict | None = None, raw: str = "") -> Path:
+    path.mkdir(parents=True)
+    if rows is not None or raw:
+        (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows or []) + raw)
+    if summary is not None:
+        (path / "summary.json").write_text(json.dumps(summary))
+    return path
+
+
+def config(placement="pre", norm="rmsnorm", layers=6, seed=0, cache=None, lr=1e-3) -> dict:
+    eps = 1e-5 if norm == "layernorm" else 1e-6  # each norm option's own default
+    return {"model": {"n_layers": layers, "d_model": 64}, "norm": {"name": norm, "eps": eps},
+            "placement": {"name": placement, "alpha": "auto"}, "optim": {"lr": lr, "eps": 1e-8},
+            "data": {"cache_dir": cache}, "train": {"seed": seed, "progress": True},
+            "logger": {"name": "wandb", "run_name": f"x{seed}"}}
+
+
+def test_metrics_truncated_line_nulls_and_a_resume(tmp_path):
+    rows = [{"step": 0, "train/loss": 5.0, "grad_norm/layer_1": 2.0, "grad_norm/layer_0": 1.0},
+            {"step": 10, "train/loss": None, "val/loss": 4.0}, {"step": 20, "train/loss": 3.5},
+            {"step": 20, "train/loss": 3.0}]  # resumed from its checkpoint at step 20: this row wins
+    path = make_run(tmp_path / "r", rows, raw='{"step": 30, "train/lo')
+    notes: list[str] = []
+    got = read_metrics(path / "metrics.jsonl", notes)
+    assert [r["step"] for r in got] == [0, 10, 20] and got[-1]["train/loss"] == 3.0
+    assert notes == ["metrics.jsonl: 1 unreadable line(s) ignored (line 5; truncated?)"]
+
+    run = load_run(path)
+    assert run.status == "incomplete" and run.summary["steps"] == 20
+    assert run.summary["best_val_loss"] == 4.0 and run.summary["final_val_bpb"] == pytest.approx(4 / math.log(2))
+    steps, values = run.series("train/loss")
+    assert steps.tolist() == [0, 10, 20] and math.isnan(values[1])  # null -> NaN, row kept
+    assert run.layer_keys("grad_norm") == ["grad_norm/layer_0", "grad_norm/layer_1"]
+    assert run.layer_matrix("grad_norm")[1].tolist() == [[1.0, 2.0]]
+
+
+def test_unusable_folders_are_reasons_not_errors(tmp_path):
+    assert "no rows yet" in load_run(make_run(tmp_path / "a", []))
+    assert "unreadable" in load_run(make_run(tmp_path / "b", raw='{"step": 0, "tra'))
+    make_run(tmp_path / "c", [{"step": 0, "train/loss": 1.0}])
+    (tmp_path / "c" / "summary.json").write_text('{"status": "compl')  # half a file: read metrics instead
+    broken = load_run(tmp_path / "c")
+    assert broken.status == "incomplete" and any("summary.json is unreadable" in n for n in broken.notes)
+
+
+def test_find_run_dirs(tmp_path):
+    sweep = tmp_path / "sweep"
+    make_run(sweep / "0_pre-rmsnorm-L2", [{"step": 0}])
+    make_run(sweep / "1_post-rmsnorm-L2", summary={"status": "completed"})
+    (sweep / "2_post-layernorm-L2").mkdir()  # killed before writing anything
+    make_run(sweep / "0_pre-rmsnorm-L2" / "wandb" / "nested", [{"step": 0}])  # never searched: inside a run
+    (sweep / "multirun.yaml").write_text("{}")
+    (sweep / "compare").mkdir()  # our own earlier output
+    hydra_only = tmp_path / "outputs" / "day" / "run"
+    (hydra_only / ".hydra").mkdir(parents=True)
+
+    dirs, skipped = find_run_dirs([str(sweep)], exclude=sweep / "compare")
+    assert [d.name for d in dirs] == ["0_pre-rmsnorm-L2", "1_post-rmsnorm-L2"]
+    assert skipped == [f"{sweep / '2_post-layernorm-L2'}: no summary.json or metrics.jsonl (killed before its "
+                       "first log step?)"]
+    dirs, skipped = find_run_dirs([f"{sweep}/*post*", str(sweep / "1_post-rmsnorm-L2" / "summary.json"),
+                                   str(tmp_path / "outputs"), f"{tmp_path}/nothing*"])
+    assert [d.name for d in dirs] == ["1_post-rmsnorm-L2"]  # found twice, listed once
+    assert len(skipped) == 3 and skipped[-1].endswith("nothing*: no such file or folder")
+
+
+def test_labels_from_config_values_that_differ():
+    runs = [Run(Path(f"/r/{i}"), {}, config(p, n, layers, cache=f"/c{i}"), [])
+            for i, (p, n, layers) in enumerate([("post", "layernorm", 48), ("pre", "rmsnorm", 48),
+                                                 ("deepnorm", "layernorm", 12)])]
+    # norm.eps differs too, but only as each norm's default: a table column, not part of the label
+    assert labels.label_runs(runs) == ["placement.name", "norm.name", "model.n_layers", "norm.eps"]
+    assert [r.label for r in runs] == ["post · layernorm · L48", "pre · rmsnorm · L48", "deepnorm · layernorm · L12"]
+    assert labels.slug(runs[0].label) == "post-layernorm-L48"
+
+    seeds = [Run(Path(f"/r/{i}"), {}, config(seed=i), []) for i in range(2)]
+    seeds.append(Run(Path("/r/old"), {"name": "pre-rmsnorm-L6"}, None, []))  # no config: its summary's name
+    assert labels.label_runs(seeds) == ["train.seed"]  # the seed counts; logger, cache and progress do not
+    assert [r.label for r in seeds] == ["seed=0", "seed=1", "pre-rmsnorm-L6"]
+
+    twins = [Run(Path(f"/r/job{i}"), {}, config(lr=lr), []) for i, lr in enumerate([1e-3, 1e-3, 3e-4])]
+    assert labels.label_runs(twins, by=["placement"]) == ["placement.name", "optim.lr"]
+    assert [r.label for r in twins] == ["pre (lr=0.001) (job0)", "pre (lr=0.001) (job1)", "pre (lr=0.0003)"]
+
+    keys = labels.flatten(config())
+    assert labels.resolve_keys(["norm", "n_layers", "optim.lr"], keys) == ["norm.name", "model.n_layers", "optim.lr"]
+    with pytest.raises(labels.LabelError, match="'eps' \\(ambiguous: norm.eps, optim.eps\\)"):
+        labels.resolve_keys(["eps"], keys)
+    assert labels.short_names(["norm.eps", "optim.eps", "optim.lr"]) == {
+        "norm.eps": "norm.eps", "optim.eps": "optim.eps", "optim.lr": "lr"}
+
+
+def test_sort_diverged_and_failed_last():
+    def run(label, status, val, at=None):
+        r = Run(Path(label), {"status": status, "final_val_loss": val, "diverged_at_step": at}, None, [])
+        r.label = label
+        return r
+
+    runs = [run("f", "failed", None), run("d1", "diverged", 9.0, at=5), run("c2", "completed", 2.0),
+            run("i", "incomplete", 1.0), run("d2", "diverged", 1.0, at=50), run("c1", "completed", 1.5),
+            run("c0", "completed", None)]
+    value, higher, _ = report.metric("val/loss", runs)
+    assert [r.label for r in report.sort_runs(runs, value, higher)] == ["c1", "c2", "c0", "i", "d2", "d1", "f"]
+    table = report.markdown(runs, report.columns([]))
+    assert table.splitlines()[1].startswith("|-----") and "| failed " in table
+
+
+def test_many_runs_get_a_colour_map_per_group():
+    groups = [p for p in ("pre", "post", "deepnorm") for _ in range(9)]
+    members = [f"{n} · L{layers}" for _ in range(3) for n in ("layernorm", "rmsnorm", "prmsnorm") for layers in
+               (6, 12, 48)]
+    cols = figures.colors(groups, members)
+    assert len(set(cols)) == 27
+    assert all(c[2] > c[0] for c, g in zip(cols, groups, strict=True) if g == "pre")  # shades of blue
+    assert sum(cols[0][:3]) > sum(cols[1][:3]) > sum(cols[2][:3])  # L6 lighter than L12 than L48
+    assert len(set(figures.colors(["a", "b", "c"], ["x", "y", "z"]))) == 3  # few runs: tab10
