@@ -1,0 +1,5 @@
+import sys
+
+from normtrain.reproduce.cli import main
+
+sys.exit(main())

@@ -1,0 +1,219 @@
+"""How a reproduction runs: the grid from its Hydra file, the runs, and what they measured.
+
+An experiment's settings live in ``configs/experiment/NAME.yaml`` (a ``@package _global_`` preset)
+and its grid in that file's ``hydra.sweeper.params``, so ``normtrain -m experiment=NAME`` and
+``normtrain-reproduce NAME`` run the same jobs. ``--scale gpu`` adds the experiment's own overrides
+(wider, deeper, longer) and may replace grid axes; ``--smoke`` shrinks everything to a few steps.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from omegaconf import DictConfig
+
+from normtrain.compare.runs import Run, load_run
+
+SCALES = ("cpu", "gpu")
+SEED_AXIS = "train.seed"
+SMOKE_OVERRIDES = ["train.max_steps=4", "train.eval_every=0", "train.eval_batches=1", "monitor.every=2"]
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Overrides for every run, and grid axes that replace the YAML's (values in Hydra sweep syntax)."""
+
+    overrides: tuple[str, ...] = ()
+    grid: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    """One invocation: the grid expanded into runs, and where they and the write-up go."""
+
+    name: str
+    scale: str
+    smoke: bool
+    base: list[str]  # overrides every run gets, the experiment preset first
+    grid: dict[str, list[str]]  # axis -> values, in the YAML's order
+    runs_dir: Path
+    out: Path
+    command: str = ""  # how to run it again, for the write-up
+    fresh: bool = False
+    progress: bool = True
+
+    def combos(self) -> list[dict[str, str]]:
+        axes = list(self.grid)
+        return [dict(zip(axes, values, strict=True)) for values in itertools.product(*self.grid.values())]
+
+    def overrides(self, combo: dict[str, str]) -> list[str]:
+        return [*self.base, *(f"{k}={v}" for k, v in combo.items())]
+
+    def compose(self, combo: dict[str, str]) -> DictConfig:
+        from normtrain.config import compose
+
+        return compose(self.overrides(combo))
+
+    def run_dir(self, combo: dict[str, str]) -> Path:
+        return self.runs_dir / "_".join(f"{k.split('.')[-1]}-{_slug(v)}" for k, v in combo.items())
+
+def _slug(value: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.+-]+", "", str(value)) or "x"
+
+
+def sweep_axes(name: str) -> dict[str, list[str]]:
+    """``hydra.sweeper.params`` of ``configs/experiment/NAME.yaml``, each expanded to its values."""
+    from normtrain.config import compose
+
+    params = compose([f"experiment={name}"], return_hydra_config=True).hydra.sweeper.params or {}
+    return {k: expand(k, v) for k, v in params.items()}
+
+
+def expand(key: str, value) -> list[str]:
+    """The values of one axis in Hydra's sweep syntax (``a,b``, ``range(0,3)``) or a single value."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    override = OverridesParser.create().parse_override(f"{key}={value}")
+    if override.is_sweep_override():
+        return list(override.sweep_string_iterator())
+    return [override.get_value_element_as_str()]
+
+
+class Experiment:
+    """One reproduction: what the paper claims, the runs that test it, and how to judge them.
+
+    Subclasses set the class attributes, ``measure`` (default: train every run of the grid) and
+    ``analyse`` (rows in, ``Findings`` out).
+    """
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    paper: ClassVar[str]  # short citation for tables, e.g. "Xiong et al. 2020, Fig. 3"
+    reference: ClassVar[str]  # paper and figure/table, in Markdown
+    claim: ClassVar[str]  # what the paper says, in Markdown
+    method: ClassVar[str]  # how we test it, in Markdown
+    gpu: ClassVar[Scale] = Scale()
+    smoke: ClassVar[Scale] = Scale()
+    keep_checkpoints: ClassVar[bool] = False
+
+    def measure(self, plan: Plan) -> list[dict[str, Any]]:
+        """Train every run of the grid and return one row per run (its axes plus ``self.row``)."""
+        return [{**combo, **self.row(run, combo)} for combo, run in train_grid(plan, self.keep_checkpoints)]
+
+    def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
+        s = run.summary
+        return {"status": s.get("status"), "diverged_at_step": s.get("diverged_at_step"),
+                "final_val_loss": s.get("final_val_loss"), "best_val_loss": s.get("best_val_loss"),
+                "wall_time_s": s.get("wall_time_s"), "device": s.get("device")}
+
+    def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
+        raise NotImplementedError
+
+
+@dataclass
+class Check:
+    """One expectation of the paper against what we measured; ``ok`` None = not measurable here."""
+
+    expectation: str
+    measured: str
+    ok: bool | None
+
+
+@dataclass
+class Findings:
+    table: str  # Markdown
+    checks: list[Check]
+    figures: dict[str, Callable[[Path], None]]  # file name -> function drawing it to that path
+    key: str  # the headline number, one line
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        judged = [c.ok for c in self.checks if c.ok is not None]
+        if not judged:
+            return "not judged"
+        if all(judged):
+            return "reproduced"
+        return "partly reproduced" if any(judged) else "not reproduced"
+
+
+def train_grid(plan: Plan, keep_checkpoints: bool = False) -> list[tuple[dict[str, str], Run]]:
+    """Run (or reuse) every run of the grid in this process; a run already done with the same config is kept."""
+    from tqdm.auto import tqdm
+
+    from normtrain.config import to_container
+    from normtrain.training import train
+
+    done = []
+    combos = plan.combos()
+    bar = tqdm(combos, desc=plan.name, disable=not plan.progress, dynamic_ncols=True)
+    for combo in bar:
+        bar.set_postfix_str(" ".join(f"{k.split('.')[-1]}={v}" for k, v in combo.items()), refresh=True)
+        cfg = plan.compose(combo)
+        run_dir = plan.run_dir(combo)
+        previous = load_run(run_dir) if (run_dir / "summary.json").is_file() else None
+        reusable = (not plan.fresh and isinstance(previous, Run) and previous.status in ("completed", "diverged")
+                    and previous.summary.get("config") == to_container(cfg)
+                    and (not keep_checkpoints or (run_dir / "ckpt.pt").is_file()))
+        if not reusable:
+            if run_dir.exists():
+                shutil.rmtree(run_dir)
+            train(cfg, run_dir=run_dir)
+            if not keep_checkpoints:
+                (run_dir / "ckpt.pt").unlink(missing_ok=True)  # the runs are measured, not resumed
+        run = load_run(run_dir)
+        if not isinstance(run, Run):
+            raise RuntimeError(f"{run_dir}: the run left nothing readable ({run})")
+        done.append((combo, run))
+    return done
+
+
+def validation_batches(cfg: DictConfig, n_batches: int) -> list[tuple[Any, Any]]:
+    """``n_batches`` fixed validation batches of ``cfg.train.batch_size`` windows of the run's corpus."""
+    from normtrain.data import eval_batches, load_corpus
+
+    d = cfg.data
+    corpus = load_corpus(d.name, d.path, d.val_fraction, d.cache_dir, progress=False)
+    return eval_batches(corpus.val, cfg.train.batch_size, cfg.model.seq_len, n_batches)
+
+
+def mean_over_seeds(rows: list[dict[str, Any]], keys: tuple[str, ...], value: str) -> dict[tuple, float]:
+    """Mean of ``value`` over the rows (seeds) sharing ``keys``; rows without a finite value are left out."""
+    groups: dict[tuple, list[float]] = {}
+    for row in rows:
+        v = row.get(value)
+        if v is not None and math.isfinite(v):
+            groups.setdefault(tuple(row[k] for k in keys), []).append(v)
+    return {k: sum(v) / len(v) for k, v in groups.items()}
+
+
+def loglog_slope(xs: list[float], ys: list[float]) -> float | None:
+    """Least-squares slope of log y against log x (y ~ x^slope); None with fewer than two points."""
+    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True) if x > 0 and y is not None and y > 0]
+    if len(pts) < 2:
+        return None
+    mx = sum(p[0] for p in pts) / len(pts)
+    my = sum(p[1] for p in pts) / len(pts)
+    var = sum((p[0] - mx) ** 2 for p in pts)
+    return sum((p[0] - mx) * (p[1] - my) for p in pts) / var if var else None
+
+
+def figure(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3.2):
+    """A constrained-layout matplotlib Figure (Agg, no pyplot state) and its axes, flattened."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained", dpi=100)
+    return fig, fig.subplots(nrows, ncols, squeeze=False).ravel()
+
+
+def save(fig, path: Path) -> None:
+    from normtrain.compare.figures import save_png
+
+    save_png(fig, path)

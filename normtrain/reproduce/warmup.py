@@ -1,0 +1,104 @@
+"""Xiong et al. 2020, §3.2: Post-LN needs learning-rate warm-up; Pre-LN trains without it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from normtrain.compare.runs import Run
+from normtrain.reproduce.runner import Check, Experiment, Findings, Plan, Scale, figure, mean_over_seeds, save
+from normtrain.reproduce.writeup import fmt, markdown_table
+
+
+def final_loss(row: dict[str, Any]) -> float | None:
+    """Final val loss; a diverged run counts as missing (reported by status)."""
+    return None if row.get("status") == "diverged" else row.get("final_val_loss")
+
+
+class Warmup(Experiment):
+    name = "xiong_warmup"
+    title = "Warm-up sensitivity of Post-LN and Pre-LN (Xiong et al. 2020, §3.2)"
+    paper = "Xiong et al. 2020, §3.2"
+    reference = "**Xiong et al. 2020**, *On Layer Normalization in the Transformer Architecture*, §3.2 and Fig. 2"
+    claim = ("Post-LN Transformers need a learning-rate warm-up: on IWSLT14 without warm-up BLEU was 8.45 against "
+             "≈34 with a 4000-step warm-up, and a 500-step warm-up worked at lr 5e-4 (31.16) but not at 1e-3 "
+             "(2.77). Pre-LN trains without warm-up.")
+    method = ("Scaled down: 12 layers, d 64, 4 heads, GELU FFN 256, Adam β = (0.9, 0.98), no weight decay, no "
+              "gradient clipping, a linear warm-up of 0, 50 or 300 steps and then a constant learning rate, 300 "
+              "steps of 16 × 128 bytes. A 300-step warm-up spans the whole run, so it also lowers the average "
+              "learning rate: the comparison that isolates the need for warm-up is 0 against 50.")
+    gpu = Scale(overrides=("model.d_model=256", "model.n_heads=4", "model.d_ff=1024", "train.max_steps=3000",
+                           "train.batch_size=32", "train.eval_every=250"),
+                grid={"optim.warmup_steps": "0,500,3000", "train.seed": "0,1,2"})
+
+    def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
+        steps, losses = run.series("val/loss")
+        return {**super().row(run, combo), "val_curve": " ".join(f"{int(s)}:{v:.4f}" for s, v in zip(steps, losses,
+                                                                                                      strict=True))}
+
+    def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
+        for r in rows:
+            r["final"] = final_loss(r)
+        lrs = sorted({r["optim.lr"] for r in rows}, key=float)
+        warmups = sorted({r["optim.warmup_steps"] for r in rows}, key=int)
+        places = [p for p in ("post", "pre") if any(r["placement"] == p for r in rows)]
+        loss = mean_over_seeds(rows, ("placement", "optim.lr", "optim.warmup_steps"), "final")
+        diverged = {(r["placement"], r["optim.lr"], r["optim.warmup_steps"]) for r in rows if r["status"] == "diverged"}
+
+        def cell(p, lr, w):
+            return "diverged" if (p, lr, w) in diverged else loss.get((p, lr, w))
+
+        table = markdown_table(["placement", "lr", *[f"warm-up {w}" for w in warmups]],
+                               [[p, lr, *[cell(p, lr, w) for w in warmups]] for p in places for lr in lrs])
+        table = "Final validation loss (nats per byte; lower is better):\n\n" + table
+
+        def penalty(p, lr):
+            """How much worse no warm-up ends than the best warmed-up run (inf: it diverged)."""
+            if (p, lr, "0") in diverged:
+                return float("inf")
+            warmed = [loss.get((p, lr, w)) for w in warmups if w != "0" and loss.get((p, lr, w)) is not None]
+            base = loss.get((p, lr, "0"))
+            return base - min(warmed) if warmed and base is not None else None
+
+        def short_penalty(p, lr):
+            """No warm-up against the short (50-step) warm-up only."""
+            short = [w for w in warmups if w != "0"][:1]
+            if (p, lr, "0") in diverged:
+                return float("inf")
+            a, b = loss.get((p, lr, "0")), loss.get((p, lr, short[0])) if short else None
+            return a - b if a is not None and b is not None else None
+
+        hi = lrs[-1]
+        post_pen = [penalty("post", lr) for lr in lrs]
+        pre_pen = [short_penalty("pre", lr) for lr in lrs]
+        checks = [
+            Check(f"Post-LN without warm-up ends ≥ 0.3 nats worse than with warm-up, or diverges, at lr {hi}",
+                  f"no-warm-up penalty {fmt(penalty('post', hi))} nats at lr {hi}",
+                  None if penalty("post", hi) is None else penalty("post", hi) >= 0.3),
+            Check("Post-LN's need for warm-up grows with the learning rate",
+                  "penalty " + ", ".join(f"{fmt(v)} at lr {lr}" for v, lr in zip(post_pen, lrs, strict=True)),
+                  None if None in post_pen or len(lrs) < 2 else post_pen[-1] >= post_pen[0]),
+            Check("Pre-LN is nearly insensitive: no warm-up within 0.1 nats of the 50-step warm-up at every lr",
+                  "no warm-up − 50-step warm-up: " + ", ".join(f"{fmt(v)} at lr {lr}"
+                                                              for v, lr in zip(pre_pen, lrs, strict=True)),
+                  None if None in pre_pen else all(v <= 0.1 for v in pre_pen)),
+        ]
+        key = (f"At lr {hi}, no warm-up costs Post-LN {fmt(penalty('post', hi))} nats and Pre-LN "
+               f"{fmt(short_penalty('pre', hi))} nats (final val loss).")
+
+        def draw(path):
+            fig, axes = figure(ncols=len(lrs), width=4.6)
+            for ax, lr in zip(axes, lrs, strict=True):
+                for r in rows:
+                    if r["optim.lr"] != lr or r.get("train.seed", "0") != rows[0].get("train.seed", "0"):
+                        continue
+                    pts = [tuple(map(float, p.split(":"))) for p in r["val_curve"].split()]
+                    if pts:
+                        style = "-" if r["placement"] == "post" else "--"
+                        ax.plot(*zip(*pts, strict=True), style, marker=".",
+                                label=f"{r['placement']}, warm-up {r['optim.warmup_steps']}")
+                ax.set(title=f"lr {lr}", xlabel="step", ylabel="val loss (nats/byte)")
+                ax.grid(alpha=0.3)
+                ax.legend(fontsize=7)
+            save(fig, path)
+
+        return Findings(table=table, checks=checks, key=key, figures={"val_loss.png": draw})

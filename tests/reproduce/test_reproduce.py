@@ -1,0 +1,119 @@
+"""``normtrain-reproduce``: every experiment end to end in smoke mode, the grid, the write-up and the verdicts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from normtrain.reproduce import EXPERIMENTS, reproduce
+from normtrain.reproduce.cli import ReproduceError, main, make_plan
+from normtrain.reproduce.grad_init import GradInit
+from normtrain.reproduce.runner import Plan
+from normtrain.reproduce.writeup import BEGIN, END, update_index
+
+VERDICTS = {"reproduced", "partly reproduced", "not reproduced", "not judged"}
+
+
+@pytest.fixture
+def local(text_corpus) -> list[str]:
+    return ["data=local_text", f"data.path={text_corpus}", "model.seq_len=32"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(EXPERIMENTS))
+def test_every_experiment_runs_end_to_end_in_smoke_mode(name, local, tmp_path):
+    out, runs = tmp_path / "out", tmp_path / "runs"
+    result = reproduce(name, smoke=True, overrides=local, out=out, runs_dir=runs, progress=False)
+    assert result["verdict"] in VERDICTS
+    plan = make_plan(name, smoke=True, overrides=local, out=out, runs_dir=runs)
+    saved = json.loads((out / "result.json").read_text())
+    assert saved["runs"] == len(plan.combos()) >= 2 and saved["smoke"] is True
+    csv_lines = (out / "runs.csv").read_text().strip().splitlines()
+    assert len(csv_lines) == len(plan.combos()) + 1
+    readme = (out / "README.md").read_text()
+    assert "Smoke run" in readme and "## Verdict" in readme and f"normtrain-reproduce {name} --smoke" in readme
+    pngs = [p.name for p in out.glob("*.png")]
+    assert pngs and all(f"]({p})" in readme for p in pngs)
+    assert not (tmp_path / "README.md").exists()  # a smoke run never touches the experiments index
+
+
+@pytest.mark.slow
+def test_finished_runs_are_reused(local, tmp_path):
+    kw = dict(smoke=True, overrides=local, out=tmp_path / "out", runs_dir=tmp_path / "runs", progress=False)
+    reproduce("deepnet_depth", **kw)
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").glob("*/summary.json")}
+    assert len(stamps) == 4
+    reproduce("deepnet_depth", **kw)
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+
+
+def test_the_grid_comes_from_the_experiment_yaml_and_scales():
+    cpu = make_plan("deepnet_depth")
+    assert cpu.grid == {"placement": ["post", "pre", "deepnorm"], "model.n_layers": ["6", "24", "48"],
+                        "train.seed": ["0"]}
+    assert len(cpu.combos()) == 9 and str(cpu.out) == "experiments/deepnet_depth"
+    gpu = make_plan("deepnet_depth", scale="gpu", seeds=2)
+    assert gpu.grid["model.n_layers"] == ["6", "24", "48", "96", "192"] and gpu.grid["train.seed"] == ["0", "1"]
+    assert str(gpu.out) == "experiments/deepnet_depth-gpu" and "model.d_model=256" in gpu.base
+    cfg = gpu.compose(gpu.combos()[-1])
+    assert (cfg.model.n_layers, cfg.model.d_model, cfg.placement.name, cfg.optim.warmup_steps) == (192, 256,
+                                                                                                    "deepnorm", 0)
+    narrowed = make_plan("deepnet_depth", overrides=["model.n_layers=6,96", "optim.lr=3e-3"])
+    assert narrowed.grid["model.n_layers"] == ["6", "96"] and narrowed.base[-1] == "optim.lr=3e-3"
+    smoke = make_plan("xiong_grad_init", smoke=True)
+    assert [len(v) for v in smoke.grid.values()] == [2, 2, 1] and "train.max_steps=4" in smoke.base
+
+
+def test_bad_input_is_reported(capsys):
+    assert main(["no_such_experiment"]) == 2
+    assert "allowed: xiong_grad_init" in capsys.readouterr().err
+    assert main(["deepnet_depth", "--scale", "tpu"]) == 2
+    assert "allowed: cpu, gpu" in capsys.readouterr().err
+    with pytest.raises(ReproduceError, match="model.n_layers=0"):
+        make_plan("deepnet_depth", overrides=["model.n_layers=0"])
+    with pytest.raises(ReproduceError, match="do not compose"):
+        make_plan("deepnet_depth", overrides=["model.n_layer=3"])
+
+
+def test_cli_entry_point_lists_the_experiments():
+    proc = subprocess.run([sys.executable, "-m", "normtrain.reproduce", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and all(name in proc.stdout for name in EXPERIMENTS)
+
+
+def synthetic_grad_rows(post_rises: bool, pre_slope: float) -> list[dict]:
+    rows = []
+    for placement in ("post", "pre"):
+        for depth in (6, 12, 24, 48):
+            if placement == "post":
+                profile = [0.2 + (0.1 * i / depth if post_rises else -0.1 * i / depth) for i in range(depth)]
+            else:
+                profile = [0.3 * (depth / 6) ** pre_slope] * depth
+            rows.append({"placement": placement, "model.n_layers": str(depth), "train.seed": "0",
+                         "last_layer": profile[-1], "first_layer": profile[0],
+                         "last_over_first": profile[-1] / profile[0], "profile": " ".join(map(str, profile))})
+    return rows
+
+
+def test_grad_init_verdict_follows_the_numbers(tmp_path):
+    plan = Plan("xiong_grad_init", "cpu", False, [], {}, tmp_path, tmp_path)
+    assert GradInit().analyse(synthetic_grad_rows(True, -0.5), plan).verdict == "reproduced"
+    findings = GradInit().analyse(synthetic_grad_rows(False, 0.0), plan)
+    assert findings.verdict == "partly reproduced"  # Post-LN's last layer is still depth-independent
+    assert [c.ok for c in findings.checks] == [False, True, False, True]
+
+
+def test_index_table_is_rebuilt_between_markers(tmp_path):
+    index = tmp_path / "README.md"
+    index.write_text(f"# Experiments\n\nHand-written intro.\n\n{BEGIN}\nold\n{END}\n\nHand-written end.\n")
+    folder = tmp_path / "deepnet_depth"
+    folder.mkdir()
+    (folder / "result.json").write_text(json.dumps({
+        "reference": "**Wang et al. 2022**, DeepNet", "verdict": "partly reproduced", "key": "Post − Pre = 0.4",
+        "wall_time_s": 600, "scale": "cpu", "device": "CPU (2 cores)", "smoke": False}))
+    update_index(index)
+    text = index.read_text()
+    assert "Hand-written intro." in text and "Hand-written end." in text and "old" not in text
+    assert "[`deepnet_depth`](deepnet_depth/README.md)" in text and "**partly reproduced**" in text
