@@ -48,6 +48,7 @@ class Plan:
     command: str = ""  # how to run it again, for the write-up
     fresh: bool = False
     progress: bool = True
+    reused_s: float = 0.0  # wall time of the runs reused from an earlier invocation (counted in the total)
 
     def combos(self) -> list[dict[str, str]]:
         axes = list(self.grid)
@@ -63,6 +64,7 @@ class Plan:
 
     def run_dir(self, combo: dict[str, str]) -> Path:
         return self.runs_dir / "_".join(f"{k.split('.')[-1]}-{_slug(v)}" for k, v in combo.items())
+
 
 def _slug(value: str) -> str:
     return re.sub(r"[^A-Za-z0-9.+-]+", "", str(value)) or "x"
@@ -100,7 +102,6 @@ class Experiment:
     claim: ClassVar[str]  # what the paper says, in Markdown
     method: ClassVar[str]  # how we test it, in Markdown
     gpu: ClassVar[Scale] = Scale()
-    smoke: ClassVar[Scale] = Scale()
     keep_checkpoints: ClassVar[bool] = False
 
     def measure(self, plan: Plan) -> list[dict[str, Any]]:
@@ -162,7 +163,9 @@ def train_grid(plan: Plan, keep_checkpoints: bool = False) -> list[tuple[dict[st
         reusable = (not plan.fresh and isinstance(previous, Run) and previous.status in ("completed", "diverged")
                     and previous.summary.get("config") == to_container(cfg)
                     and (not keep_checkpoints or (run_dir / "ckpt.pt").is_file()))
-        if not reusable:
+        if reusable:
+            plan.reused_s += previous.summary.get("wall_time_s") or 0.0
+        else:
             if run_dir.exists():
                 shutil.rmtree(run_dir)
             train(cfg, run_dir=run_dir)

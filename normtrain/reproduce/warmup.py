@@ -67,23 +67,33 @@ class Warmup(Experiment):
             a, b = loss.get((p, lr, "0")), loss.get((p, lr, short[0])) if short else None
             return a - b if a is not None and b is not None else None
 
-        hi = lrs[-1]
-        post_pen = [penalty("post", lr) for lr in lrs]
+        lo, hi = lrs[0], lrs[-1]
         pre_pen = [short_penalty("pre", lr) for lr in lrs]
         checks = [
             Check(f"Post-LN without warm-up ends ≥ 0.3 nats worse than with warm-up, or diverges, at lr {hi}",
                   f"no-warm-up penalty {fmt(penalty('post', hi))} nats at lr {hi}",
                   None if penalty("post", hi) is None else penalty("post", hi) >= 0.3),
-            Check("Post-LN's need for warm-up grows with the learning rate",
-                  "penalty " + ", ".join(f"{fmt(v)} at lr {lr}" for v, lr in zip(post_pen, lrs, strict=True)),
-                  None if None in post_pen or len(lrs) < 2 else post_pen[-1] >= post_pen[0]),
+            Check(f"... and at lr {lo}", f"no-warm-up penalty {fmt(penalty('post', lo))} nats at lr {lo}",
+                  None if penalty("post", lo) is None or lo == hi else penalty("post", lo) >= 0.3),
             Check("Pre-LN is nearly insensitive: no warm-up within 0.1 nats of the 50-step warm-up at every lr",
                   "no warm-up − 50-step warm-up: " + ", ".join(f"{fmt(v)} at lr {lr}"
                                                               for v, lr in zip(pre_pen, lrs, strict=True)),
                   None if None in pre_pen else all(v <= 0.1 for v in pre_pen)),
         ]
-        key = (f"At lr {hi}, no warm-up costs Post-LN {fmt(penalty('post', hi))} nats and Pre-LN "
-               f"{fmt(short_penalty('pre', hi))} nats (final val loss).")
+        notes = []
+        for lr in lrs:
+            ends = [loss.get(("post", lr, w)) for w in warmups]
+            if None not in ends and len(ends) > 1 and max(ends) - min(ends) < 0.05:
+                notes.append(f"At lr {lr} every Post-LN run ends at ≈ {fmt(sum(ends) / len(ends))} nats whatever its "
+                             f"warm-up (up to {warmups[-1]} steps): no warm-up tried here is long enough at this "
+                             "learning rate, as in Xiong et al.'s IWSLT run where a 500-step warm-up rescued lr 5e-4 "
+                             "but not lr 1e-3 (BLEU 2.77).")
+        best_pre = min((v for (p, _, _), v in loss.items() if p == "pre"), default=None)
+        best_post = min((v for (p, _, _), v in loss.items() if p == "post"), default=None)
+        if best_pre is not None and best_post is not None:
+            notes.append(f"Best run of each: Pre-LN {fmt(best_pre)}, Post-LN {fmt(best_post)} nats.")
+        key = (f"No warm-up costs Post-LN {fmt(penalty('post', lo))} nats at lr {lo} and "
+               f"{fmt(penalty('post', hi))} at lr {hi}; Pre-LN {', '.join(fmt(v) for v in pre_pen)}.")
 
         def draw(path):
             fig, axes = figure(ncols=len(lrs), width=4.6)
@@ -101,4 +111,4 @@ class Warmup(Experiment):
                 ax.legend(fontsize=7)
             save(fig, path)
 
-        return Findings(table=table, checks=checks, key=key, figures={"val_loss.png": draw})
+        return Findings(table=table, checks=checks, key=key, figures={"val_loss.png": draw}, notes=notes)

@@ -23,7 +23,9 @@ def fmt(value: Any, digits: int = 3) -> str:
     if value is None:
         return "–"
     if isinstance(value, float):
-        return f"{value:.{digits}g}" if abs(value) < 1e-2 or abs(value) >= 1e4 else f"{value:.{digits}f}"
+        if value == 0 or abs(value) >= 1e3:
+            return f"{value:.0f}"
+        return f"{value:.{digits}g}" if abs(value) < 1e-2 else f"{value:.{digits}f}"
     return str(value)
 
 
@@ -66,6 +68,7 @@ def write(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findings: Fin
     write_json(out / "result.json", result)
 
     grid = "\n".join(f"- `{k}`: {', '.join(v)}" for k, v in plan.grid.items())
+    notes = ("\nNotes:\n\n" + "".join(f"- {n}\n" for n in findings.notes)) if findings.notes else ""
     checks = markdown_table(["expectation (paper)", "measured here", "holds"],
                             [[c.expectation, c.measured, MARK[c.ok]] for c in findings.checks])
     text = f"""# {exp.title}
@@ -88,7 +91,8 @@ the grid ({len(rows)} runs):
 
 {grid}
 
-Device: {environment(device)}. Wall time: {minutes:.1f} min for the whole experiment.
+Device: {environment(device)}. Wall time: {minutes:.1f} min for the whole experiment (runs reused from an
+earlier invocation counted with their own wall time).
 
 ## Results
 
@@ -101,8 +105,7 @@ Device: {environment(device)}. Wall time: {minutes:.1f} min for the whole experi
 {checks}
 
 {findings.key}
-{"".join(chr(10) + "- " + n for n in findings.notes)}
-"""
+{notes}"""
     readme = out / "README.md"
     readme.write_text(text.replace("\n\n\n", "\n\n"))
     return readme
