@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import statistics
 import tempfile
 from pathlib import Path
+
+import torch
 
 import normtrain
 
@@ -48,7 +52,9 @@ def main() -> None:
                 print(f"repeat {i} monitor {name:3s}: {rate:9.0f} tokens/s", flush=True)
     on, off = statistics.median(rates["on"]), statistics.median(rates["off"])
     result = {"tokens_per_s_on": on, "tokens_per_s_off": off, "overhead": off / on - 1, "every": args.every,
-              "steps": args.steps, "repeats": args.repeats, "overrides": args.overrides, "runs": rates}
+              "steps": args.steps, "repeats": args.repeats, "overrides": args.overrides, "runs": rates,
+              "device": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores (or the GPU in "
+                        "overrides)", "torch": torch.__version__}
     print(f"diagnostics every {args.every} steps cost {100 * result['overhead']:.1f}% of the step time "
           f"({on:.0f} vs {off:.0f} tokens/s)")
     if args.out:
