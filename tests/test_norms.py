@@ -73,7 +73,7 @@ def test_rmsnorm_zero_rows_stay_finite():
 
 
 def test_unknown_norm_lists_allowed():
-    with pytest.raises(ValueError, match="allowed: layernorm"):
+    with pytest.raises(ValueError, match="allowed: batchnorm, layernorm, prmsnorm, rmsnorm"):
         build_norm(NormSpec("groupnorm"), 8)
 
 
