@@ -5,7 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from normtrain.compare.runs import Run
-from normtrain.reproduce.runner import Check, Experiment, Findings, Plan, Scale, figure, mean_over_seeds, save
+from normtrain.reproduce.runner import (
+    Check,
+    Experiment,
+    Findings,
+    Plan,
+    Scale,
+    curve_points,
+    curve_text,
+    figure,
+    mean_over_seeds,
+    save,
+)
 from normtrain.reproduce.warmup import final_loss
 from normtrain.reproduce.writeup import fmt, markdown_table
 
@@ -30,7 +41,7 @@ class Depth(Experiment):
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
         steps, losses = run.series("val/loss")
         return {**super().row(run, combo), "initial_val_loss": losses[0].item() if losses.size else None,
-                "val_curve": " ".join(f"{int(s)}:{v:.4f}" for s, v in zip(steps, losses, strict=True))}
+                "val_curve": curve_text(steps, losses)}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         for r in rows:
@@ -75,8 +86,8 @@ class Depth(Experiment):
             axes[0].set_xticks(depths, [str(d) for d in depths])
             for r in rows:
                 if int(r["model.n_layers"]) == deep and r["val_curve"]:
-                    pts = [tuple(map(float, p.split(":"))) for p in r["val_curve"].split()]
-                    axes[1].plot(*zip(*pts, strict=True), marker=".", label=f"{r['placement']} s{r.get('train.seed')}")
+                    axes[1].plot(*zip(*curve_points(r["val_curve"]), strict=True), marker=".",
+                                 label=f"{r['placement']} s{r.get('train.seed')}")
             axes[1].set(xlabel="step", ylabel="val loss", title=f"L = {deep}")
             for ax in axes:
                 ax.grid(alpha=0.3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from normtrain.compare.runs import Run
-from normtrain.reproduce.runner import Check, Experiment, Findings, Plan, Scale, figure, save
+from normtrain.reproduce.runner import Check, Experiment, Findings, Plan, Scale, curve_points, curve_text, figure, save
 from normtrain.reproduce.writeup import fmt, markdown_table
 
 FIRST, LATER = 2, 10  # "the first steps": the first logged update, and a few steps on
@@ -37,7 +37,7 @@ class ModelUpdate(Experiment):
         series = dict(zip(steps.astype(int).tolist(), change.tolist(), strict=True))
         return {**super().row(run, combo), f"update_step{FIRST}": series.get(FIRST),
                 f"update_step{LATER}": series.get(LATER), "final_update": change[-1].item() if change.size else None,
-                "update_curve": " ".join(f"{s}:{v:.4g}" for s, v in series.items())}
+                "update_curve": curve_text(series, series.values())}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         depths = sorted({int(r["model.n_layers"]) for r in rows})
@@ -83,8 +83,7 @@ class ModelUpdate(Experiment):
                 for v in present:
                     r = by.get((*v, d))
                     if r and r["update_curve"]:
-                        pairs = (map(float, p.split(":")) for p in r["update_curve"].split())
-                        pts = [(x, y) for x, y in pairs if y > 0]
+                        pts = [(x, y) for x, y in curve_points(r["update_curve"]) if y > 0]
                         ax.plot(*zip(*pts, strict=True), "-" if v[1] == "0" else ":", label=variant(*v))
                 ax.set(title=f"L = {d}", xlabel="step", ylabel="‖F(x,θt) − F(x,θ0)‖", yscale="log")
                 ax.grid(alpha=0.3)

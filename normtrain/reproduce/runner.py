@@ -187,6 +187,16 @@ def validation_batches(cfg: DictConfig, n_batches: int) -> list[tuple[Any, Any]]
     return eval_batches(corpus.val, cfg.train.batch_size, cfg.model.seq_len, n_batches)
 
 
+def curve_text(steps, values) -> str:
+    """A logged series as ``"step:value step:value ..."``, one CSV cell (runs.csv keeps the whole curve)."""
+    return " ".join(f"{int(s)}:{v:.5g}" for s, v in zip(steps, values, strict=True))
+
+
+def curve_points(text: str) -> list[tuple[float, float]]:
+    """``curve_text`` read back."""
+    return [(float(s), float(v)) for s, v in (p.split(":") for p in text.split())]
+
+
 def mean_over_seeds(rows: list[dict[str, Any]], keys: tuple[str, ...], value: str) -> dict[tuple, float]:
     """Mean of ``value`` over the rows (seeds) sharing ``keys``; rows without a finite value are left out."""
     groups: dict[tuple, list[float]] = {}

@@ -5,7 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from normtrain.compare.runs import Run
-from normtrain.reproduce.runner import Check, Experiment, Findings, Plan, Scale, figure, mean_over_seeds, save
+from normtrain.reproduce.runner import (
+    Check,
+    Experiment,
+    Findings,
+    Plan,
+    Scale,
+    curve_points,
+    curve_text,
+    figure,
+    mean_over_seeds,
+    save,
+)
 from normtrain.reproduce.writeup import fmt, markdown_table
 
 
@@ -32,8 +43,7 @@ class Warmup(Experiment):
 
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
         steps, losses = run.series("val/loss")
-        return {**super().row(run, combo), "val_curve": " ".join(f"{int(s)}:{v:.4f}" for s, v in zip(steps, losses,
-                                                                                                      strict=True))}
+        return {**super().row(run, combo), "val_curve": curve_text(steps, losses)}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         for r in rows:
@@ -101,7 +111,7 @@ class Warmup(Experiment):
                 for r in rows:
                     if r["optim.lr"] != lr or r.get("train.seed", "0") != rows[0].get("train.seed", "0"):
                         continue
-                    pts = [tuple(map(float, p.split(":"))) for p in r["val_curve"].split()]
+                    pts = curve_points(r["val_curve"])
                     if pts:
                         style = "-" if r["placement"] == "post" else "--"
                         ax.plot(*zip(*pts, strict=True), style, marker=".",
