@@ -14,7 +14,17 @@ from typing import Any
 import torch
 
 from normtrain.compare.runs import Run
-from normtrain.reproduce.runner import Check, Experiment, Findings, Plan, Scale, figure, save, validation_batches
+from normtrain.reproduce.runner import (
+    Check,
+    Experiment,
+    Findings,
+    Plan,
+    Scale,
+    figure,
+    first_seed,
+    save,
+    validation_batches,
+)
 from normtrain.reproduce.writeup import fmt, markdown_table
 
 
@@ -42,8 +52,7 @@ class BatchNormLeak(Experiment):
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         sizes = sorted({int(r["train.batch_size"]) for r in rows})
-        by = {(r["norm"], int(r["train.batch_size"])): r for r in rows
-              if r.get("train.seed", "0") == rows[0].get("train.seed", "0")}
+        by = {(r["norm"], int(r["train.batch_size"])): r for r in first_seed(rows)}
         for r in rows:
             r["gap"] = (r["eval_mode_loss"] - r["train_mode_loss"]
                         if r.get("eval_mode_loss") is not None and r.get("train_mode_loss") is not None else None)

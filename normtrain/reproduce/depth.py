@@ -6,6 +6,7 @@ from typing import Any
 
 from normtrain.compare.runs import Run
 from normtrain.reproduce.runner import (
+    PLACEMENT_ORDER,
     Check,
     Experiment,
     Findings,
@@ -15,12 +16,11 @@ from normtrain.reproduce.runner import (
     curve_text,
     figure,
     mean_over_seeds,
+    present,
     save,
 )
 from normtrain.reproduce.warmup import final_loss
 from normtrain.reproduce.writeup import fmt, markdown_table
-
-PLACEMENT_ORDER = ("post", "pre", "deepnorm")
 
 
 class Depth(Experiment):
@@ -49,7 +49,7 @@ class Depth(Experiment):
             r["converged"] = (r["final"] is not None and r["initial_val_loss"] is not None
                               and r["final"] <= r["initial_val_loss"] - 1.5)
         depths = sorted({int(r["model.n_layers"]) for r in rows})
-        places = [p for p in PLACEMENT_ORDER if any(r["placement"] == p for r in rows)]
+        places = present(rows, "placement", PLACEMENT_ORDER)
         loss = mean_over_seeds(rows, ("placement", "model.n_layers"), "final")
         diverged = {(r["placement"], r["model.n_layers"]) for r in rows if r["status"] == "diverged"}
 

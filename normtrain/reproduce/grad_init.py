@@ -6,6 +6,7 @@ from typing import Any
 
 from normtrain.compare.runs import Run
 from normtrain.reproduce.runner import (
+    PLACEMENT_ORDER,
     Check,
     Experiment,
     Findings,
@@ -14,11 +15,10 @@ from normtrain.reproduce.runner import (
     figure,
     loglog_slope,
     mean_over_seeds,
+    present,
     save,
 )
 from normtrain.reproduce.writeup import fmt, markdown_table
-
-PLACEMENT_ORDER = ("post", "pre", "deepnorm")
 
 
 class GradInit(Experiment):
@@ -44,7 +44,7 @@ class GradInit(Experiment):
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         depths = sorted({int(r["model.n_layers"]) for r in rows})
-        places = [p for p in PLACEMENT_ORDER if any(r["placement"] == p for r in rows)]
+        places = present(rows, "placement", PLACEMENT_ORDER)
         last = mean_over_seeds(rows, ("placement", "model.n_layers"), "last_layer")
         rise = mean_over_seeds(rows, ("placement", "model.n_layers"), "last_over_first")
         profiles = _mean_profiles(rows)

@@ -5,7 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from normtrain.compare.runs import Run
-from normtrain.reproduce.runner import Check, Experiment, Findings, Plan, Scale, curve_points, curve_text, figure, save
+from normtrain.reproduce.runner import (
+    Check,
+    Experiment,
+    Findings,
+    Plan,
+    Scale,
+    curve_points,
+    curve_text,
+    figure,
+    first_seed,
+    save,
+)
 from normtrain.reproduce.writeup import fmt, markdown_table
 
 FIRST, LATER = 2, 10  # "the first steps": the first logged update, and a few steps on
@@ -41,8 +52,7 @@ class ModelUpdate(Experiment):
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         depths = sorted({int(r["model.n_layers"]) for r in rows})
-        by = {(r["placement"], r["optim.warmup_steps"], int(r["model.n_layers"])): r for r in rows
-              if r.get("train.seed", "0") == rows[0].get("train.seed", "0")}
+        by = {(r["placement"], r["optim.warmup_steps"], int(r["model.n_layers"])): r for r in first_seed(rows)}
         present = [v for v in VARIANTS if any((v[0], v[1], d) in by for d in depths)]
 
         def at(step, p, w, d):

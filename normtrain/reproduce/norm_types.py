@@ -6,7 +6,7 @@ import statistics
 from typing import Any
 
 from normtrain.compare.runs import Run
-from normtrain.reproduce.runner import Check, Experiment, Findings, Plan, Scale, figure, mean_over_seeds, save
+from normtrain.reproduce.runner import Check, Experiment, Findings, Plan, Scale, figure, mean_over_seeds, present, save
 from normtrain.reproduce.writeup import fmt, markdown_table
 
 NORM_ORDER = ("layernorm", "rmsnorm", "prmsnorm")
@@ -33,7 +33,7 @@ class NormTypes(Experiment):
         return {**super().row(run, combo), "tokens_per_s": statistics.median(tps) if tps else None}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
-        norms = [n for n in NORM_ORDER if any(r["norm"] == n for r in rows)]
+        norms = present(rows, "norm", NORM_ORDER)
         loss = mean_over_seeds(rows, ("norm",), "final_val_loss")
         speed = mean_over_seeds(rows, ("norm",), "tokens_per_s")
         ln_loss, ln_speed = loss.get(("layernorm",)), speed.get(("layernorm",))

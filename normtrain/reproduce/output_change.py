@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from normtrain.reproduce.runner import (
+    PLACEMENT_ORDER,
     Check,
     Experiment,
     Findings,
@@ -15,12 +16,12 @@ from normtrain.reproduce.runner import (
     figure,
     loglog_slope,
     mean_over_seeds,
+    present,
     save,
     validation_batches,
 )
 from normtrain.reproduce.writeup import fmt, markdown_table
 
-PLACEMENT_ORDER = ("post", "pre", "deepnorm")
 RELATIVE_NOISE = 0.01  # δ per matrix: N(0, (0.01 · rms(W))²)
 DRAWS = 4  # perturbations averaged per model
 
@@ -57,7 +58,7 @@ class OutputChange(Experiment):
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         depths = sorted({int(r["model.n_layers"]) for r in rows})
-        places = [p for p in PLACEMENT_ORDER if any(r["placement"] == p for r in rows)]
+        places = present(rows, "placement", PLACEMENT_ORDER)
         change = mean_over_seeds(rows, ("placement", "model.n_layers"), "sq_change")
 
         def series(p):

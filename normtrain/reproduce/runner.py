@@ -24,6 +24,7 @@ from normtrain.compare.runs import Run, load_run
 SCALES = ("cpu", "gpu")
 SEED_AXIS = "train.seed"
 SMOKE_OVERRIDES = ["train.max_steps=4", "train.eval_every=0", "train.eval_batches=1", "monitor.every=2"]
+PLACEMENT_ORDER = ("post", "pre", "deepnorm")  # the order of rows and lines in every table and figure
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,16 @@ def validation_batches(cfg: DictConfig, n_batches: int) -> list[tuple[Any, Any]]
     d = cfg.data
     corpus = load_corpus(d.name, d.path, d.val_fraction, d.cache_dir, progress=False)
     return eval_batches(corpus.val, cfg.train.batch_size, cfg.model.seq_len, n_batches)
+
+
+def present(rows: list[dict[str, Any]], key: str, order: tuple[str, ...]) -> list[str]:
+    """The values of ``key`` in ``order`` that the rows hold (a smoke run or a narrowed grid holds fewer)."""
+    return [v for v in order if any(r[key] == v for r in rows)]
+
+
+def first_seed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of the first seed: what a per-run figure or lookup shows when the grid has several."""
+    return [r for r in rows if r.get(SEED_AXIS, "0") == rows[0].get(SEED_AXIS, "0")]
 
 
 def curve_text(steps, values) -> str:

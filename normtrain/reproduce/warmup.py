@@ -6,6 +6,7 @@ from typing import Any
 
 from normtrain.compare.runs import Run
 from normtrain.reproduce.runner import (
+    PLACEMENT_ORDER,
     Check,
     Experiment,
     Findings,
@@ -14,7 +15,9 @@ from normtrain.reproduce.runner import (
     curve_points,
     curve_text,
     figure,
+    first_seed,
     mean_over_seeds,
+    present,
     save,
 )
 from normtrain.reproduce.writeup import fmt, markdown_table
@@ -50,7 +53,7 @@ class Warmup(Experiment):
             r["final"] = final_loss(r)
         lrs = sorted({r["optim.lr"] for r in rows}, key=float)
         warmups = sorted({r["optim.warmup_steps"] for r in rows}, key=int)
-        places = [p for p in ("post", "pre") if any(r["placement"] == p for r in rows)]
+        places = present(rows, "placement", PLACEMENT_ORDER)
         loss = mean_over_seeds(rows, ("placement", "optim.lr", "optim.warmup_steps"), "final")
         diverged = {(r["placement"], r["optim.lr"], r["optim.warmup_steps"]) for r in rows if r["status"] == "diverged"}
 
@@ -61,21 +64,19 @@ class Warmup(Experiment):
                                [[p, lr, *[cell(p, lr, w) for w in warmups]] for p in places for lr in lrs])
         table = "Final validation loss (nats per byte; lower is better):\n\n" + table
 
-        def penalty(p, lr):
-            """How much worse no warm-up ends than the best warmed-up run (inf: it diverged)."""
+        warmed = [w for w in warmups if w != "0"]
+
+        def penalty(p, lr, against=tuple(warmed)):
+            """How much worse no warm-up ends than the best run with a warm-up in ``against`` (inf: it diverged)."""
             if (p, lr, "0") in diverged:
                 return float("inf")
-            warmed = [loss.get((p, lr, w)) for w in warmups if w != "0" and loss.get((p, lr, w)) is not None]
+            ends = [loss[(p, lr, w)] for w in against if (p, lr, w) in loss]
             base = loss.get((p, lr, "0"))
-            return base - min(warmed) if warmed and base is not None else None
+            return base - min(ends) if ends and base is not None else None
 
         def short_penalty(p, lr):
-            """No warm-up against the short (50-step) warm-up only."""
-            short = [w for w in warmups if w != "0"][:1]
-            if (p, lr, "0") in diverged:
-                return float("inf")
-            a, b = loss.get((p, lr, "0")), loss.get((p, lr, short[0])) if short else None
-            return a - b if a is not None and b is not None else None
+            """No warm-up against the shortest warm-up only (50 steps)."""
+            return penalty(p, lr, warmed[:1])
 
         lo, hi = lrs[0], lrs[-1]
         pre_pen = [short_penalty("pre", lr) for lr in lrs]
@@ -108,8 +109,8 @@ class Warmup(Experiment):
         def draw(path):
             fig, axes = figure(ncols=len(lrs), width=4.6)
             for ax, lr in zip(axes, lrs, strict=True):
-                for r in rows:
-                    if r["optim.lr"] != lr or r.get("train.seed", "0") != rows[0].get("train.seed", "0"):
+                for r in first_seed(rows):
+                    if r["optim.lr"] != lr:
                         continue
                     pts = curve_points(r["val_curve"])
                     if pts:
