@@ -3,6 +3,10 @@
 A checkpoint holds the model, optimizer, step, data position, every RNG state, the monitor's
 reference values and the resolved config. Weights are saved from the plain module (never a
 ``torch.compile`` or DDP wrapper), so a checkpoint loads whether or not the model was compiled.
+
+Only tensors and plain containers are stored, so a checkpoint loads with ``weights_only=True``: opening
+one that someone else wrote runs no code. A checkpoint is a resume point, so it must be finite:
+``save_checkpoint`` refuses non-finite weights and ``load_checkpoint`` rejects them.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import torch
 from torch import nn
 
 from normtrain.atomic import atomic_write
-from normtrain.errors import ConfigError
+from normtrain.errors import CheckpointError, ConfigError
 
 CKPT_NAME = "ckpt.pt"
 
@@ -35,7 +39,10 @@ def _is_fsdp(model: nn.Module) -> bool:
 
 
 def rng_states() -> dict[str, Any]:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()  # as a tensor and plain values (weights_only)
+    numpy_state = {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": pos,
+                   "has_gauss": has_gauss, "gauss": gauss}
+    state = {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -43,7 +50,8 @@ def rng_states() -> dict[str, Any]:
 
 def set_rng_states(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    n = state["numpy"]
+    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -59,8 +67,16 @@ def model_and_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer
     return model.state_dict(), optimizer.state_dict()
 
 
+def all_finite(tensors: dict[str, Any]) -> bool:
+    """Every floating-point tensor of a (model) state dict is finite."""
+    return all(bool(torch.isfinite(t).all()) for t in tensors.values()
+               if isinstance(t, torch.Tensor) and t.is_floating_point())
+
+
 def save_checkpoint(run_dir: str | Path, state: dict[str, Any]) -> Path:
     """Write ``state`` (plus the RNG states) to ``<run_dir>/ckpt.pt`` atomically."""
+    if not all_finite(state["model"]):
+        raise ValueError("refusing to save non-finite weights as a resume point")  # the loop checks first
     path = Path(run_dir) / CKPT_NAME
     state = {**state, "rng": rng_states()}
     atomic_write(path, lambda f: torch.save(state, f))
@@ -84,8 +100,21 @@ def resolve_resume(resume: str, run_dir: Path) -> Path | None:
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
-    # our own file, holding numpy RNG state and plain Python objects besides tensors
-    return torch.load(path, map_location="cpu", weights_only=False)
+    """The state saved by ``save_checkpoint``; CheckpointError for anything else (damaged, foreign, non-finite)."""
+    how = "start over with train.resume=none, or point train.resume at another checkpoint"
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # a damaged zip, a pickle that wants code run, a truncated file: all unreadable
+        reason = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+        raise CheckpointError(f"the checkpoint {path} cannot be read ({reason}); it was damaged or is not a "
+                              f"normtrain checkpoint: {how}") from None
+    missing = {"model", "optimizer", "step", "sampler", "monitor", "rng", "config"} - set(state or ())
+    if not isinstance(state, dict) or missing:
+        raise CheckpointError(f"the file {path} is not a normtrain checkpoint (it lacks {sorted(missing)}): {how}")
+    if not all_finite(state["model"]):
+        raise CheckpointError(f"the checkpoint {path} holds non-finite weights (the run had diverged): it is not a "
+                              f"point to resume from; {how}")
+    return state
 
 
 def restore(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
@@ -97,6 +126,12 @@ def restore(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str,
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"],
                        options=StateDictOptions(full_state_dict=True))
     else:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
+        try:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as err:
+            first = str(err).strip().splitlines()
+            raise CheckpointError(f"the checkpoint does not fit this model ({' '.join(first[:3])[:300]}): it "
+                                  "comes from another architecture; resume it with its own config, or start "
+                                  "over with train.resume=none") from None
     set_rng_states(state["rng"])

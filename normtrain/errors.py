@@ -23,3 +23,11 @@ class ConfigError(NormtrainError, ValueError):
 
 class DataError(NormtrainError, ValueError):
     """A corpus could not be found or read."""
+
+
+class RunFolderError(NormtrainError):
+    """The run folder cannot be used: held by another run, not writable, or the disk is full."""
+
+
+class CheckpointError(NormtrainError):
+    """A checkpoint that cannot be resumed: unreadable, non-finite, or from another experiment."""

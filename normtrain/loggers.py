@@ -96,10 +96,11 @@ class WandbLogger:
                 "beta", "wall_time_s")
         self.run.summary.update({k: summary.get(k) for k in keys})
         offline = self.run.settings.mode == "offline"
-        folder = self.run.dir
+        wandb_dir = Path(self.run.dir).parent.parent  # <run_dir>/wandb/offline-run-*/files
         self.run.finish(exit_code=0 if summary.get("status") in ("completed", "diverged") else 1)
-        if offline:
-            print(f"W&B run saved offline; upload it with: wandb sync {Path(folder).parent}", file=sys.stderr)
+        if offline:  # a resumed run has one offline folder per process that wrote it: sync them all
+            folders = " ".join(str(p) for p in sorted(wandb_dir.glob("offline-run-*")))
+            print(f"W&B run saved offline; upload it with: wandb sync {folders}", file=sys.stderr)
 
 
 class Loggers:

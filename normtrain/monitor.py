@@ -27,9 +27,11 @@ SCALARS = {"loss": "train/loss", "grad_total": "grad_norm/total", "output_change
 
 
 class DivergenceGuard:
-    """Flags the first step whose loss is non-finite or above ``factor`` × the first loss.
+    """Flags the first step whose loss or gradient norm is non-finite, or whose loss exceeds ``factor`` ×
+    the first loss.
 
-    The check runs on the device every step; the host learns of it at the next read.
+    The check runs on the device every step (no host sync); the host learns of it where it reads anyway: at
+    log steps, before a checkpoint and at the end (``Monitor.diverged_at``).
     """
 
     def __init__(self, factor: float, device: torch.device):
@@ -37,11 +39,21 @@ class DivergenceGuard:
         self.first: torch.Tensor | None = None
         self.diverged_at = torch.full((), -1, dtype=torch.long, device=device)
 
-    def observe(self, step: int, loss: torch.Tensor) -> None:
+    def observe(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor | None = None) -> None:
         loss = loss.detach().float()
         if self.first is None:
             self.first = loss.clone()
         bad = ~torch.isfinite(loss) | (loss > self.factor * self.first)
+        if grad_norm is not None:
+            bad = bad | ~torch.isfinite(grad_norm.detach().float())
+        self._flag(step, bad)
+
+    def observe_weights(self, step: int, params: Sequence[torch.Tensor]) -> None:
+        """Non-finite weights (before a checkpoint): an update that overflowed though its gradients were finite."""
+        finite = torch.stack([torch.isfinite(_local(p.detach())).all() for p in params]).all()
+        self._flag(step, ~finite)
+
+    def _flag(self, step: int, bad: torch.Tensor) -> None:
         self.diverged_at = torch.where(bad & (self.diverged_at < 0), step, self.diverged_at)
 
 
@@ -139,9 +151,10 @@ class Monitor:
             if len(values) == len(self.blocks):
                 self._values[name] = torch.stack(values)
 
-    def after_backward(self, step: int, loss: torch.Tensor) -> None:
-        """Divergence check every step; on log steps the gradients and a parameter snapshot."""
-        self.guard.observe(step, loss)
+    def after_backward(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor | None = None) -> None:
+        """Divergence check every step (loss and total gradient norm); on log steps the gradients and a
+        parameter snapshot."""
+        self.guard.observe(step, loss, grad_norm)
         if not self.is_log_step(step):
             return
         self._values["loss"] = loss.detach().float().reshape(1)
@@ -169,16 +182,24 @@ class Monitor:
             squares = self.all_reduce(squares, "sum")
         return squares.sqrt()
 
+    def _first_divergence(self) -> torch.Tensor:
+        """The divergence step as a 1-element float tensor (inf: none), the earliest over all ranks."""
+        diverged = self.guard.diverged_at.reshape(1).float()
+        diverged = torch.where(diverged < 0, float("inf"), diverged)
+        return self.all_reduce(diverged, "min") if self.all_reduce is not None else diverged
+
+    def diverged_at(self) -> int | None:
+        """The first diverged step (or None): one host transfer, for the points that sync anyway."""
+        value = self._first_divergence().item()
+        return int(value) if value != float("inf") else None
+
     def read(self) -> tuple[dict[str, float], int | None]:
         """One host transfer: the metrics of the last log step, and the divergence step (or None)."""
         names = list(self._values)
-        diverged = self.guard.diverged_at.reshape(1).float()
-        diverged = torch.where(diverged < 0, float("inf"), diverged)
-        if self.all_reduce is not None:
-            diverged = self.all_reduce(diverged, "min")
-            if names:
-                reduced = self.all_reduce(torch.cat([self._values[n].reshape(-1) for n in names]), "mean")
-                self._values = dict(zip(names, reduced.split([self._values[n].numel() for n in names]), strict=True))
+        diverged = self._first_divergence()
+        if self.all_reduce is not None and names:
+            reduced = self.all_reduce(torch.cat([self._values[n].reshape(-1) for n in names]), "mean")
+            self._values = dict(zip(names, reduced.split([self._values[n].numel() for n in names]), strict=True))
         values = torch.cat([self._values[n].reshape(-1) for n in names] + [diverged]).tolist()
         metrics: dict[str, float] = {}
         offset = 0

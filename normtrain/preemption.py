@@ -2,12 +2,17 @@
 then checkpoints and exits as ``interrupted``); a second one stops at once. This is what a cluster's
 preemption (SLURM sends SIGTERM; Hydra's submitit launcher SIGUSR2 before the time limit) and a user's
 Ctrl-C all need. ``hand_over`` then gives SIGUSR2 to the handler that was there before (submitit's,
-which requeues the job), once the checkpoint is safe."""
+which requeues the job), once the checkpoint is safe.
+
+While the final checkpoint and summary are written (``shielded``), further signals are only noted: the
+write always finishes, so a run ends with both files, or, after kill -9, with the previous ones intact."""
 
 from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 
 
@@ -19,11 +24,21 @@ class StopRequested:
     def __init__(self):
         self.requested: str | None = None
         self._previous: dict[int, object] = {}
+        self._shielded = False
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
-        if self.requested is not None:
+        if self.requested is not None and not self._shielded:
             raise KeyboardInterrupt(f"second signal ({signal.Signals(signum).name}): stopping at once")
-        self.requested = signal.Signals(signum).name
+        self.requested = self.requested or signal.Signals(signum).name
+
+    @contextmanager
+    def shielded(self) -> Iterator[None]:
+        """Inside: a signal never interrupts (the final writes run to completion)."""
+        self._shielded = True
+        try:
+            yield
+        finally:
+            self._shielded = False
 
     def __enter__(self) -> StopRequested:
         if threading.current_thread() is threading.main_thread():

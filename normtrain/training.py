@@ -1,9 +1,20 @@
-"""The training loop: build, loop (step, log, evaluate, checkpoint), finish.
+"""The training loop: set up and resume, loop (step, log, evaluate, checkpoint), finish.
 
 Row ``step = k`` of ``metrics.jsonl`` describes the model after k optimizer updates: its training
 loss and gradients on the k-th batch and, on evaluation steps, its validation loss. A checkpoint
-saved after k updates resumes at k with the same batches, so a resumed run repeats the losses of
-an uninterrupted one exactly (on CPU).
+saved after k updates resumes at k with the same batches, so a resumed run repeats the rows of
+an uninterrupted one exactly (on CPU), after any number of kill -9 and resume cycles.
+
+Each guarantee of the run record lives in one place:
+  one writer per run folder ......... ``RunFolder.open`` (normtrain/run_folder.py), before anything is written
+  no stale summary .................. ``Trainer.start`` writes ``status: running``
+  resume only what matches .......... ``Trainer.resume`` (the rules: normtrain/resume.py)
+  divergence is a durable fact ...... ``Trainer.check_divergence``: the device-side flag is read where the host
+                                      syncs anyway (log steps, before each checkpoint, at the end)
+  no non-finite resume point ........ ``Trainer.checkpoint``; a recorded divergence is never re-trained
+                                      (``Trainer.recorded_divergence``)
+  final writes survive signals ...... ``Trainer.run``: ``finish`` runs shielded from signals
+  user errors of the file system .... ``train`` (exit 2 through RunFolderError)
 """
 
 from __future__ import annotations
@@ -11,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import math
 import random
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +32,6 @@ import torch
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
-from normtrain.atomic import write_json
 from normtrain.checkpoint import (
     load_checkpoint,
     model_and_optimizer_state,
@@ -38,6 +49,8 @@ from normtrain.model import GPT
 from normtrain.monitor import Monitor
 from normtrain.optim import build_optimizer, lr_at
 from normtrain.preemption import StopRequested
+from normtrain.resume import config_changes
+from normtrain.run_folder import USER_ERRNOS, RunFolder, write_error
 
 LN2 = math.log(2)
 
@@ -96,181 +109,304 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     validate(cfg)
     ctx = init_distributed(cfg.train.device)
     try:
-        return _train(cfg, ctx, run_dir)
+        return Trainer(cfg, ctx, run_dir).run()
+    except OSError as err:
+        if err.errno in USER_ERRNOS:  # a read-only folder, a full disk: the user's to fix, not a bug
+            raise write_error(err, err.filename or "the run folder's files") from err
+        raise
     finally:
         ctx.close()
 
 
-def _train(cfg: DictConfig, ctx: DistContext, run_dir: str | Path | None) -> dict[str, Any]:
-    started = time.time()
-    hydra_dir, sweep = hydra_dirs()
-    default_dir = Path("outputs") / time.strftime("%Y-%m-%d") / f"{time.strftime('%H-%M-%S')}_{run_label(cfg)}"
-    run_dir = Path(ctx.broadcast(str(run_dir or hydra_dir or default_dir)))  # every rank: rank 0's folder
-    if ctx.is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    t, o, mon = cfg.train, cfg.optim, cfg.monitor
-    device = ctx.device
-    seed_everything(t.seed)
+class Throughput:
+    """Tokens per second between log steps, evaluation time left out."""
 
-    # --- build
-    corpus = None
-    for turn in ("main", "others"):  # rank 0 tokenizes and caches first; the others then read the cache
-        if ctx.is_main == (turn == "main"):
-            corpus = load_corpus(cfg.data.name, cfg.data.path, cfg.data.val_fraction, cfg.data.cache_dir,
-                                 progress=t.progress and ctx.is_main)
-        ctx.barrier()
-    plain = GPT(model_config(cfg)).to(device)
-    n_params, alpha, beta, flops_per_token = plain.num_params(), plain.alpha, plain.beta, model_flops_per_token(plain)
-    model = wrap_model(plain, ctx, t.strategy)
-    raw = unwrap(model)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = build_optimizer(model, o.lr, o.betas, o.eps, o.weight_decay)
-    compiled = torch.compile(model) if t.compile else model
-    sampler = BatchSampler(corpus.train, t.batch_size, cfg.model.seq_len, t.seed, device=device,
-                           rank=ctx.rank, world_size=ctx.world_size)
-    # the val windows of the global batch, each rank keeping its slice (losses are averaged over ranks)
-    global_val = eval_batches(corpus.val, t.batch_size * ctx.world_size, cfg.model.seq_len, t.eval_batches,
-                              device=device)
-    mine = slice(ctx.rank * t.batch_size, (ctx.rank + 1) * t.batch_size)
-    val_batches = [(x[mine], y[mine]) for x, y in global_val]
-    use_autocast = device.type == "cuda" and t.autocast
+    def __init__(self, tokens_per_step: int, step: int):
+        self.tokens_per_step = tokens_per_step
+        self.last_time, self.last_step, self.excluded = time.perf_counter(), step, 0.0
 
-    def autocast():
-        return torch.autocast("cuda", dtype=torch.bfloat16) if use_autocast else contextlib.nullcontext()
+    def exclude(self, seconds: float) -> None:
+        self.excluded += seconds
 
-    probe_x = global_val[0][0][:mon.probe_batch]  # the same on every rank
+    def tick(self, step: int) -> float | None:
+        now = time.perf_counter()
+        elapsed = max(now - self.last_time - self.excluded, 1e-9)
+        rate = (step - self.last_step) * self.tokens_per_step / elapsed if step > self.last_step else None
+        self.last_time, self.last_step, self.excluded = now, step, 0.0
+        return rate
+
+
+class Trainer:
+    """One run: ``run`` opens the folder, builds, resumes, loops and finishes (see the module docstring)."""
+
+    def __init__(self, cfg: DictConfig, ctx: DistContext, run_dir: str | Path | None):
+        self.cfg, self.ctx, self.started = cfg, ctx, time.time()
+        hydra_dir, self.sweep = hydra_dirs()
+        default_dir = Path("outputs") / time.strftime("%Y-%m-%d") / f"{time.strftime('%H-%M-%S')}_{run_label(cfg)}"
+        self.run_dir = Path(ctx.broadcast(str(run_dir or hydra_dir or default_dir)))  # every rank: rank 0's folder
+        self.folder = RunFolder(self.run_dir)
+        self.stop = StopRequested()
+        self.steps_done, self.in_step, self.val_losses, self.resumes = 0, False, [], []
+
+    # --- set-up and resume
+    def run(self) -> dict[str, Any]:
+        try:
+            if self.ctx.is_main:
+                self.folder.open()
+            self.build()
+            recorded = self.recorded_divergence()
+            if recorded is not None:
+                return recorded
+            self.resume()
+            self.start()
+            with self.stop:
+                try:
+                    self.loop()
+                except KeyboardInterrupt:  # a second signal, or Ctrl-C outside our handler
+                    self.summary["status"] = "interrupted"
+                except BaseException as err:
+                    self.summary["status"], self.summary["error"] = "failed", f"{type(err).__name__}: {err}"
+                    raise
+                finally:
+                    with self.stop.shielded():
+                        self.finish()
+            self.stop.hand_over()
+            return self.summary
+        finally:
+            self.folder.close()
+
+    def build(self) -> None:
+        """Corpus, model, optimizer, batches and monitor, seeded; the summary's fixed fields."""
+        cfg, ctx, t, mon = self.cfg, self.ctx, self.cfg.train, self.cfg.monitor
+        seed_everything(t.seed)
+        self.corpus = None
+        for turn in ("main", "others"):  # rank 0 tokenizes and caches first; the others then read the cache
+            if ctx.is_main == (turn == "main"):
+                self.corpus = load_corpus(cfg.data.name, cfg.data.path, cfg.data.val_fraction, cfg.data.cache_dir,
+                                          progress=t.progress and ctx.is_main)
+            ctx.barrier()
+        plain = GPT(model_config(cfg)).to(ctx.device)
+        self.model = wrap_model(plain, ctx, t.strategy)
+        self.raw = unwrap(self.model)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = build_optimizer(self.model, cfg.optim.lr, cfg.optim.betas, cfg.optim.eps,
+                                         cfg.optim.weight_decay)
+        self.compiled = torch.compile(self.model) if t.compile else self.model
+        self.sampler = BatchSampler(self.corpus.train, t.batch_size, cfg.model.seq_len, t.seed, device=ctx.device,
+                                    rank=ctx.rank, world_size=ctx.world_size)
+        # the val windows of the global batch, each rank keeping its slice (losses are averaged over ranks)
+        global_val = eval_batches(self.corpus.val, t.batch_size * ctx.world_size, cfg.model.seq_len,
+                                  t.eval_batches, device=ctx.device)
+        mine = slice(ctx.rank * t.batch_size, (ctx.rank + 1) * t.batch_size)
+        self.val_batches = [(x[mine], y[mine]) for x, y in global_val]
+        self.probe_x = global_val[0][0][:mon.probe_batch]  # the same on every rank
+        self.monitor = Monitor(self.raw.blocks, self.params, mon.every, mon.divergence_factor,
+                               grad_norms=mon.grad_norms, activations=mon.activations,
+                               attn_entropy=mon.attn_entropy, update_ratio=mon.update_ratio,
+                               probe=self.probe if mon.output_change else None,
+                               all_reduce=ctx.all_reduce if ctx.enabled else None)
+        self.flops_per_token = model_flops_per_token(plain)
+        self.summary: dict[str, Any] = {
+            "status": "running", "steps": 0, "diverged_at_step": None, "final_val_loss": None,
+            "last_finite_val_loss": None, "best_val_loss": None, "final_val_bpb": None,
+            "n_params": plain.num_params(), "alpha": plain.alpha, "beta": plain.beta, "wall_time_s": None,
+            "device": str(ctx.device), "world_size": ctx.world_size, "global_batch_size": t.batch_size * ctx.world_size,
+            "resumed_from_step": None, "resumes": [], "run_dir": str(self.run_dir), "name": run_label(cfg),
+            "corpus": self.corpus.describe(), "config": to_container(cfg),
+        }
+
+    def experiment(self, config: dict, world_size: int, corpus_fingerprint: str) -> dict[str, Any]:
+        """What a checkpoint must share with this run to be resumed (normtrain.resume.FIXED)."""
+        return {**config, "world_size": world_size, "corpus_fingerprint": corpus_fingerprint}
+
+    def recorded_divergence(self) -> dict[str, Any] | None:
+        """A folder whose run diverged is a result: resuming it returns that record instead of re-training."""
+        previous = self.folder.previous_summary if self.cfg.train.resume == "auto" else None
+        if not (previous and previous.get("status") == "diverged"):
+            return None
+        config_changes(self.experiment(previous.get("config") or {}, previous.get("world_size", 1),
+                                       (previous.get("corpus") or {}).get("fingerprint")),
+                       self.experiment(self.summary["config"], self.ctx.world_size, self.corpus.fingerprint),
+                       step=previous.get("steps") or 0)
+        print(f"normtrain: this run diverged at step {previous.get('diverged_at_step')} (recorded in "
+              f"{self.run_dir / 'summary.json'}); nothing to resume. To train it again, use train.resume=none "
+              "or a new folder", file=sys.stderr)
+        return previous
+
+    def resume(self) -> None:
+        """Continue from a checkpoint whose experiment matches this config (or refuse with exit 2)."""
+        t, ctx = self.cfg.train, self.ctx
+        path = ctx.broadcast(resolve_resume(t.resume, self.run_dir) if ctx.is_main else None)
+        if path is None:
+            return
+        state = load_checkpoint(path)
+        old = self.experiment(state["config"], state.get("world_size", 1), state.get("corpus_fingerprint"))
+        changes = config_changes(old, self.experiment(self.summary["config"], ctx.world_size,
+                                                      self.corpus.fingerprint), step=state["step"])
+        restore(self.model, self.optimizer, state)
+        self.sampler.load_state_dict(state["sampler"])
+        self.monitor.load_state_dict(state["monitor"])
+        self.steps_done, self.val_losses = state["step"], list(state["val_losses"])
+        self.resumes = [*state.get("resumes", []), {"step": self.steps_done, "path": str(path), "changes": changes}]
+        if ctx.is_main:
+            changed = "".join(f"\n  {k}: {v[0]!r} → {v[1]!r}" for k, v in changes.items())
+            print(f"normtrain: resuming from step {self.steps_done} ({path})"
+                  + (f"; changed since the checkpoint:{changed}" if changed else ""), file=sys.stderr)
+
+    def start(self) -> None:
+        """Mark the folder's summary ``running`` (no earlier result stands for this run), open the loggers."""
+        t = self.cfg.train
+        self.summary.update(steps=self.steps_done, resumes=self.resumes,
+                            resumed_from_step=self.resumes[-1]["step"] if self.resumes else None)
+        if self.ctx.is_main:
+            self.folder.write_summary(self.summary)
+        self.loggers = (build_loggers(self.cfg, self.run_dir, self.sweep, self.steps_done) if self.ctx.is_main
+                        else Loggers([]))
+        self.bar = tqdm(total=t.max_steps, initial=self.steps_done, desc=run_label(self.cfg),
+                        disable=not (t.progress and self.ctx.is_main), dynamic_ncols=True)
+        self.throughput = Throughput(t.batch_size * self.cfg.model.seq_len * self.ctx.world_size, self.steps_done)
+        device = self.ctx.device
+        self.peak = peak_flops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+
+    # --- the loop
+    def loop(self) -> None:
+        t = self.cfg.train
+        for step in range(self.steps_done, t.max_steps):
+            row = self.evaluate() if t.eval_every > 0 and step % t.eval_every == 0 else {}
+            lr = self.set_lr(step)
+            log_step = self.monitor.is_log_step(step)
+            self.train_step(step, log_step)
+            if (log_step or row) and self.log(step, row, lr):
+                return  # diverged
+            if self.stop_agreed(synced=log_step or bool(row)):
+                self.summary["status"] = "interrupted"
+                return
+            if t.ckpt_every and self.steps_done % t.ckpt_every == 0 and not self.checkpoint():
+                return  # diverged
+        row = self.evaluate()
+        self.loggers.log(row, t.max_steps)
+        self.summary["status"] = "completed"  # unless finish finds a divergence since the last log step
+
+    def set_lr(self, step: int) -> float:
+        o = self.cfg.optim
+        lr = lr_at(step, lr=o.lr, warmup_steps=o.warmup_steps, max_steps=self.cfg.train.max_steps,
+                   schedule=o.schedule, min_lr_ratio=o.min_lr_ratio)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def train_step(self, step: int, log_step: bool) -> None:
+        """One optimizer update; the divergence flag sees its loss and gradient norm on the device."""
+        self.in_step = True  # a checkpoint is only consistent between steps
+        x, y = self.sampler.next_batch()
+        forward = self.model if log_step else self.compiled  # diagnostics hook the eager model: no recompiles
+        with self.monitor.capture(step), self.autocast():
+            _, loss = forward(x, y)
+        loss.backward()
+        grads = [p.grad for p in self.params if p.grad is not None]
+        grad_norm = torch.nn.utils.get_total_norm(grads)  # before clipping; no host sync
+        self.monitor.after_backward(step, loss, grad_norm)
+        if self.cfg.optim.grad_clip > 0:
+            torch.nn.utils.clip_grads_with_norm_(self.params, self.cfg.optim.grad_clip, grad_norm)
+        self.optimizer.step()
+        self.monitor.after_update(step)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.steps_done, self.in_step = step + 1, False
+        self.bar.update(1)
+
+    def log(self, step: int, row: dict[str, Any], lr: float) -> bool:
+        """Write the row of a log or eval step; True when the run has diverged."""
+        metrics, diverged_at = self.monitor.read()
+        tokens_per_s = self.throughput.tick(step)
+        row.update(metrics, lr=lr, tokens_per_s=tokens_per_s)
+        if self.peak and tokens_per_s:
+            row["mfu"] = mfu(tokens_per_s, self.flops_per_token, self.peak, self.ctx.world_size)
+        self.loggers.log(row, step)
+        if "train/loss" in metrics:
+            self.bar.set_postfix(loss=f"{metrics['train/loss']:.3f}", lr=f"{lr:.2e}",
+                                 tok_s=f"{tokens_per_s or 0:.0f}", refresh=False)
+        return self.record_divergence(diverged_at, step)
+
+    def stop_agreed(self, synced: bool) -> bool:
+        """A signal asked to stop; under torchrun every rank stops at the same step, agreed at log steps only."""
+        stopping = self.stop.requested is not None
+        if not self.ctx.enabled:
+            return stopping
+        if not synced:
+            return False  # no extra sync per step
+        return bool(self.ctx.all_reduce(torch.tensor([float(stopping)], device=self.ctx.device), "max"))
+
+    def evaluate(self) -> dict[str, float]:
+        t0 = time.perf_counter()
+        loss = evaluate(self.model, self.val_batches, self.autocast, self.ctx)
+        self.throughput.exclude(time.perf_counter() - t0)
+        self.val_losses.append(loss)
+        self.bar.set_postfix_str(f"val {loss:.3f}", refresh=False)
+        return {"val/loss": loss, "val/bpb": loss / LN2}
+
+    # --- divergence and checkpoints
+    def record_divergence(self, diverged_at: int | None, step: int) -> bool:
+        """The one place a run becomes ``diverged``: a flagged step, or a non-finite val loss at ``step``."""
+        if diverged_at is None and all(math.isfinite(v) for v in self.val_losses):
+            return self.summary["status"] == "diverged"
+        if self.summary["status"] != "diverged":
+            self.summary["status"] = "diverged"
+            self.summary["diverged_at_step"] = diverged_at if diverged_at is not None else step
+        return True
+
+    def check_divergence(self) -> bool:
+        """Read the device-side flag (and the weights' finiteness) now: one host transfer."""
+        self.monitor.guard.observe_weights(self.steps_done, self.params)
+        return self.record_divergence(self.monitor.diverged_at(), self.steps_done)
+
+    def checkpoint(self) -> bool:
+        """Save a resume point, but never a diverged one: False (and nothing written) once diverged."""
+        if self.check_divergence():
+            return False
+        model_state, optim_state = model_and_optimizer_state(self.model, self.optimizer)  # a collective under FSDP
+        if self.ctx.is_main:
+            save_checkpoint(self.run_dir, {
+                "model": model_state, "optimizer": optim_state, "step": self.steps_done,
+                "sampler": self.sampler.state_dict(), "monitor": self.monitor.state_dict(),
+                "val_losses": self.val_losses, "config": self.summary["config"], "world_size": self.ctx.world_size,
+                "corpus_fingerprint": self.corpus.fingerprint, "resumes": self.resumes})
+        return True
+
+    # --- finish
+    def finish(self) -> None:
+        """The last checkpoint (between steps, not diverged) and the summary; runs shielded from signals."""
+        self.bar.close()
+        try:
+            if self.summary["status"] != "failed" and not self.in_step:
+                self.checkpoint()  # also records a divergence after the last log step
+        finally:
+            self.finalize_summary()
+            if self.ctx.is_main:
+                try:
+                    self.folder.write_summary(self.summary)
+                finally:
+                    self.loggers.finish(self.summary)
+
+    def finalize_summary(self) -> None:
+        finite = [v for v in self.val_losses if math.isfinite(v)]
+        last = self.val_losses[-1] if self.val_losses else None
+        final = None if self.summary["status"] == "diverged" or last is None or not math.isfinite(last) else last
+        self.summary.update(steps=self.steps_done, final_val_loss=final,
+                            final_val_bpb=None if final is None else final / LN2,
+                            last_finite_val_loss=finite[-1] if finite else None,
+                            best_val_loss=min(finite) if finite else None,
+                            wall_time_s=round(time.time() - self.started, 3))
+
+    # --- helpers the phases share
+    def autocast(self):
+        use = self.ctx.device.type == "cuda" and self.cfg.train.autocast
+        return torch.autocast("cuda", dtype=torch.bfloat16) if use else contextlib.nullcontext()
 
     @torch.no_grad()
-    def probe() -> torch.Tensor:
-        model.eval()
-        with autocast():
-            out = raw(probe_x, hidden_only=True).float()
-        model.train()
+    def probe(self) -> torch.Tensor:
+        """The final hidden state on a fixed batch: the monitor's F(x, θ) for the model-update metric."""
+        self.model.eval()
+        with self.autocast():
+            out = self.raw(self.probe_x, hidden_only=True).float()
+        self.model.train()
         return out
-
-    monitor = Monitor(raw.blocks, params, mon.every, mon.divergence_factor, grad_norms=mon.grad_norms,
-                      activations=mon.activations, attn_entropy=mon.attn_entropy, update_ratio=mon.update_ratio,
-                      probe=probe if mon.output_change else None,
-                      all_reduce=ctx.all_reduce if ctx.enabled else None)
-
-    # --- resume
-    start_step, val_losses = 0, []
-    ckpt_path = ctx.broadcast(resolve_resume(t.resume, run_dir) if ctx.is_main else None)
-    if ckpt_path is not None:
-        state = load_checkpoint(ckpt_path)
-        restore(model, optimizer, state)
-        sampler.load_state_dict(state["sampler"])
-        monitor.load_state_dict(state["monitor"])
-        start_step, val_losses = state["step"], list(state["val_losses"])
-
-    def checkpoint(steps_done: int) -> None:
-        model_state, optim_state = model_and_optimizer_state(model, optimizer)  # a collective under FSDP
-        if ctx.is_main:
-            save_checkpoint(run_dir, {
-                "model": model_state, "optimizer": optim_state, "step": steps_done, "sampler": sampler.state_dict(),
-                "monitor": monitor.state_dict(), "val_losses": val_losses, "config": summary["config"]})
-
-    summary: dict[str, Any] = {
-        "status": "running", "steps": start_step, "diverged_at_step": None, "final_val_loss": None,
-        "best_val_loss": None, "final_val_bpb": None, "n_params": n_params, "alpha": alpha, "beta": beta,
-        "wall_time_s": None, "device": str(device), "world_size": ctx.world_size,
-        "global_batch_size": t.batch_size * ctx.world_size, "resumed_from_step": start_step or None,
-        "run_dir": str(run_dir), "name": run_label(cfg), "corpus": corpus.describe(), "config": to_container(cfg),
-    }
-    loggers = build_loggers(cfg, run_dir, sweep, start_step) if ctx.is_main else Loggers([])
-    bar = tqdm(total=t.max_steps, initial=start_step, desc=run_label(cfg), disable=not (t.progress and ctx.is_main),
-               dynamic_ncols=True)
-    tokens_per_step = t.batch_size * cfg.model.seq_len * ctx.world_size
-    peak = peak_flops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
-    last_log_time, last_log_step, eval_time = time.perf_counter(), start_step, 0.0
-    steps_done, at_boundary = start_step, True
-
-    def validate_now(row: dict[str, Any]) -> None:
-        nonlocal eval_time
-        t0 = time.perf_counter()
-        loss = evaluate(model, val_batches, autocast, ctx)
-        eval_time += time.perf_counter() - t0
-        val_losses.append(loss)
-        row.update({"val/loss": loss, "val/bpb": loss / LN2})
-        bar.set_postfix_str(f"val {loss:.3f}", refresh=False)
-
-    # --- loop
-    stop = StopRequested()
-    try:
-        with stop:
-            for step in range(start_step, t.max_steps + 1):
-                row: dict[str, Any] = {}
-                if step == t.max_steps or (t.eval_every > 0 and step % t.eval_every == 0):
-                    validate_now(row)
-                if step == t.max_steps:
-                    loggers.log(row, step)
-                    break
-                at_boundary = False
-                lr = lr_at(step, lr=o.lr, warmup_steps=o.warmup_steps, max_steps=t.max_steps,
-                           schedule=o.schedule, min_lr_ratio=o.min_lr_ratio)
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
-
-                x, y = sampler.next_batch()
-                log_step = monitor.is_log_step(step)
-                forward = model if log_step else compiled  # diagnostics hook the eager model: no recompiles
-                with monitor.capture(step), autocast():
-                    _, loss = forward(x, y)
-                loss.backward()
-                monitor.after_backward(step, loss)
-                if o.grad_clip > 0:
-                    torch.nn.utils.clip_grad_norm_(params, o.grad_clip)
-                optimizer.step()
-                monitor.after_update(step)
-                optimizer.zero_grad(set_to_none=True)
-                steps_done, at_boundary = step + 1, True
-                bar.update(1)
-
-                stopping = stop.requested is not None
-                if log_step or row:
-                    metrics, diverged_at = monitor.read()
-                    now = time.perf_counter()
-                    elapsed = max(now - last_log_time - eval_time, 1e-9)
-                    tokens_per_s = (step - last_log_step) * tokens_per_step / elapsed if step > last_log_step else None
-                    last_log_time, last_log_step, eval_time = now, step, 0.0
-                    row.update(metrics, lr=lr, tokens_per_s=tokens_per_s)
-                    if peak and tokens_per_s:
-                        row["mfu"] = mfu(tokens_per_s, flops_per_token, peak, ctx.world_size)
-                    loggers.log(row, step)
-                    if "train/loss" in metrics:
-                        bar.set_postfix(loss=f"{metrics['train/loss']:.3f}", lr=f"{lr:.2e}",
-                                        tok_s=f"{tokens_per_s or 0:.0f}", refresh=False)
-                    if diverged_at is not None or not all(math.isfinite(v) for v in val_losses):
-                        summary["diverged_at_step"] = diverged_at if diverged_at is not None else step
-                        summary["status"] = "diverged"
-                        break
-                    if ctx.enabled:  # every rank stops at the same step, or none does
-                        stopping = bool(ctx.all_reduce(torch.tensor([float(stopping)], device=device), "max"))
-                elif ctx.enabled:
-                    stopping = False  # ranks agree on a stop only at log steps (no extra sync per step)
-                if stopping:
-                    summary["status"] = "interrupted"
-                    break
-                if t.ckpt_every and steps_done % t.ckpt_every == 0:
-                    checkpoint(steps_done)
-        if summary["status"] == "running":
-            summary["status"] = "completed"
-    except KeyboardInterrupt:  # a second signal, or Ctrl-C outside our handler
-        summary["status"] = "interrupted"
-    except BaseException as err:
-        summary["status"], summary["error"] = "failed", f"{type(err).__name__}: {err}"
-        raise
-    finally:
-        bar.close()
-        finite = [v for v in val_losses if math.isfinite(v)]
-        summary.update(steps=steps_done, final_val_loss=val_losses[-1] if val_losses else None,
-                       best_val_loss=min(finite) if finite else None, wall_time_s=round(time.time() - started, 3))
-        if summary["final_val_loss"] is not None:
-            summary["final_val_bpb"] = summary["final_val_loss"] / LN2
-        if summary["status"] != "failed" and at_boundary:
-            checkpoint(steps_done)
-        if ctx.is_main:
-            write_json(run_dir / "summary.json", summary)
-            loggers.finish(summary)
-    stop.hand_over()
-    return summary

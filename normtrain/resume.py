@@ -1,0 +1,63 @@
+"""Which config changes a resume may bring: the experiment stays the same, its bookkeeping may change.
+
+A checkpoint carries the resolved config it was trained with. Resuming it under keys that define the
+experiment (``FIXED``) with other values would describe a run that never happened, so that is refused with
+every difference listed as ``key: old → new``. The user may accept named differences explicitly with
+``train.allow_changes=[key,...]`` (a key or a whole group, e.g. ``optim.lr`` or ``optim``); every accepted or
+free change is recorded in the summary's ``resumes``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from normtrain.errors import CheckpointError
+
+# Keys (or whole groups) that define the experiment: the model, its data and batches, the optimizer and
+# schedule, the seed, and the validation set every val loss is measured on.
+FIXED = ("model", "norm", "placement", "data", "optim", "train.seed", "train.batch_size", "train.eval_batches",
+         "world_size")
+# Inside FIXED groups, keys that only say where things are kept.
+FREE = ("data.cache_dir",)
+
+
+def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"model": {"n_layers": 6}}`` -> ``{"model.n_layers": 6}``."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _under(key: str, prefixes) -> bool:
+    return any(key == p or key.startswith(f"{p}.") for p in prefixes)
+
+
+def config_changes(old: dict[str, Any], new: dict[str, Any], step: int) -> dict[str, list]:
+    """Every changed key as ``{key: [old, new]}``; raise CheckpointError if any FIXED key changed unallowed.
+
+    ``old``/``new`` are resolved configs plus ``world_size``; ``step`` is the checkpoint's step, below which
+    ``train.max_steps`` may not go.
+    """
+    before, after = flatten(old), flatten(new)
+    missing = object()
+    changes = {k: [before.get(k), after.get(k)] for k in sorted(set(before) | set(after))
+               if before.get(k, missing) != after.get(k, missing)}
+    allowed = list(after.get("train.allow_changes") or ())
+    refused = {k: v for k, v in changes.items()
+               if _under(k, FIXED) and not _under(k, FREE) and not _under(k, allowed)}
+    problems = [f"{k}: {v[0]!r} → {v[1]!r}" for k, v in refused.items()]
+    if after.get("train.max_steps", step) < step:
+        problems.append(f"train.max_steps: {after['train.max_steps']} is below the checkpoint's step {step}")
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        raise CheckpointError(
+            f"the checkpoint was trained with another experiment; resuming it would record a run that never "
+            f"happened. Differences:\n{lines}\nTo proceed: train in a new folder (hydra.run.dir=PATH), start this "
+            f"folder over with train.resume=none, or accept these changes explicitly with "
+            f"'train.allow_changes=[{','.join(k for k in refused if k != 'world_size') or 'KEY'}]' (recorded in "
+            f"the summary)")
+    return changes
