@@ -12,6 +12,7 @@ one that someone else wrote runs no code. A checkpoint is a resume point, so it 
 from __future__ import annotations
 
 import random
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +74,30 @@ def all_finite(tensors: dict[str, Any]) -> bool:
                if isinstance(t, torch.Tensor) and t.is_floating_point())
 
 
+def digest(value: Any, crc: int = 0) -> int:
+    """CRC-32 of every tensor's bytes and every other value, in order: torch's zip format checks none of them,
+    so a flipped byte in a weight would otherwise load silently."""
+    if isinstance(value, dict):
+        for key in value:
+            crc = digest(value[key], zlib.crc32(repr(key).encode(), crc))
+        return crc
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            crc = digest(item, crc)
+        return crc
+    if isinstance(value, torch.Tensor):
+        raw = value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+        return zlib.crc32(raw, zlib.crc32(f"{value.dtype}{tuple(value.shape)}".encode(), crc))
+    return zlib.crc32(repr(value).encode(), crc)
+
+
 def save_checkpoint(run_dir: str | Path, state: dict[str, Any]) -> Path:
-    """Write ``state`` (plus the RNG states) to ``<run_dir>/ckpt.pt`` atomically."""
+    """Write ``state`` (plus the RNG states and a digest of it all) to ``<run_dir>/ckpt.pt`` atomically."""
     if not all_finite(state["model"]):
         raise ValueError("refusing to save non-finite weights as a resume point")  # the loop checks first
     path = Path(run_dir) / CKPT_NAME
     state = {**state, "rng": rng_states()}
+    state["digest"] = digest(state)
     atomic_write(path, lambda f: torch.save(state, f))
     return path
 
@@ -108,9 +127,12 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
         reason = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
         raise CheckpointError(f"the checkpoint {path} cannot be read ({reason}); it was damaged or is not a "
                               f"normtrain checkpoint: {how}") from None
-    missing = {"model", "optimizer", "step", "sampler", "monitor", "rng", "config"} - set(state or ())
+    missing = {"model", "optimizer", "step", "sampler", "monitor", "rng", "config", "digest"} - set(state or ())
     if not isinstance(state, dict) or missing:
         raise CheckpointError(f"the file {path} is not a normtrain checkpoint (it lacks {sorted(missing)}): {how}")
+    if digest({k: v for k, v in state.items() if k != "digest"}) != state["digest"]:
+        raise CheckpointError(f"the checkpoint {path} is damaged (its contents do not match the digest written "
+                              f"with it): {how}")
     if not all_finite(state["model"]):
         raise CheckpointError(f"the checkpoint {path} holds non-finite weights (the run had diverged): it is not a "
                               f"point to resume from; {how}")

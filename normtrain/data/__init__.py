@@ -1,8 +1,8 @@
 """Byte-level corpora (vocab 256) and the batches cut from them.
 
-``load_corpus`` finds the files, splits them into train/val by file and caches their bytes on disk;
-``BatchSampler`` draws random training windows and ``eval_batches`` the fixed val windows.
-Importing this package is cheap: ``datasets`` is imported only when a corpus is first tokenized.
+``load_corpus`` finds the files, splits them into train/val by file and caches their raw bytes on
+disk, checksummed; ``BatchSampler`` draws random training windows and ``eval_batches`` the fixed val
+windows. Reading a byte corpus needs no ``datasets``: the files are read as bytes, never decoded.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """``load_corpus``: find the files, split them, and tokenize them once into the on-disk cache.
 
-The first load reads the files through datasets and saves one uint8 array per split under
+The first load reads the files' raw bytes and saves one uint8 array per split under
 ``<cache>/corpora/<fingerprint>/``; every later load of the same files and settings only hashes the
-files and memory-maps those arrays.
+files, memory-maps those arrays and checks them against their recorded checksums.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -20,7 +19,8 @@ from normtrain.errors import DataError
 
 CORPORA = ("python_stdlib", "local_text")
 # Bump when the token layout changes (separator, decoding, split rule) so old caches are not reused.
-FORMAT_VERSION = 1
+# 2: raw bytes (1 decoded UTF-8 with replacement and translated newlines); meta.json holds checksums.
+FORMAT_VERSION = 2
 
 
 @dataclass
@@ -65,11 +65,8 @@ def load_corpus(
     settings = {"format": FORMAT_VERSION, "separator": SEPARATOR.hex(), "val_fraction": val_fraction}
     fp = cache.fingerprint(source.files, settings)
     folder = cache.cache_root(cache_dir) / "corpora" / fp
-    if (hit := cache.load(folder)) is None:
-        arrays = _tokenize(source, by_file, val_fraction, folder.parent, progress)
-        cache.save(folder, arrays, {"name": name, "root": source.root, "settings": settings})
-        hit = cache.load(folder)
-    arrays, _ = hit
+    arrays = cache.load_or_build(folder, lambda: _tokenize(source, by_file, val_fraction, progress),
+                                 {"name": name, "root": source.root, "settings": settings})
     return Corpus(
         name=name,
         train=arrays["train"],
@@ -109,12 +106,11 @@ def _find(name: str, path: str | None) -> sources.Source:
     raise DataError(f"unknown corpus data.name={name!r}; choose one of: {', '.join(CORPORA)}")
 
 
-def _tokenize(
-    source: sources.Source, by_file: dict | None, val_fraction: float, work_dir: Path, progress: bool
-) -> dict[str, np.ndarray]:
+def _tokenize(source: sources.Source, by_file: dict | None, val_fraction: float,
+              progress: bool) -> dict[str, np.ndarray]:
     if by_file:
-        return encode_splits(by_file, work_dir, progress)
+        return encode_splits(by_file, progress)
     # Too few files to split by file (a single file, say): the last val_fraction of the bytes is val.
-    tokens = encode_splits({"train": [p for _, p in source.files]}, work_dir, progress)["train"]
+    tokens = encode_splits({"train": [p for _, p in source.files]}, progress)["train"]
     cut = len(tokens) - max(1, round(len(tokens) * val_fraction))
     return {"train": tokens[:cut], "val": tokens[cut:]}

@@ -3,10 +3,10 @@
 import json
 import time
 
-import datasets
 import numpy as np
 import pytest
 
+import normtrain.data.corpus as corpus_module
 from normtrain.data import CORPORA, load_corpus
 from normtrain.data.corpus import split_by_file
 from normtrain.data.encode import SEPARATOR
@@ -23,15 +23,6 @@ def _tree(root, n_files=40):
 
 def _load(path, tmp_path, **kw):
     return load_corpus("local_text", str(path), cache_dir=str(tmp_path / "cache"), progress=False, **kw)
-
-
-@pytest.fixture
-def builds(monkeypatch):
-    """Counts the calls of datasets' builder."""
-    calls = []
-    real = datasets.load_dataset
-    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
-    return calls
 
 
 def test_split_by_file_puts_each_file_in_exactly_one_split(tmp_path):
@@ -66,18 +57,18 @@ def test_fingerprint_is_stable_and_follows_the_content(tmp_path, builds):
     assert _load(root, tmp_path, val_fraction=0.1).fingerprint != changed.fingerprint
 
 
-def test_second_load_reads_the_cache_without_datasets(tmp_path, monkeypatch, capfd, builds):
+def test_second_load_reads_the_cache_without_reading_the_files_again(tmp_path, monkeypatch, capfd, builds):
     root = _tree(tmp_path / "c")
     first = _load(root, tmp_path)
-    assert len(builds) == 1 and builds[0]["sample_by"] == "document"
-    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **kw: pytest.fail("builder ran on a cache hit"))
+    assert len(builds) == 1
+    monkeypatch.setattr(corpus_module, "encode_splits", lambda *a, **kw: pytest.fail("tokenized on a cache hit"))
     capfd.readouterr()
     again = load_corpus("local_text", str(root), cache_dir=str(tmp_path / "cache"))  # progress on, yet quiet
     assert capfd.readouterr() == ("", "")
     assert np.array_equal(again.train, first.train) and np.array_equal(again.val, first.val)
     assert again.describe() == first.describe()
     corpora = tmp_path / "cache" / "corpora"
-    assert [p.name for p in corpora.iterdir()] == [first.fingerprint]  # datasets' scratch is gone
+    assert [p.name for p in corpora.iterdir()] == [first.fingerprint]  # no scratch beside the entry
     entry = sorted(p.name for p in (corpora / first.fingerprint).iterdir())
     assert entry == ["meta.json", "train.npy", "val.npy"]
 
@@ -98,11 +89,13 @@ def test_single_file_falls_back_to_splitting_bytes(tmp_path):
     assert corpus.train.tobytes() + corpus.val.tobytes() == path.read_bytes()
 
 
-def test_odd_bytes_and_newlines_are_decoded_not_fatal(tmp_path):
+def test_odd_bytes_and_newlines_are_kept_as_bytes(tmp_path):
+    # This once asserted "caf\ufffd\nline two\nend": files went through UTF-8 decoding with replacement
+    # and text-mode newlines. Byte-level tokens are now the file's raw bytes (FORMAT_VERSION 2).
     path = tmp_path / "latin1.txt"
     path.write_bytes(b"caf\xe9\r\nline two\rend")
     corpus = _load(path, tmp_path)
-    assert (corpus.train.tobytes() + corpus.val.tobytes()) == "caf\ufffd\nline two\nend".encode()
+    assert (corpus.train.tobytes() + corpus.val.tobytes()) == b"caf\xe9\r\nline two\rend"
 
 
 def test_describe_is_json(tmp_path):

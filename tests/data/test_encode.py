@@ -1,0 +1,55 @@
+"""Bytes are bytes: a byte corpus is its files' raw bytes, whatever their encoding or line ends."""
+
+from __future__ import annotations
+
+import pytest
+
+from normtrain.data import load_corpus
+from normtrain.data.corpus import split_by_file
+from normtrain.data.encode import SEPARATOR, encode_splits
+from normtrain.data.sources import local_text
+
+# Every byte but NUL (the separator; a NUL in the first 8 KB would make the file "binary"), then text.
+LATIN1 = bytes(range(1, 256)) * 40 + "café, naïve, Grüße\r\nsecond line\r\n".encode("latin-1")
+UTF8 = "café, naïve, Grüße, 東京, 😀\r\nsecond line\n".encode() * 200
+CP1252 = "“quotes” – dash € sign\r\n".encode("cp1252") * 100
+
+
+def _load(path, tmp_path):
+    return load_corpus("local_text", str(path), cache_dir=str(tmp_path / "cache"), progress=False)
+
+
+@pytest.mark.parametrize("data", [LATIN1, UTF8], ids=["latin-1", "utf-8"])
+def test_one_file_is_exactly_its_bytes(tmp_path, data):
+    path = tmp_path / "one.txt"
+    path.write_bytes(data)
+    corpus = _load(path, tmp_path)
+    assert corpus.split == "by_bytes"  # a single file: the tokens are the file, cut in two
+    assert corpus.n_bytes == len(data) == path.stat().st_size
+    assert corpus.train.tobytes() + corpus.val.tobytes() == data
+
+
+def test_a_folder_of_mixed_encodings_is_its_files_bytes_joined(tmp_path):
+    root = tmp_path / "mixed"
+    root.mkdir()
+    for i in range(30):
+        (root / f"f{i:02d}.txt").write_bytes((LATIN1, UTF8, CP1252)[i % 3][: 2000 + i])
+    corpus = _load(root, tmp_path)
+    split = split_by_file(local_text(str(root)).files, 0.05)
+    assert corpus.split == "by_file"
+    sizes = sum(p.stat().st_size for p in root.iterdir())
+    separators = len(split["train"]) - 1 + len(split["val"]) - 1
+    assert corpus.n_bytes == sizes + separators
+    for name in ("train", "val"):
+        assert getattr(corpus, name).tobytes() == SEPARATOR.join(open(p, "rb").read() for p in split[name])
+
+
+def test_encode_keeps_the_order_and_shows_progress_in_bytes(tmp_path, capfd):
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_bytes(b"first\r\n")
+    b.write_bytes(b"\xff second")
+    tokens = encode_splits({"x": [str(b), str(a)], "y": [str(a)]}, progress=True)
+    assert tokens["x"].tobytes() == b"\xff second\0first\r\n" and tokens["y"].tobytes() == b"first\r\n"
+    assert "reading corpus" in capfd.readouterr().err
+    encode_splits({"x": [str(a)]}, progress=False)
+    assert capfd.readouterr() == ("", "")
