@@ -7,7 +7,7 @@ import torch
 from fault_helpers import rows, summary
 
 import normtrain
-from normtrain.checkpoint import CKPT_NAME, all_finite, load_checkpoint, save_checkpoint
+from normtrain.checkpoint import CKPT_NAME, all_finite, digest, load_checkpoint, save_checkpoint
 from normtrain.errors import CheckpointError
 from normtrain.model import GPT
 
@@ -98,10 +98,12 @@ def test_a_non_finite_checkpoint_is_refused(tiny, tmp_path):
     cfg = normtrain.compose([*tiny, "train.max_steps=4"])
     normtrain.train(cfg, run_dir=tmp_path)
     state = torch.load(tmp_path / CKPT_NAME, weights_only=True)
+    poisoned = {k: v * float("nan") for k, v in state["model"].items()}
     with pytest.raises(ValueError, match="non-finite"):
-        save_checkpoint(tmp_path / "other", {**state, "model": {k: v * float("nan") for k, v in state["model"].items()}})
-    # one written by an older normtrain, which saved diverged runs
-    state["model"] = {k: v * float("nan") for k, v in state["model"].items()}
+        save_checkpoint(tmp_path / "other", {**state, "model": poisoned})
+    # one written by hand (or by an older normtrain, which saved diverged runs), its digest in order
+    state["model"] = poisoned
+    state["digest"] = digest({k: v for k, v in state.items() if k != "digest"})
     torch.save(state, tmp_path / CKPT_NAME)
     with pytest.raises(CheckpointError, match="non-finite weights"):
         normtrain.train(normtrain.compose([*tiny, "train.max_steps=8"]), run_dir=tmp_path)

@@ -11,12 +11,11 @@ import random
 import signal
 
 import pytest
+from fault_helpers import comparable, run_victim, summary
 
 import normtrain
 from normtrain.checkpoint import CKPT_NAME, load_checkpoint
 from normtrain.run_folder import LOCK_NAME
-
-from fault_helpers import comparable, run_victim, summary
 
 pytestmark = pytest.mark.slow
 

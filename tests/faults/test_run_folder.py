@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from fault_helpers import VICTIM, comparable, summary
+from fault_helpers import VICTIM, comparable, run_victim, summary
 
 import normtrain
 from normtrain.checkpoint import CKPT_NAME, load_checkpoint
@@ -37,6 +37,8 @@ def test_a_second_run_on_a_held_folder_is_refused_and_a_dead_holder_is_taken_ove
     try:
         with pytest.raises(RunFolderError, match=f"in use by pid {first.pid} on host"):
             normtrain.train(normtrain.compose([*tiny, "train.max_steps=5"]), run_dir=run_dir)
+        proc = run_victim([*tiny, "train.max_steps=5"], run_dir, cli=True)  # the same, through the CLI
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr and f"pid {first.pid}" in proc.stderr
         assert first.poll() is None  # the holder was not disturbed
         rows_before = (run_dir / "metrics.jsonl").read_text()
         assert rows_before  # and the refused run wrote nothing over it

@@ -1,0 +1,62 @@
+"""Every user error of the run record ends with exit 2 and a message, never a traceback (the real CLI)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from fault_helpers import comparable, run_victim, summary
+
+import normtrain
+from normtrain.checkpoint import CKPT_NAME, load_checkpoint
+
+pytestmark = pytest.mark.slow
+
+
+def assert_user_error(proc, *needles):
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
+    assert "Traceback" not in proc.stderr, proc.stderr
+    for needle in needles:
+        assert needle in proc.stderr, proc.stderr
+
+
+def test_a_read_only_run_folder(tiny, tmp_path):
+    proc = run_victim([*tiny, "train.max_steps=3"], tmp_path / "run", "eacces_folder", cli=True)
+    assert_user_error(proc, "Permission denied", "make the folder writable or choose another one")
+
+
+def test_a_full_disk_while_checkpointing_keeps_the_previous_files(tiny, tmp_path):
+    overrides = [*tiny, "train.max_steps=12", "train.ckpt_every=3"]
+    run_dir = tmp_path / "run"
+    proc = run_victim(overrides, run_dir, "enospc_ckpt", n=3, cli=True)  # the checkpoint at step 9 fails
+    assert_user_error(proc, "No space left on device", "resumes from the last checkpoint")
+    assert load_checkpoint(run_dir / CKPT_NAME)["step"] == 6  # the previous one, intact
+    assert summary(run_dir)["status"] == "failed" and not list(run_dir.glob(".*.tmp"))
+
+    reference = normtrain.train(normtrain.compose(overrides), run_dir=tmp_path / "reference")
+    again = run_victim(overrides, run_dir, cli=True)  # space freed: the same command resumes
+    assert again.returncode == 0, again.stderr
+    assert "resuming from step 6" in again.stderr
+    assert comparable(run_dir) == comparable(tmp_path / "reference")
+    assert summary(run_dir)["final_val_loss"] == reference["final_val_loss"]
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "another_model", "changed_key"])
+def test_a_checkpoint_that_cannot_be_resumed(damage, tiny, tmp_path):
+    run_dir = tmp_path / "run"
+    normtrain.train(normtrain.compose([*tiny, "train.max_steps=4"]), run_dir=run_dir)
+    overrides = [*tiny, "train.max_steps=8"]
+    if damage == "corrupt":
+        (run_dir / CKPT_NAME).write_bytes((run_dir / CKPT_NAME).read_bytes()[:1000])
+        needles = ["cannot be read", "train.resume=none"]
+    elif damage == "another_model":
+        state = torch.load(run_dir / CKPT_NAME, weights_only=True)
+        (run_dir / CKPT_NAME).unlink()
+        other = tmp_path / "other"
+        normtrain.train(normtrain.compose([*tiny, "train.max_steps=4", "model.n_layers=3"]), run_dir=other)
+        overrides.append(f"train.resume={other}")
+        needles = ["model.n_layers: 3 → 2", "hydra.run.dir=PATH"]
+        assert state["step"] == 4
+    else:
+        overrides.append("norm.eps=1e-3")
+        needles = ["norm.eps: 1e-06 → 0.001", "train.allow_changes=[norm.eps]"]
+    assert_user_error(run_victim(overrides, run_dir, cli=True), *needles)
