@@ -1,39 +1,38 @@
 """``normtrain`` (and ``python -m normtrain``): the Hydra app that trains one run per job.
 
-Bad input ends with a one-paragraph message and exit code 2, never a traceback; a diverged run is
-a result (exit 0) so a multirun goes on to its next job.
+Exit codes (INTERFACE.md): 0 for a completed or diverged run (divergence is a result, so a multirun goes on
+to its next job); 2 with a one-paragraph message for every user error, never a traceback; 130 when
+interrupted; 1 only for a bug, with its traceback. User errors surface in two places:
+
+  in a job .......... ``main`` prints a NormtrainError (a bad value, missing data, a held run folder), exits 2
+  before any job .... Hydra composing the command line: an unknown option (``placement=sandwich``), a key the
+                      schema lacks (``model.n_layer=3``), bad override syntax, also in a ``-m`` sweep (Hydra
+                      composes every job of the sweep before it launches the first), or a run folder
+                      Hydra cannot write. ``run`` has Hydra raise rather than print, shows the message and
+                      exits 2 when the error did not come out of a job (``hydra_user_error``): the same
+                      exception classes raised inside ``main`` are a bug (traceback, exit 1).
+
+Hydra and torch are imported inside ``run``, so that Ctrl-C during start-up ends with one line and 130.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
+import traceback
+from types import CodeType
+from typing import TYPE_CHECKING, NoReturn
 
-import hydra
-from omegaconf import DictConfig
-
-from normtrain.config import config_dir, register_configs
 from normtrain.errors import NormtrainError
 
-register_configs()
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 
-def _quiet_non_zero_ranks() -> None:
-    """Under torchrun, only rank 0 gets a Hydra output folder; the others write nothing there.
-
-    Each rank composes the config itself and would create its own time-stamped folder; the training
-    loop then uses rank 0's folder on every rank.
-    """
-    rank = int(os.environ.get("RANK", "0"))
-    if rank > 0:
-        scratch = os.path.join(tempfile.gettempdir(), f"normtrain-rank{rank}-{os.getpid()}")
-        sys.argv += ["hydra.output_subdir=null", f"hydra.run.dir={scratch}",
-                     "hydra/job_logging=disabled", "hydra/hydra_logging=disabled"]
-
-
-@hydra.main(config_path=config_dir(), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
+    """Hydra's task function: one job, one run."""
     from normtrain.training import train
 
     try:
@@ -51,9 +50,119 @@ def main(cfg: DictConfig) -> float | None:
 
 
 def run() -> None:
-    """Console-script entry point."""
-    _quiet_non_zero_ranks()
-    main()
+    """Console-script entry point: Hydra's app, with its exit codes mapped onto ours (see the module doc)."""
+    full_error_asked = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises instead of printing: we decide how each error is shown
+    try:
+        _quiet_non_zero_ranks()
+        _hydra_app()()
+    except KeyboardInterrupt as err:  # the training loop handles its own; this is before it (or between jobs)
+        _interrupted(err)
+    except Exception as err:
+        if not hydra_user_error(err):
+            raise  # a bug: its whole traceback, exit 1
+        if full_error_asked:
+            traceback.print_exc()
+        elif not _unwritable(err):
+            print(err, file=sys.stderr)  # Hydra's own message (the allowed options, ...)
+            if err.__cause__ is not None and "omegaconf" in type(err.__cause__).__module__:
+                print(err.__cause__, file=sys.stderr)
+        _add_to_hydras_message(err)
+        sys.exit(2)
+
+
+def _hydra_app():
+    """``main`` as a Hydra app reading the shipped configs."""
+    import hydra
+
+    from normtrain.config import config_dir, register_configs
+
+    register_configs()
+    return hydra.main(config_path=config_dir(), config_name="config", version_base="1.3")(main)
+
+
+def _quiet_non_zero_ranks() -> None:
+    """Under torchrun, only rank 0 gets a Hydra output folder; the others write nothing there.
+
+    Each rank composes the config itself and would create its own time-stamped folder; the training
+    loop then uses rank 0's folder on every rank.
+    """
+    rank = int(os.environ.get("RANK", "0"))
+    if rank > 0:
+        scratch = os.path.join(tempfile.gettempdir(), f"normtrain-rank{rank}-{os.getpid()}")
+        sys.argv += ["hydra.output_subdir=null", f"hydra.run.dir={scratch}",
+                     "hydra/job_logging=disabled", "hydra/hydra_logging=disabled"]
+
+
+def hydra_user_error(err: BaseException | None) -> bool:
+    """Whether Hydra failed on the command line or the config files rather than in a job.
+
+    What Hydra raises while composing (a HydraException: an unknown option, bad override syntax; an OmegaConf
+    error: a key the schema lacks, a wrong type) or while checking its own flags (a ValueError from Hydra's
+    code, e.g. ``--cfg`` with ``-m``) is the user's to fix, and so is a folder it cannot write (``.hydra/``). The
+    same classes raised in a job are a bug.
+    """
+    if err is None or _passed_through(err, main.__code__):
+        return False
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    if isinstance(err, (HydraException, OmegaConfBaseException)):
+        return True
+    if _unwritable(err):
+        return True  # Hydra writing .hydra/ into a read-only folder, or onto a full disk
+    return isinstance(err, ValueError) and _raised_in_module(err).startswith("hydra.")
+
+
+def _add_to_hydras_message(err: BaseException) -> None:
+    """What Hydra's message leaves out. It answers ``model.n_layer=3`` with "To append to your config use
+    +model.n_layer=3", which would train the default depth (``validate`` refuses it): name the key that was
+    probably meant. It reports bad syntax without the override it is in: name that."""
+    from hydra.errors import OverrideParseException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    from normtrain.config import unknown_key_problem
+    from normtrain.run_folder import write_error
+
+    cause = err.__cause__
+    if _unwritable(err):
+        print(f"normtrain: {write_error(err, err.filename or 'the run folder')}", file=sys.stderr)
+    elif isinstance(err, OverrideParseException):
+        print(f"normtrain: cannot parse the override {err.override!r}", file=sys.stderr)
+    elif isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and cause.full_key:
+        if problem := unknown_key_problem(cause.full_key):
+            print(f"normtrain: {problem}", file=sys.stderr)
+
+
+def _unwritable(err: BaseException) -> bool:
+    """A folder or disk that refused a write (Hydra's MissingConfigException is an OSError too, with no errno)."""
+    from normtrain.run_folder import USER_ERRNOS
+
+    return isinstance(err, OSError) and err.errno in USER_ERRNOS
+
+
+def _passed_through(err: BaseException, code: CodeType) -> bool:
+    tb = err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _raised_in_module(err: BaseException) -> str:
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return str(tb.tb_frame.f_globals.get("__name__", "")) if tb is not None else ""
+
+
+def _interrupted(err: KeyboardInterrupt) -> NoReturn:
+    """Ctrl-C before the training loop installed its own handling: one line, exit 130."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while we exit must not add a traceback
+    where = "while setting up the run" if _passed_through(err, main.__code__) else "during start-up"
+    print(f"normtrain: interrupted {where}", file=sys.stderr)
+    sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -1,17 +1,19 @@
 """Typed config schemas (registered with Hydra's ConfigStore), composition and validation.
 
-The schemas make a typo in a key or a wrong type fail at start-up; ``validate`` then checks the
-values against each other and reports every problem at once (litgpt's ``validate_args`` habit).
+The schemas make a typo in a key or a wrong type fail at start-up; ``validate`` then reports every key
+that Hydra's ``+key=value`` forced in past the schema, checks the values (finite, in range) and against
+each other, and reports every problem at once (litgpt's ``validate_args`` habit).
 """
 
 from __future__ import annotations
 
+import difflib
 import glob
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
@@ -27,6 +29,8 @@ POSITIONS = ("rope", "learned")
 CORPORA = ("python_stdlib", "local_text")
 LOGGERS = ("wandb", "none")
 WANDB_MODES = ("auto", "online", "offline", "disabled")
+OPTIMIZERS = ("adamw",)
+MAX_SEED = 2**32 - 1  # numpy's seed range
 
 
 @dataclass
@@ -90,6 +94,7 @@ class TrainSchema:
     autocast: bool = True  # bf16 autocast on CUDA
     ckpt_every: int = 0  # 0 = only at the end
     resume: str = "auto"  # auto (the run folder's checkpoint, if any) | none | a path
+    allow_changes: list[str] = field(default_factory=list)  # experiment keys a resume may change (normtrain.resume)
     compile: bool = False  # torch.compile the model (log steps run eagerly for the diagnostics)
     strategy: str = "ddp"  # under torchrun: ddp | fsdp
     progress: bool = True
@@ -128,6 +133,10 @@ class NormtrainConfig:
     train: TrainSchema = field(default_factory=TrainSchema)
     monitor: MonitorSchema = field(default_factory=MonitorSchema)
     logger: LoggerSchema = field(default_factory=LoggerSchema)
+
+
+GROUP_SCHEMAS: dict[str, type] = get_type_hints(NormtrainConfig)  # group name -> its schema
+MODEL_GROUPS = ("model", "norm", "placement")  # what ``build_model`` reads
 
 
 def config_dir() -> str:
@@ -173,9 +182,48 @@ def _scale(value: Any, key: str, problems: list[str]) -> float | None:
     return number
 
 
+def _number(key: str, value: float, ok: bool, rule: str, problems: list[str]) -> None:
+    """A float key must be finite and satisfy ``ok``: inf or nan would pass most range checks (or fail none
+    of them) and end in a traceback, or in a silently useless run, far from the command line."""
+    if not (math.isfinite(value) and ok):
+        problems.append(f"{key}={value}: {rule}")
+
+
 def _choice(value: Any, key: str, allowed, problems: list[str]) -> None:
     if value not in allowed:
         problems.append(f"{key}={value!r} is not known; allowed: {', '.join(sorted(allowed))}")
+
+
+def _schema_keys(schema: type) -> list[str]:
+    return [f.name for f in fields(schema)]
+
+
+def _unknown_key_problems(cfg: DictConfig, training: bool) -> list[str]:
+    """Keys no schema defines. Struct mode rejects ``model.n_layer=3``, but ``+model.n_layer=3`` (the form
+    Hydra itself suggests for a misspelt key) force-adds it, and the run would train the default depth.
+    Not ``training``: the model groups only."""
+    keys = [str(k) for k in cfg] if training else []
+    keys += [f"{g}.{k}" for g in (GROUP_SCHEMAS if training else MODEL_GROUPS) for k in cfg.get(g) or {}]
+    return [problem for key in keys if (problem := unknown_key_problem(key))]
+
+
+def unknown_key_problem(dotted: str) -> str | None:
+    """``model.n_layer is not a key of model; did you mean model.n_layers? allowed: ...`` for a key no schema
+    defines (a misplaced one, ``model.lr``, is pointed to ``optim.lr``); None for a known key or one outside
+    the typed groups (``hydra.*``)."""
+    group, _, key = dotted.rpartition(".")
+    if group and group not in GROUP_SCHEMAS:
+        return None
+    allowed = _schema_keys(GROUP_SCHEMAS[group]) if group else list(GROUP_SCHEMAS)
+    if key in allowed or dotted == "hydra":
+        return None
+    prefix = f"{group}." if group else ""
+    close = [f"{g}.{key}" for g, schema in GROUP_SCHEMAS.items() if key in _schema_keys(schema)]  # misplaced
+    close = close or [f"{prefix}{k}" for k in difflib.get_close_matches(key, allowed, n=1)]  # misspelt
+    close = close or [f"{g}.{k}" for g, schema in GROUP_SCHEMAS.items()  # both
+                      for k in difflib.get_close_matches(key, _schema_keys(schema), n=1)][:3]
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    return f"{dotted} is not a key of {group or 'the config'}; {hint}allowed: {', '.join(allowed)}"
 
 
 def _model_problems(cfg: DictConfig) -> list[str]:
@@ -193,14 +241,13 @@ def _model_problems(cfg: DictConfig) -> list[str]:
         p.append(f"model.seq_len={m.seq_len}: must be at least 1")
     if m.d_ff is not None and m.d_ff < 1:
         p.append(f"model.d_ff={m.d_ff}: must be at least 1 (or null for the default)")
+    _number("model.emb_std", m.emb_std, m.emb_std > 0, "the embedding init std must be a finite number > 0", p)
     _choice(m.mlp, "model.mlp", MLPS, p)
     _choice(m.pos, "model.pos", POSITIONS, p)
     _choice(n.name, "norm.name", NORMS, p)
     _choice(n.impl, "norm.impl", IMPLS, p)
-    if not n.eps > 0:
-        p.append(f"norm.eps={n.eps}: must be > 0")
-    if not 0 < n.p <= 1:
-        p.append(f"norm.p={n.p}: the prmsnorm fraction must lie in (0, 1]")
+    _number("norm.eps", n.eps, n.eps > 0, "must be a finite number > 0", p)
+    _number("norm.p", n.p, 0 < n.p <= 1, "the prmsnorm fraction must lie in (0, 1]", p)
     if n.impl == "triton" and n.name in NORMS and not NORMS[n.name].supports_triton:
         triton_norms = sorted(k for k, c in NORMS.items() if c.supports_triton)
         p.append(f"norm.impl=triton is only available for {', '.join(triton_norms)}, not {n.name}")
@@ -214,28 +261,32 @@ def _model_problems(cfg: DictConfig) -> list[str]:
     return p
 
 
-def _training_problems(cfg: DictConfig) -> list[str]:
+def _optim_problems(o: DictConfig) -> list[str]:
     p: list[str] = []
-    o, t, mon, lg, d = cfg.optim, cfg.train, cfg.monitor, cfg.logger, cfg.data
-    if not o.lr > 0:
-        p.append(f"optim.lr={o.lr}: the learning rate must be > 0")
+    _choice(o.name, "optim.name", OPTIMIZERS, p)
+    _number("optim.lr", o.lr, o.lr > 0, "the learning rate must be a finite number > 0", p)
+    if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
+        p.append(f"optim.betas={list(o.betas)}: expected two numbers in [0, 1)")
+    _number("optim.eps", o.eps, o.eps > 0, "Adam's epsilon must be a finite number > 0", p)
+    _number("optim.weight_decay", o.weight_decay, o.weight_decay >= 0, "must be a finite number >= 0", p)
     if o.warmup_steps < 0:
         p.append(f"optim.warmup_steps={o.warmup_steps}: must be >= 0")
     _choice(o.schedule, "optim.schedule", SCHEDULES, p)
-    if o.grad_clip < 0:
-        p.append(f"optim.grad_clip={o.grad_clip}: must be >= 0 (0 = off)")
-    if o.weight_decay < 0:
-        p.append(f"optim.weight_decay={o.weight_decay}: must be >= 0")
-    if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
-        p.append(f"optim.betas={list(o.betas)}: expected two numbers in [0, 1)")
-    if not 0 <= o.min_lr_ratio <= 1:
-        p.append(f"optim.min_lr_ratio={o.min_lr_ratio}: must lie in [0, 1]")
+    _number("optim.min_lr_ratio", o.min_lr_ratio, 0 <= o.min_lr_ratio <= 1, "must lie in [0, 1]", p)
+    _number("optim.grad_clip", o.grad_clip, o.grad_clip >= 0, "must be a finite number >= 0 (0 = off)", p)
+    return p
+
+
+def _run_problems(t: DictConfig, mon: DictConfig) -> list[str]:
+    p: list[str] = []
     for key in ("max_steps", "batch_size", "eval_batches"):
         if t[key] < 1:
             p.append(f"train.{key}={t[key]}: must be at least 1")
     for key in ("eval_every", "ckpt_every"):
         if t[key] < 0:
             p.append(f"train.{key}={t[key]}: must be >= 0 (0 = only at the end)")
+    if not 0 <= t.seed <= MAX_SEED:
+        p.append(f"train.seed={t.seed}: must lie in [0, 2**32 - 1]")
     _choice(t.device, "train.device", DEVICES, p)
     _choice(t.strategy, "train.strategy", STRATEGIES, p)
     if t.device == "cuda":
@@ -247,13 +298,17 @@ def _training_problems(cfg: DictConfig) -> list[str]:
         p.append(f"monitor.every={mon.every}: must be at least 1")
     if mon.probe_batch < 1:
         p.append(f"monitor.probe_batch={mon.probe_batch}: must be at least 1")
-    if not mon.divergence_factor > 1:
-        p.append(f"monitor.divergence_factor={mon.divergence_factor}: must be > 1")
+    _number("monitor.divergence_factor", mon.divergence_factor, mon.divergence_factor > 1,
+            "must be a finite number > 1", p)
+    return p
+
+
+def _data_problems(d: DictConfig, lg: DictConfig) -> list[str]:
+    p: list[str] = []
     _choice(lg.name, "logger.name", LOGGERS, p)
     _choice(lg.mode, "logger.mode", WANDB_MODES, p)
     _choice(d.name, "data.name", CORPORA, p)
-    if not 0 < d.val_fraction < 1:
-        p.append(f"data.val_fraction={d.val_fraction}: must lie in (0, 1)")
+    _number("data.val_fraction", d.val_fraction, 0 < d.val_fraction < 1, "must lie in (0, 1)", p)
     if d.name == "local_text":
         if not d.path:
             p.append("data=local_text needs data.path: a file, a folder or a glob (e.g. 'texts/**/*.txt')")
@@ -265,7 +320,10 @@ def _training_problems(cfg: DictConfig) -> list[str]:
 
 def validate(cfg: DictConfig, training: bool = True) -> None:
     """Raise one ConfigError listing every problem (model keys only when ``training`` is False)."""
-    problems = _model_problems(cfg) + (_training_problems(cfg) if training else [])
+    problems = _unknown_key_problems(cfg, training) + _model_problems(cfg)
+    if training:
+        problems += (_optim_problems(cfg.optim) + _run_problems(cfg.train, cfg.monitor)
+                     + _data_problems(cfg.data, cfg.logger))
     if problems:
         raise ConfigError(problems)
 

@@ -221,7 +221,7 @@ class Trainer:
 
     def recorded_divergence(self) -> dict[str, Any] | None:
         """A folder whose run diverged is a result: resuming it returns that record instead of re-training."""
-        previous = self.folder.previous_summary if self.cfg.train.resume == "auto" else None
+        previous = self.ctx.broadcast(self.folder.previous_summary if self.cfg.train.resume == "auto" else None)
         if not (previous and previous.get("status") == "diverged"):
             return None
         config_changes(self.experiment(previous.get("config") or {}, previous.get("world_size", 1),

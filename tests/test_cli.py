@@ -1,13 +1,20 @@
-"""The ``normtrain`` command end to end: single runs, a multirun sweep, W&B offline, bad input."""
+"""The ``normtrain`` command end to end: single runs, a multirun sweep, W&B offline, bad input, exit codes."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
+from hydra.errors import ConfigCompositionException
+from omegaconf.errors import ConfigAttributeError
 
-pytestmark = pytest.mark.slow
+from normtrain import cli
+
+slow = pytest.mark.slow
 
 
 def run_cli(args, cwd, timeout=300):
@@ -16,6 +23,7 @@ def run_cli(args, cwd, timeout=300):
                           text=True, timeout=timeout)
 
 
+@slow
 def test_default_corpus_single_run(tiny_base, tmp_path):
     out = tmp_path / "run"
     proc = run_cli([*tiny_base, "train.max_steps=10", f"hydra.run.dir={out}"], cwd=tmp_path)
@@ -26,6 +34,7 @@ def test_default_corpus_single_run(tiny_base, tmp_path):
     assert (out / "metrics.jsonl").is_file() and (out / ".hydra" / "config.yaml").is_file()
 
 
+@slow
 def test_multirun_2x2_writes_one_folder_per_job(tiny, tmp_path):
     sweep = tmp_path / "sweep"
     proc = run_cli(["-m", *tiny, "train.max_steps=6", "norm=layernorm,rmsnorm", "placement=pre,deepnorm",
@@ -42,6 +51,7 @@ def test_multirun_2x2_writes_one_folder_per_job(tiny, tmp_path):
     assert deep["alpha"] == pytest.approx(4 ** 0.25) and deep["beta"] == pytest.approx(16 ** -0.25)
 
 
+@slow
 def test_divergence_exits_zero(tiny, tmp_path):
     out = tmp_path / "run"
     proc = run_cli([*tiny, "optim.lr=1e4", "optim.warmup_steps=0", "optim.grad_clip=0", "placement=post",
@@ -50,6 +60,7 @@ def test_divergence_exits_zero(tiny, tmp_path):
     assert json.loads((out / "summary.json").read_text())["status"] == "diverged"
 
 
+@slow
 def test_wandb_offline_run_lands_in_the_run_folder(tiny, tmp_path):
     out = tmp_path / "run"
     env_free = {k: v for k, v in os.environ.items() if k not in ("WANDB_API_KEY", "WANDB_MODE")}
@@ -62,12 +73,16 @@ def test_wandb_offline_run_lands_in_the_run_folder(tiny, tmp_path):
     assert len(offline) == 1, list((out / "wandb").iterdir())
 
 
+@slow
 @pytest.mark.parametrize("args,needles", [
     (["norm.name=groupnorm"], ["norm.name='groupnorm' is not known; allowed: batchnorm, layernorm, prmsnorm, rmsnorm"]),
     (["model.n_heads=3", "model.n_layers=0"], ["2 problems", "does not divide", "model.n_layers=0"]),
     (["norm=prmsnorm", "norm.p=2"], ["norm.p=2.0"]),
     (["optim.lr=-1"], ["optim.lr=-1.0"]),
     (["data=local_text", "data.path=/no/such/dir"], ["/no/such/dir", "does not exist"]),
+    (["+model.n_layer=3"], ["model.n_layer is not a key of model; did you mean model.n_layers?"]),
+    (["model.emb_std=-1"], ["model.emb_std=-1.0"]),
+    (["optim.eps=-1"], ["optim.eps=-1.0"]),
 ])
 def test_bad_input_gets_a_message_not_a_traceback(args, needles, tiny_base, tmp_path):
     proc = run_cli([*tiny_base, *args, f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
@@ -77,7 +92,101 @@ def test_bad_input_gets_a_message_not_a_traceback(args, needles, tiny_base, tmp_
         assert needle in proc.stderr, proc.stderr
 
 
+@slow
 def test_unknown_group_option_lists_choices(tiny_base, tmp_path):
     proc = run_cli([*tiny_base, "placement=sandwich"], cwd=tmp_path)
-    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "deepnorm" in proc.stderr and "post" in proc.stderr, proc.stderr
+
+
+@slow
+@pytest.mark.parametrize("args,needles", [
+    (["norm=groupnorm"], ["Could not find 'norm/groupnorm'", "layernorm", "rmsnorm"]),
+    (["model.n_layer=3"], ["model.n_layer", "did you mean model.n_layers?"]),  # Hydra suggests +; we do not
+    (["model.n_layers=["], ["no viable alternative", "cannot parse the override 'model.n_layers=['"]),
+    (["model.n_layers=abc"], ["model.n_layers"]),
+    (["--cfg", "job", "-m"], ["Only one of"]),  # Hydra raises this one instead of reporting it
+])
+def test_command_line_errors_exit_2_without_a_traceback(args, needles, tiny_base, tmp_path):
+    proc = run_cli([*args, *tiny_base, f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    for needle in needles:
+        assert needle in proc.stderr, proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
+@slow
+def test_a_bad_option_in_a_sweep_exits_2_before_any_job(tiny, tmp_path):
+    sweep = tmp_path / "sweep"
+    proc = run_cli(["-m", *tiny, "placement=pre,sandwich", f"hydra.sweep.dir={sweep}"], cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "Could not find 'placement/sandwich'" in proc.stderr and "deepnorm" in proc.stderr
+    assert not list(sweep.rglob("metrics.jsonl"))  # Hydra composes every job before it launches the first
+
+
+@slow
+def test_help_and_cfg_still_work(tmp_path):
+    proc = run_cli(["--help"], cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0 and "placement: deepnorm, post, pre" in proc.stdout, proc.stdout + proc.stderr
+    proc = run_cli(["--cfg", "job", "placement=post"], cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0 and "name: post" in proc.stdout, proc.stderr
+
+
+@slow
+def test_a_bug_in_a_job_still_exits_1_with_its_traceback(tiny_base, tmp_path):
+    """An OmegaConf error raised inside a job is a bug, although Hydra raises the same class for a bad key."""
+    script = ("import sys\n"
+              "from omegaconf import OmegaConf\n"
+              "import normtrain.training\n"
+              "normtrain.training.train = lambda cfg: OmegaConf.create({}, flags={'struct': True}).missing\n"
+              "from normtrain.cli import run\n"
+              "sys.argv = ['normtrain', *sys.argv[1:]]\n"
+              "run()\n")
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run([sys.executable, "-c", script, *tiny_base, f"hydra.run.dir={tmp_path / 'run'}"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "Traceback" in proc.stderr and "missing" in proc.stderr, proc.stderr
+
+
+def test_hydra_errors_are_user_errors_only_outside_a_job(monkeypatch):
+    def bug(cfg):
+        raise ConfigAttributeError("a bug in the job")
+
+    monkeypatch.setattr("normtrain.training.train", bug)
+    with pytest.raises(ConfigAttributeError) as err:
+        cli.main(None)
+    assert not cli.hydra_user_error(err.value)  # it passed through the task function
+    try:
+        raise ConfigCompositionException("Could not find 'placement/sandwich'")
+    except ConfigCompositionException as composing:
+        assert cli.hydra_user_error(composing)
+    assert not cli.hydra_user_error(RuntimeError("not Hydra's")) and not cli.hydra_user_error(None)
+
+
+def wait_until_importing(pid: int, limit: float = 10.0) -> None:
+    """Until the process maps its first extension module from site-packages: the interpreter has started
+    and runs normtrain's imports (Hydra, torch), which take seconds. Without /proc: a fixed 0.3 s."""
+    maps = Path(f"/proc/{pid}/maps")
+    if not maps.exists():
+        time.sleep(0.3)
+        return
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if any("site-packages" in line and ".so" in line for line in maps.read_text().splitlines()):
+            return
+        time.sleep(0.01)
+
+
+@slow
+def test_ctrl_c_during_start_up_exits_130_with_one_line(tiny_base, tmp_path):
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.Popen([sys.executable, "-m", "normtrain", *tiny_base, f"hydra.run.dir={tmp_path / 'run'}"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started = time.monotonic()
+    wait_until_importing(proc.pid)
+    proc.send_signal(signal.SIGINT)
+    sent_after = time.monotonic() - started
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (sent_after, stderr)
+    assert "Traceback" not in stderr and len(stderr.strip().splitlines()) <= 2, stderr
+    assert "normtrain: interrupted during start-up" in stderr

@@ -1,13 +1,15 @@
 """Every shipped YAML composes; overrides reach the built model; bad input is reported all at once."""
 
+from dataclasses import fields
 from pathlib import Path
+from typing import get_type_hints
 
 import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigKeyError
 
 import normtrain
-from normtrain.config import config_dir, validate
+from normtrain.config import GROUP_SCHEMAS, compose, config_dir, validate
 from normtrain.errors import ConfigError
 from normtrain.norms import LayerNorm, RMSNorm
 
@@ -100,3 +102,103 @@ def test_triton_impl_only_for_rms_norms():
 def test_local_text_needs_a_path():
     with pytest.raises(ConfigError, match="data.path"):
         validate(normtrain.compose(["data=local_text", "data.path=null"]))
+
+
+def shipped_config_overrides(tmp_path) -> list[tuple[str, list[str]]]:
+    """(file, the overrides that compose it) for every YAML under configs/."""
+    root = Path(config_dir())
+    out = []
+    for f in sorted(root.rglob("*.yaml")):
+        group = f.parent.relative_to(root).as_posix()
+        overrides = [] if group == "." else [f"{group}={f.stem}"]
+        if (group, f.stem) == ("data", "local_text"):
+            overrides.append(f"data.path={tmp_path}")
+        out.append((f.relative_to(root).as_posix(), overrides))
+    return out
+
+
+def test_every_shipped_config_validates(tmp_path):
+    """Group options, experiments (``experiment=NAME``, which override the groups) and launcher presets: every
+    file composes and validates, with no key that the schema lacks (``validate`` reports those)."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    shipped = shipped_config_overrides(tmp_path)
+    assert {"config.yaml", "experiment/deepnet_depth.yaml", "hydra/launcher/slurm.yaml"} <= {f for f, _ in shipped}
+    for f, overrides in shipped:
+        validate(compose(overrides, return_hydra_config=f.startswith("hydra/")))
+
+
+@pytest.mark.parametrize("override,needles", [
+    ("+model.n_layer=3", ["model.n_layer is not a key of model; did you mean model.n_layers? allowed: n_layers, "
+                          "d_model"]),
+    ("+n_layers=3", ["n_layers is not a key of the config; did you mean model.n_layers?"]),
+    ("+model.lr=1", ["model.lr is not a key of model; did you mean optim.lr?"]),
+    ("+train.sed=1", ["train.sed", "did you mean train.seed?"]),
+    ("+logger.colour=red", ["logger.colour is not a key of logger; allowed: name, project"]),
+    ("+monitor.extra.deep=1", ["monitor.extra is not a key of monitor"]),
+])
+def test_keys_forced_in_with_plus_are_reported(override, needles):
+    """``+key=value`` (Hydra's own suggestion for a misspelt key) adds keys past the typed schema."""
+    with pytest.raises(ConfigError) as err:
+        validate(normtrain.compose([override]))
+    assert len(err.value.problems) == 1
+    for needle in needles:
+        assert needle in str(err.value)
+
+
+def test_forced_keys_are_reported_with_every_other_problem():
+    cfg = normtrain.compose(["+model.n_layer=3", "+optim.lr_max=1", "model.emb_std=-1"])
+    with pytest.raises(ConfigError) as err:
+        validate(cfg)
+    assert len(err.value.problems) == 3 and "3 problems" in str(err.value)
+    with pytest.raises(ConfigError) as err:  # building a model checks the model's groups only
+        normtrain.build_model(cfg)
+    assert [p.split(" ")[0] for p in err.value.problems] == ["model.n_layer", "model.emb_std=-1.0:"]
+    validate(compose([], return_hydra_config=True))  # the hydra node is not a stray key
+
+
+def float_keys() -> list[str]:
+    return [f"{group}.{f.name}" for group, schema in GROUP_SCHEMAS.items() for f in fields(schema)
+            if get_type_hints(schema)[f.name] is float]
+
+
+def test_the_float_keys_are_known():
+    assert {"model.emb_std", "norm.eps", "norm.p", "optim.lr", "optim.eps", "optim.weight_decay",
+            "optim.min_lr_ratio", "optim.grad_clip", "monitor.divergence_factor", "data.val_fraction"} == set(
+        float_keys())
+
+
+@pytest.mark.parametrize("key", float_keys())
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan"])
+def test_every_float_key_must_be_finite(key, value):
+    with pytest.raises(ConfigError) as err:
+        validate(normtrain.compose([f"{key}={value}"]))
+    assert [p.split(":")[0] for p in err.value.problems] == [f"{key}={value}"]
+
+
+@pytest.mark.parametrize("override,needle", [
+    ("model.emb_std=-1", "model.emb_std=-1.0: the embedding init std must be a finite number > 0"),
+    ("model.emb_std=0", "model.emb_std=0.0"),
+    ("optim.eps=-1", "optim.eps=-1.0: Adam's epsilon must be a finite number > 0"),
+    ("optim.eps=0", "optim.eps=0.0"),
+    ("norm.eps=0", "norm.eps=0.0"),
+    ("optim.weight_decay=-0.1", "optim.weight_decay=-0.1"),
+    ("optim.grad_clip=-1", "optim.grad_clip=-1.0"),
+    ("optim.min_lr_ratio=1.5", "optim.min_lr_ratio=1.5"),
+    ("optim.betas=[0.9,1.0]", "optim.betas=[0.9, 1.0]"),
+    ("monitor.divergence_factor=1", "monitor.divergence_factor=1.0"),
+    ("data.val_fraction=0", "data.val_fraction=0.0"),
+    ("train.seed=-1", "train.seed=-1: must lie in [0, 2**32 - 1]"),
+    (f"train.seed={2**32}", f"train.seed={2**32}"),
+    ("optim.name=sgd", "optim.name='sgd' is not known; allowed: adamw"),
+    ("placement.beta=inf", "placement.beta"),
+])
+def test_values_out_of_range_name_the_key(override, needle):
+    with pytest.raises(ConfigError) as err:
+        validate(normtrain.compose([override]))
+    assert len(err.value.problems) == 1 and needle in str(err.value), err.value
+
+
+def test_boundary_values_are_accepted():
+    validate(normtrain.compose(["optim.weight_decay=0", "optim.grad_clip=0", "optim.min_lr_ratio=0",
+                                "optim.betas=[0,0.999]", f"train.seed={2**32 - 1}",
+                                "norm=prmsnorm", "norm.p=1"]))

@@ -27,6 +27,7 @@ LAYER_STATS = (
     ("attn_entropy", "attention entropy (nats)", False),
 )
 CHOSEN_STEPS = ("first logged step", "middle logged step", "last logged step")  # the columns of activations.png
+TITLE_CHARS, LEGEND_CHARS = 60, 80  # the most of a run label shown in a heatmap's title, in a legend entry
 
 
 def colors(groups: Sequence[str], members: Sequence[str]) -> list:
@@ -57,7 +58,7 @@ def _figure(width: float, height: float, legend: Sequence[str], ncols: int = 1, 
 
 def _legend_cols(texts: Sequence[str], width: float) -> int:
     """As many columns as fit across the figure: about 15 characters of small text per inch."""
-    longest = max((len(t) for t in texts), default=1) + 6  # + the line sample and the gap
+    longest = max((min(len(t), LEGEND_CHARS) for t in texts), default=1) + 6  # + the line sample and the gap
     return max(1, min(len(texts), int(width * 15 // longest), 5))
 
 
@@ -66,7 +67,7 @@ def _legend(fig, runs: Sequence[Run], cols: Sequence, extra: Sequence = ()) -> N
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=c, lw=2) for c in cols] + [h for h, _ in extra]
-    labels = [r.label for r in runs] + [t for _, t in extra]
+    labels = [_shortened(r.label, LEGEND_CHARS) for r in runs] + [t for _, t in extra]
     fig.legend(handles, labels, loc="outside lower center", ncol=_legend_cols(labels, fig.get_figwidth()),
                fontsize="small", frameon=False)
 
@@ -217,7 +218,6 @@ def grad_norm_heatmaps(runs: Sequence[Run], slugs: Sequence[str], out: Path) -> 
     """``grad_norm_heatmap_<slug>.png`` per run: layer × step, log colour on one scale shared by all runs."""
     from matplotlib import colormaps
     from matplotlib.colors import LogNorm
-    from matplotlib.figure import Figure
 
     data = {id(r): r.layer_matrix("grad_norm") for r in runs}
     pooled = [v[np.isfinite(v) & (v > 0)] for _, v in data.values()]
@@ -234,23 +234,43 @@ def grad_norm_heatmaps(runs: Sequence[Run], slugs: Sequence[str], out: Path) -> 
         if v.size == 0:
             notes.append(f"grad_norm_heatmap: {run.label}: no grad_norm/layer_i recorded")
             continue
-        fig = Figure(figsize=(8, 1.6 + 0.25 * min(v.shape[1], 24)), layout="constrained", dpi=DPI)
-        ax = fig.subplots()
-        v = np.where(np.isfinite(v) & (v > 0), v, np.nan)
-        mesh = ax.pcolormesh(_edges(steps), np.arange(v.shape[1] + 1) - 0.5, np.ma.masked_invalid(v.T), norm=norm,
-                             cmap=cmap, shading="flat")
-        bar = fig.colorbar(mesh, ax=ax, label="‖∇ block‖ (log colour)", extend="both")
-        if ticks:
-            bar.locator, bar.formatter, bar.minorformatter = ticks[:3]
-        if run.status == "diverged" and run.diverged_at is not None:
-            ax.axvline(run.diverged_at, color="red", ls="--", lw=1.2)
-            ax.text(run.diverged_at, v.shape[1] - 0.5, " diverged", color="red", va="top", fontsize="small")
-        ax.yaxis.get_major_locator().set_params(integer=True)
-        ax.set_xlabel("step")
-        ax.set_ylabel("layer")
-        ax.set_title(f"Gradient norm per block: {run.label}", fontsize="medium")
-        paths.append(save_png(fig, out / f"grad_norm_heatmap_{name}.png"))
+        path = out / f"grad_norm_heatmap_{name}.png"
+        try:
+            paths.append(save_png(_heatmap(run, steps, v, norm, ticks, cmap), path))
+        except Exception as err:  # one run's odd data (or file) costs its own map, never the others'
+            notes.append(f"{path.name} ({run.label}) could not be drawn ({type(err).__name__}: {err})")
     return paths, notes
+
+
+def _heatmap(run: Run, steps: np.ndarray, v: np.ndarray, norm, ticks, cmap):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 1.6 + 0.25 * min(v.shape[1], 24)), layout="constrained", dpi=DPI)
+    ax = fig.subplots()
+    v = np.where(np.isfinite(v) & (v > 0), v, np.nan)
+    mesh = ax.pcolormesh(_edges(steps), np.arange(v.shape[1] + 1) - 0.5, np.ma.masked_invalid(v.T), norm=norm,
+                         cmap=cmap, shading="flat")
+    bar = fig.colorbar(mesh, ax=ax, label="‖∇ block‖ (log colour)", extend="both")
+    if ticks:
+        bar.locator, bar.formatter, bar.minorformatter = ticks[:3]
+    if run.status == "diverged" and run.diverged_at is not None:
+        ax.axvline(run.diverged_at, color="red", ls="--", lw=1.2)
+        ax.text(run.diverged_at, v.shape[1] - 0.5, " diverged", color="red", va="top", fontsize="small")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.set_xlabel("step")
+    ax.set_ylabel("layer")
+    ax.set_title(f"Gradient norm per block: {_shortened(run.label, TITLE_CHARS)}", fontsize="medium")
+    return fig
+
+
+def _shortened(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, its middle left out: a title or legend wider than its figure
+    is cut off or squeezes the plot. Labels differ at their start (the leading keys) and end (the values that
+    tell twins apart), so both stay; the table has every label in full."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) * 2 // 3
+    return f"{text[:head]}…{text[len(text) - (limit - 1 - head):]}"
 
 
 def _edges(steps: np.ndarray) -> np.ndarray:

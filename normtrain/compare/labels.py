@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -16,6 +17,7 @@ LEADING = ("placement.name", "norm.name", "model.n_layers")
 BARE = ("placement.name", "norm.name", "model.mlp", "model.pos", "data.name", "optim.schedule")
 PREFIXED = {"model.n_layers": "L", "model.d_model": "d"}
 SEP = " · "
+MAX_SLUG, HASH_CHARS = 80, 8  # file names made of labels: grad_norm_heatmap_<slug>.png
 
 
 class LabelError(ValueError):
@@ -146,8 +148,17 @@ def _disambiguate(runs: list[Run], suffix) -> None:
 
 
 def slug(label: str) -> str:
-    """A file-name-safe form of a label: ``post · layernorm · L48`` -> ``post-layernorm-L48``."""
-    return re.sub(r"[^A-Za-z0-9_.=+]+", "-", label).strip("-").replace("=", "") or "run"
+    """A file-name-safe form of a label: ``post · layernorm · L48`` -> ``post-layernorm-L48``.
+
+    At most ``MAX_SLUG`` characters (ASCII, so bytes): a longer one is cut and ends in a short hash of the whole
+    label, so that a file name stays far below the 255 bytes file systems allow, and two long labels that
+    share a beginning still get different names.
+    """
+    s = re.sub(r"[^A-Za-z0-9_.=+]+", "-", label).strip("-").replace("=", "") or "run"
+    if len(s) <= MAX_SLUG:
+        return s
+    digest = hashlib.sha1(label.encode("utf-8")).hexdigest()[:HASH_CHARS]
+    return f"{s[:MAX_SLUG - HASH_CHARS - 1].rstrip('-')}-{digest}"
 
 
 def unique_slugs(labels: list[str]) -> list[str]:

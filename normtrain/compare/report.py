@@ -18,7 +18,7 @@ from typing import Any
 from normtrain.compare.labels import format_value, short_names
 from normtrain.compare.runs import Run, natural_key
 
-STATUS_RANK = {"completed": 0, "diverged": 2, "failed": 3}  # anything else (incomplete, interrupted): 1
+STATUS_RANK = {"completed": 0, "diverged": 2, "failed": 3}  # anything else (running, incomplete, interrupted): 1
 
 # --metric name -> (what it reads, higher is better, what it is)
 SUMMARY_METRICS: dict[str, tuple[Callable[[Run], Any], bool, str]] = {
@@ -176,7 +176,7 @@ table { border-collapse: collapse; font-size: 0.9em; margin: 1em 0; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.diverged td, tr.failed td { background: #fde8e8; }
-tr.incomplete td, tr.interrupted td { background: #fff7e0; }
+tr.incomplete td, tr.running td, tr.interrupted td { background: #fff7e0; }
 img { max-width: 100%; border: 1px solid #eee; }
 .heatmaps { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr)); gap: 0.5em; }
 figure { margin: 0; } figcaption { font-size: 0.85em; color: #555; }

@@ -2,7 +2,8 @@
 
 A run folder holds ``summary.json`` (written once, at the end) and ``metrics.jsonl`` (one JSON object per
 logged step, appended as the run goes). A run killed mid-way has no summary: it is read from its metrics
-(status ``incomplete``) and, where Hydra wrote it, ``.hydra/config.yaml``. Nothing here raises on a bad
+(status ``incomplete``) and, where Hydra wrote it, ``.hydra/config.yaml`` (which also restores the config
+values that summary.json, being strict JSON, wrote as null: inf, -inf, nan). Nothing here raises on a bad
 folder; each problem becomes a ``skipped`` entry or a note on the run, for the report to show.
 """
 
@@ -223,6 +224,22 @@ def read_hydra_config(run_dir: Path) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def with_non_finite(config: Any, hydra_config: Any) -> Any:
+    """``config`` (from summary.json) with each null that Hydra's config.yaml holds as inf, -inf or nan.
+
+    Strict JSON has no inf or nan, so summary.json records a config value ``optim.lr=inf`` as null, which would
+    read as "not set"; YAML keeps it (``.inf``). Everything else comes from the summary: its config is the
+    resolved one, while config.yaml may hold interpolations.
+    """
+    if config is None and isinstance(hydra_config, float) and not math.isfinite(hydra_config):
+        return hydra_config
+    if isinstance(config, dict) and isinstance(hydra_config, dict):
+        return {k: with_non_finite(v, hydra_config.get(k)) for k, v in config.items()}
+    if isinstance(config, list) and isinstance(hydra_config, list) and len(config) == len(hydra_config):
+        return [with_non_finite(v, h) for v, h in zip(config, hydra_config, strict=True)]
+    return config
+
+
 def load_run(run_dir: Path) -> Run | str:
     """The run in ``run_dir``, or why it cannot be used."""
     notes: list[str] = []
@@ -233,10 +250,12 @@ def load_run(run_dir: Path) -> Run | str:
         why = "; ".join(notes) if notes else "metrics.jsonl has no rows yet"
         return f"{run_dir}: {why}"
     config = summary.get("config") if summary else None
-    if not isinstance(config, dict):
-        config = read_hydra_config(run_dir)
+    hydra_config = read_hydra_config(run_dir)
+    config = with_non_finite(config, hydra_config) if isinstance(config, dict) else hydra_config
     if summary is not None and summary.get("error"):
         notes.append(f"{summary.get('status', 'failed')}: {summary['error']}")
+    if summary is not None and summary.get("status") == "running":
+        notes.append("status running: still training, or killed mid-way (rerun it to resume): read from metrics.jsonl")
     if summary is None:
         notes.append("no summary.json (killed mid-way, or still running): read from metrics.jsonl")
         summary = {"status": "incomplete"}
@@ -254,7 +273,7 @@ def _fill_from_metrics(run: Run) -> None:
         s["steps"] = run.rows[-1]["step"]
     _, val = run.series("val/loss")
     finite = val[np.isfinite(val)]
-    if s.get("final_val_loss") is None and val.size and s["status"] == "incomplete":
+    if s.get("final_val_loss") is None and val.size and s["status"] in ("incomplete", "running"):
         s["final_val_loss"] = float(val[-1]) if math.isfinite(val[-1]) else None
     if s.get("best_val_loss") is None and finite.size:
         s["best_val_loss"] = float(finite.min())

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
 
 from normtrain.compare import figures, labels, report
+from normtrain.compare.cli import compare
 from normtrain.compare.runs import Run, find_run_dirs, load_run, read_metrics
 
 
@@ -128,3 +130,72 @@ def test_many_runs_get_a_colour_map_per_group():
     assert all(c[2] > c[0] for c, g in zip(cols, groups, strict=True) if g == "pre")  # shades of blue
     assert sum(cols[0][:3]) > sum(cols[1][:3]) > sum(cols[2][:3])  # L6 lighter than L12 than L48
     assert len(set(figures.colors(["a", "b", "c"], ["x", "y", "z"]))) == 3  # few runs: tab10
+
+
+def grad_rows(n_steps: int = 4) -> list[dict]:
+    return [{"step": s, "train/loss": 3.0 - 0.1 * s, "grad_norm/layer_0": 1.0 + s, "grad_norm/layer_1": 2.0}
+            for s in range(n_steps)]
+
+
+def test_long_labels_get_short_unique_file_names():
+    a, b = "path=" + "a" * 295, "path=" + "a" * 294 + "b"  # 300 characters, the same for 299
+    slugs = labels.unique_slugs([a, b, a])
+    assert len(set(slugs)) == 3 and all(len(s) <= labels.MAX_SLUG + 2 for s in slugs)
+    assert slugs[0].startswith("pathaaaa") and slugs[2] == f"{slugs[0]}-2"
+    assert labels.slug("post · layernorm · L48") == "post-layernorm-L48"  # short ones are unchanged
+
+
+def test_a_300_character_label_keeps_its_heatmap(tmp_path):
+    long_paths = ["a" * 295, "b" * 295]  # label: "path=" + 295 characters
+    for i, path in enumerate(long_paths):
+        make_run(tmp_path / "runs" / f"job{i}", grad_rows(), {"status": "completed", "final_val_loss": 2.0 + i,
+                                                              "config": {**config(), "data": {"path": path}}})
+    result = compare([str(tmp_path / "runs")], out=tmp_path / "out")
+    assert sorted(len(r.label) for r in result.runs) == [300, 300]
+    heatmaps = sorted((tmp_path / "out").glob("grad_norm_heatmap_*.png"))
+    assert len(heatmaps) == 2 and all(len(p.name.encode()) < 120 for p in heatmaps), heatmaps
+    assert not [n for n in result.notes if "could not be drawn" in n], result.notes
+    assert (tmp_path / "out" / "report.html").read_text().count("grad_norm_heatmap_") >= 2
+
+
+def test_a_heatmap_that_fails_is_a_note_and_the_others_are_drawn(tmp_path, monkeypatch):
+    runs = [Run(tmp_path / name, {"status": "completed"}, None, grad_rows()) for name in ("a", "b")]
+    for run in runs:
+        run.label = run.path.name
+    real = figures.save_png
+
+    def save_png(fig, path):
+        if path.name.endswith("_a.png"):
+            raise OSError(36, "File name too long")
+        return real(fig, path)
+
+    monkeypatch.setattr(figures, "save_png", save_png)
+    paths, notes = figures.grad_norm_heatmaps(runs, ["a", "b"], tmp_path)
+    assert [p.name for p in paths] == ["grad_norm_heatmap_b.png"]
+    assert notes == ["grad_norm_heatmap_a.png (a) could not be drawn (OSError: [Errno 36] File name too long)"]
+
+
+@pytest.mark.parametrize("value,shown", [(math.inf, "inf"), (-math.inf, "-inf"), (math.nan, "nan")])
+def test_non_finite_config_values_show_as_such(tmp_path, value, shown):
+    """summary.json (strict JSON) has null for lr=inf; Hydra's .hydra/config.yaml has .inf: it is read back."""
+    import yaml
+
+    for name, lr in (("inf", value), ("finite", 1e-3)):
+        run_dir = make_run(tmp_path / "runs" / name, grad_rows(), {
+            "status": "completed", "final_val_loss": 2.0,
+            "config": {**config(lr=None if not math.isfinite(lr) else lr), "model": {"d_ff": None}}})
+        (run_dir / ".hydra").mkdir()
+        (run_dir / ".hydra" / "config.yaml").write_text(yaml.safe_dump({**config(lr=lr), "model": {"d_ff": None}}))
+    result = compare([str(tmp_path / "runs")], out=tmp_path / "out", figures=False)
+    assert sorted(r.label for r in result.runs) == sorted([f"lr={shown}", "lr=0.001"])
+    run = next(r for r in result.runs if r.path.name == "inf")
+    assert run.config["model"]["d_ff"] is None  # a null that config.yaml also has stays null
+    assert re.search(rf"\| +{re.escape(shown)} \|", result.table), result.table  # the lr column
+    assert {row["optim.lr"] for row in read_csv(tmp_path / "out" / "table.csv")} == {shown, "0.001"}
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))

@@ -60,3 +60,24 @@ def test_a_checkpoint_that_cannot_be_resumed(damage, tiny, tmp_path):
         overrides.append("norm.eps=1e-3")
         needles = ["norm.eps: 1e-06 → 0.001", "train.allow_changes=[norm.eps]"]
     assert_user_error(run_victim(overrides, run_dir, cli=True), *needles)
+
+
+def unwritable_folder(tmp_path):
+    """A folder this process cannot write: read-only by mode, or (as root, whom modes do not stop) under /sys."""
+    import os
+
+    if os.geteuid() != 0:
+        folder = tmp_path / "read_only"
+        folder.mkdir()
+        folder.chmod(0o555)
+        return folder / "run"
+    try:
+        os.makedirs("/sys/normtrain-test/run")
+    except OSError:
+        return "/sys/normtrain-test/run"
+    pytest.skip("no unwritable folder to be had here")
+
+
+def test_a_really_unwritable_run_folder(tiny, tmp_path):
+    proc = run_victim([*tiny, "train.max_steps=3"], unwritable_folder(tmp_path), cli=True)
+    assert_user_error(proc, "could not write", "make the folder writable or choose another one")
