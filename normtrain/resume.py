@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from normtrain.dotted import flatten
 from normtrain.errors import CheckpointError
 
 # Keys (or whole groups) that define the experiment: the model, its data and batches, the optimizer and
@@ -21,15 +22,8 @@ FIXED = ("model", "norm", "placement", "data", "optim", "train.seed", "train.bat
 FREE = ("data.cache_dir",)
 
 
-def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"model": {"n_layers": 6}}`` -> ``{"model.n_layers": 6}``."""
-    flat: dict[str, Any] = {}
-    for key, value in config.items():
-        if isinstance(value, dict):
-            flat.update(flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value  # as JSON would show it
 
 
 def _under(key: str, prefixes) -> bool:
@@ -44,7 +38,7 @@ def config_changes(old: dict[str, Any], new: dict[str, Any], step: int) -> dict[
     """
     before, after = flatten(old), flatten(new)
     missing = object()
-    changes = {k: [before.get(k), after.get(k)] for k in sorted(set(before) | set(after))
+    changes = {k: [_plain(before.get(k)), _plain(after.get(k))] for k in sorted(set(before) | set(after))
                if before.get(k, missing) != after.get(k, missing)}
     allowed = list(after.get("train.allow_changes") or ())
     refused = {k: v for k, v in changes.items()

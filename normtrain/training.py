@@ -305,7 +305,9 @@ class Trainer:
         loss.backward()
         grads = [p.grad for p in self.params if p.grad is not None]
         grad_norm = torch.nn.utils.get_total_norm(grads)  # before clipping; no host sync
-        self.monitor.after_backward(step, loss, grad_norm)
+        # FSDP2: a DTensor of partial norms; the guard needs the whole one (clipping takes it as it is)
+        whole = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
+        self.monitor.after_backward(step, loss, whole)
         if self.cfg.optim.grad_clip > 0:
             torch.nn.utils.clip_grads_with_norm_(self.params, self.cfg.optim.grad_clip, grad_norm)
         self.optimizer.step()

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from normtrain.compare.runs import Run
+from normtrain.dotted import flatten
 
 # Keys that say where or how verbosely a run wrote, never what it trained: left out of labels and tables.
 IGNORED = ("logger", "data.cache_dir", "run_dir", "train.progress", "train.resume", "train.ckpt_every")
@@ -22,18 +23,6 @@ MAX_SLUG, HASH_CHARS = 80, 8  # file names made of labels: grad_norm_heatmap_<sl
 
 class LabelError(ValueError):
     """A ``--by`` key that no run has."""
-
-
-def flatten(config: dict[str, Any] | None, prefix: str = "") -> dict[str, Any]:
-    """``{"model": {"n_layers": 6}}`` -> ``{"model.n_layers": 6}``; lists become tuples (hashable)."""
-    flat: dict[str, Any] = {}
-    for key, value in (config or {}).items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(flatten(value, f"{dotted}."))
-        else:
-            flat[dotted] = tuple(value) if isinstance(value, list) else value
-    return flat
 
 
 def _ignored(key: str) -> bool:
