@@ -51,13 +51,8 @@ class RunFolder:
 
     def open(self) -> RunFolder:
         """Create the folder, take the lock (or raise RunFolderError naming the holder), sweep leftovers."""
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
-        except OSError as err:
-            if err.errno in USER_ERRNOS:
-                raise write_error(err, f"the run folder {self.path}") from err
-            raise
+        self.path.mkdir(parents=True, exist_ok=True)  # a refused write becomes exit 2 in training.train
+        fd = os.open(self.path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -82,14 +77,8 @@ class RunFolder:
 
     def _record_holder(self) -> None:
         me = f"pid {os.getpid()} on host {socket.gethostname()} (since {time.strftime('%Y-%m-%d %H:%M:%S')})"
-        try:
-            os.ftruncate(self._lock_fd, 0)
-            os.pwrite(self._lock_fd, me.encode(), 0)
-        except OSError as err:
-            self.close()
-            if err.errno in USER_ERRNOS:
-                raise write_error(err, f"the lock file in {self.path}") from err
-            raise
+        os.ftruncate(self._lock_fd, 0)
+        os.pwrite(self._lock_fd, me.encode(), 0)
 
     def _sweep_leftovers(self) -> None:
         for tmp in self.path.glob(TMP_GLOB):
@@ -103,12 +92,7 @@ class RunFolder:
             return None
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        try:
-            write_json(self.path / SUMMARY_NAME, summary)
-        except OSError as err:
-            if err.errno in USER_ERRNOS:
-                raise write_error(err, self.path / SUMMARY_NAME) from err
-            raise
+        write_json(self.path / SUMMARY_NAME, summary)
 
     def close(self) -> None:
         """Release the lock, leaving an empty lock file (an empty file means: nobody holds it)."""

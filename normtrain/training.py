@@ -112,7 +112,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
         return Trainer(cfg, ctx, run_dir).run()
     except OSError as err:
         if err.errno in USER_ERRNOS:  # a read-only folder, a full disk: the user's to fix, not a bug
-            raise write_error(err, err.filename or "the run folder's files") from err
+            raise write_error(err, err.filename or run_dir or "the run folder's files") from err
         raise
     finally:
         ctx.close()

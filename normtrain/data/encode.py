@@ -1,8 +1,8 @@
 """Files to byte tokens (vocab 256): each file's raw bytes, never decoded.
 
 A byte-level model's tokens are the bytes on disk, so nothing is decoded or translated: a Latin-1
-file, or one with ``\\r\\n`` line ends, gives exactly as many tokens as it has bytes, and those bytes
-(decoding UTF-8 with replacement turned every stray Latin-1 byte into the 3 bytes of U+FFFD).
+file, or one with ``\\r\\n`` line ends, gives exactly its bytes as tokens. (Decoding UTF-8 with
+replacement, as before, turned every stray Latin-1 byte into the 3 bytes of U+FFFD.)
 Each file is one document; the documents of a split are joined with :data:`SEPARATOR`.
 """
 
