@@ -31,6 +31,8 @@ LOGGERS = ("wandb", "none")
 WANDB_MODES = ("auto", "online", "offline", "disabled")
 OPTIMIZERS = ("adamw",)
 MAX_SEED = 2**32 - 1  # numpy's seed range
+ZERO_MEANS = {"eval_every": "only at the end", "ckpt_every": "only at the end",
+              "eval_windows": "train.batch_size × train.eval_batches"}
 
 
 @dataclass
@@ -89,6 +91,7 @@ class TrainSchema:
     batch_size: int = 16
     eval_every: int = 100  # 0 = only at the end
     eval_batches: int = 8
+    eval_windows: int = 0  # fixed val windows (0: batch_size × eval_batches); the same set at any batch size
     seed: int = 0
     device: str = "auto"
     autocast: bool = True  # bf16 autocast on CUDA
@@ -109,6 +112,7 @@ class MonitorSchema:
     attn_entropy: bool = True  # attn_entropy/layer_i (one sequence, explicit softmax)
     update_ratio: bool = True  # update/layer_i = ‖Δθ‖/‖θ‖ per block
     output_change: bool = True  # update/output_change on a fixed probe batch
+    output_kl: bool = False  # update/output_kl = KL(p_θ0 ‖ p_θt) of the output distributions on the probe batch
     probe_batch: int = 4  # sequences in the probe batch
 
 
@@ -282,9 +286,9 @@ def _run_problems(t: DictConfig, mon: DictConfig) -> list[str]:
     for key in ("max_steps", "batch_size", "eval_batches"):
         if t[key] < 1:
             p.append(f"train.{key}={t[key]}: must be at least 1")
-    for key in ("eval_every", "ckpt_every"):
+    for key in ("eval_every", "ckpt_every", "eval_windows"):
         if t[key] < 0:
-            p.append(f"train.{key}={t[key]}: must be >= 0 (0 = only at the end)")
+            p.append(f"train.{key}={t[key]}: must be >= 0 (0 = {ZERO_MEANS[key]})")
     if not 0 <= t.seed <= MAX_SEED:
         p.append(f"train.seed={t.seed}: must lie in [0, 2**32 - 1]")
     _choice(t.device, "train.device", DEVICES, p)

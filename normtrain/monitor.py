@@ -11,6 +11,8 @@ Metrics (i counts blocks from 0):
   attn_entropy/layer_i                 mean attention entropy (nats) on the batch's first sequence
   update/layer_i                       ‖Δθ‖/‖θ‖ of block i's parameters for this step's update
   update/output_change                 ‖F(x,θ_t) − F(x,θ_0)‖ per token on a fixed probe batch (DeepNet Fig. 4)
+  update/output_kl                     KL(p_θ0 ‖ p_θt) per token of the output distributions on that batch: the
+                                       model update without the saturation of a normalized F (bounded by ≈ √2‖F‖)
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from torch import nn
 
 PREFIXES = {"grad_layer": "grad_norm", "act_mean": "act_mean", "act_std": "act_std", "resid_norm": "resid_norm",
             "attn_entropy": "attn_entropy", "update_layer": "update"}
-SCALARS = {"loss": "train/loss", "grad_total": "grad_norm/total", "output_change": "update/output_change"}
+SCALARS = {"loss": "train/loss", "grad_total": "grad_norm/total", "output_change": "update/output_change",
+           "output_kl": "update/output_kl"}
 
 
 class DivergenceGuard:
@@ -79,7 +82,7 @@ class Monitor:
     def __init__(self, blocks: Sequence[nn.Module], params: Sequence[nn.Parameter], every: int,
                  divergence_factor: float, *, grad_norms: bool = True, activations: bool = True,
                  attn_entropy: bool = True, update_ratio: bool = True,
-                 probe: Callable[[], torch.Tensor] | None = None,
+                 probe: Callable[[], dict[str, torch.Tensor]] | None = None,
                  all_reduce: Callable[[torch.Tensor, str], torch.Tensor] | None = None):
         self.blocks, self.params, self.every = list(blocks), list(params), every
         self.grad_norms, self.activations = grad_norms, activations
@@ -90,7 +93,8 @@ class Monitor:
         owner = {id(p): i for i, b in enumerate(self.blocks) for p in b.parameters()}
         self.layer_of = torch.tensor([owner.get(id(p), -1) for p in self.params], device=device)
         self.probe = probe
-        self.probe_start = probe() if probe is not None else None  # F(x, θ_0): the model is not kept
+        # F(x, θ_0) ("hidden") and, when the probe gives them, log p_θ0 ("logp"): the initial model is not kept
+        self.probe_start: dict[str, torch.Tensor] = probe() if probe is not None else {}
         self.all_reduce = all_reduce  # across ranks: mean of the metrics, min of the divergence step
         self.sharded = any(hasattr(p, "to_local") for p in self.params)  # FSDP2: sum squares over shards
         self._values: dict[str, torch.Tensor] = {}
@@ -98,28 +102,27 @@ class Monitor:
 
     def state_dict(self) -> dict:
         """The reference values a resumed run needs: the first loss and F(x, θ_0)."""
-        return {"first_loss": self.guard.first, "probe_start": self.probe_start,
-                "diverged_at": self.guard.diverged_at}
+        return {"first_loss": self.guard.first, "probe_start": self.probe_start.get("hidden"),
+                "probe_logp_start": self.probe_start.get("logp"), "diverged_at": self.guard.diverged_at}
 
     def load_state_dict(self, state: dict) -> None:
         device = self.guard.diverged_at.device
         self.guard.first = None if state["first_loss"] is None else state["first_loss"].to(device)
         self.guard.diverged_at = state["diverged_at"].to(device)
-        if self.probe is not None and state["probe_start"] is not None:
-            self.probe_start = state["probe_start"].to(device)
+        if self.probe is not None:
+            saved = {"hidden": state["probe_start"], "logp": state.get("probe_logp_start")}
+            self.probe_start.update({k: v.to(device) for k, v in saved.items()
+                                     if v is not None and k in self.probe_start})
 
     def is_log_step(self, step: int) -> bool:
         return step % self.every == 0
 
     @contextmanager
     def capture(self, step: int) -> Iterator[None]:
-        """Around the forward pass: on log steps, the probe's output change (before the training forward:
-        a forward between backward and optimizer step upsets FSDP), then hooks record activations and
+        """Around the forward pass: on log steps, the probe's output change, then hooks record activations and
         attention entropy."""
         if self.probe is not None and self.is_log_step(step):
-            with torch.no_grad():
-                change = (self.probe().float() - self.probe_start.float()).norm(dim=-1).mean()
-            self._values["output_change"] = change.reshape(1)
+            self._probe_update()
         if not ((self.activations or self.attn_entropy) and self.is_log_step(step)):
             yield
             return
@@ -150,6 +153,16 @@ class Monitor:
         for name, values in rec.items():
             if len(values) == len(self.blocks):
                 self._values[name] = torch.stack(values)
+
+    @torch.no_grad()
+    def _probe_update(self) -> None:
+        """How far the model's output on the probe batch has moved since step 0 (before the training forward: a
+        forward between backward and optimizer step upsets FSDP)."""
+        now, start = self.probe(), self.probe_start
+        self._values["output_change"] = (now["hidden"] - start["hidden"]).norm(dim=-1).mean().reshape(1)
+        if "logp" in now and "logp" in start:
+            kl = (start["logp"].exp() * (start["logp"] - now["logp"])).sum(-1).mean()
+            self._values["output_kl"] = kl.reshape(1)
 
     def after_backward(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor | None = None) -> None:
         """Divergence check every step (loss and total gradient norm); on log steps the gradients and a

@@ -17,7 +17,7 @@ from normtrain.errors import CheckpointError
 # Keys (or whole groups) that define the experiment: the model, its data and batches, the optimizer and
 # schedule, the seed, and the validation set every val loss is measured on.
 FIXED = ("model", "norm", "placement", "data", "optim", "train.seed", "train.batch_size", "train.eval_batches",
-         "world_size")
+         "train.eval_windows", "world_size")
 # Inside FIXED groups, keys that only say where things are kept.
 FREE = ("data.cache_dir",)
 

@@ -24,6 +24,7 @@ import math
 import random
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,8 @@ from normtrain.checkpoint import (
     unwrap,
 )
 from normtrain.config import model_config, to_container, validate
-from normtrain.data import BatchSampler, eval_batches, load_corpus
+from normtrain.data import BatchSampler, eval_starts, load_corpus, window_batches
+from normtrain.data.unigram import collapsed, unigram_loss
 from normtrain.distributed import DistContext, init_distributed, wrap_model
 from normtrain.flops import mfu, model_flops_per_token, peak_flops
 from normtrain.loggers import JsonlLogger, Loggers, WandbLogger
@@ -94,14 +96,16 @@ def build_loggers(cfg: DictConfig, run_dir: Path, sweep: str | None, start_step:
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, batches, autocast, ctx: DistContext) -> float:
-    """Mean validation loss (nats per byte) over fixed batches (and over ranks)."""
+    """Mean validation loss (nats per token) over the fixed windows of every rank, each window weighted alike."""
     model.eval()
-    total = torch.zeros(1, device=batches[0][0].device)
+    total = torch.zeros(2, device=batches[0][0].device)  # (sum of window losses, windows)
     for x, y in batches:
         with autocast():
-            total += model(x, y)[1].float()
+            total[0] += model(x, y)[1].float() * len(x)
+        total[1] += len(x)
     model.train()
-    return ctx.all_reduce(total / len(batches), "mean").item()
+    total = ctx.all_reduce(total, "sum")
+    return (total[0] / total[1]).item()
 
 
 def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
@@ -194,12 +198,7 @@ class Trainer:
         self.compiled = torch.compile(self.model) if t.compile else self.model
         self.sampler = BatchSampler(self.corpus.train, t.batch_size, cfg.model.seq_len, t.seed, device=ctx.device,
                                     rank=ctx.rank, world_size=ctx.world_size)
-        # the val windows of the global batch, each rank keeping its slice (losses are averaged over ranks)
-        global_val = eval_batches(self.corpus.val, t.batch_size * ctx.world_size, cfg.model.seq_len,
-                                  t.eval_batches, device=ctx.device)
-        mine = slice(ctx.rank * t.batch_size, (ctx.rank + 1) * t.batch_size)
-        self.val_batches = [(x[mine], y[mine]) for x, y in global_val]
-        self.probe_x = global_val[0][0][:mon.probe_batch]  # the same on every rank
+        self.build_evaluation()
         self.monitor = Monitor(self.raw.blocks, self.params, mon.every, mon.divergence_factor,
                                grad_norms=mon.grad_norms, activations=mon.activations,
                                attn_entropy=mon.attn_entropy, update_ratio=mon.update_ratio,
@@ -212,8 +211,25 @@ class Trainer:
             "n_params": plain.num_params(), "alpha": plain.alpha, "beta": plain.beta, "wall_time_s": None,
             "device": str(ctx.device), "world_size": ctx.world_size, "global_batch_size": t.batch_size * ctx.world_size,
             "resumed_from_step": None, "resumes": [], "run_dir": str(self.run_dir), "name": run_label(cfg),
-            "corpus": self.corpus.describe(), "config": to_container(cfg),
+            "corpus": self.corpus.describe(), "eval_windows": self.n_eval_windows,
+            "unigram_val_loss": self.unigram_val_loss, "collapsed": False,
+            "started_at": datetime.fromtimestamp(self.started, timezone.utc).isoformat(timespec="seconds"),
+            "config": to_container(cfg),
         }
+
+    def build_evaluation(self) -> None:
+        """The fixed validation windows (each rank evaluates every world_size-th one), the monitor's probe batch,
+        and the unigram baseline scored on exactly those windows."""
+        t, ctx, seq_len = self.cfg.train, self.ctx, self.cfg.model.seq_len
+        n = t.eval_windows or t.batch_size * ctx.world_size * t.eval_batches
+        n = -(-n // ctx.world_size) * ctx.world_size  # every rank runs the same number of forward passes
+        starts = eval_starts(len(self.corpus.val), seq_len, n)
+        self.n_eval_windows = n
+        self.val_batches = window_batches(self.corpus.val, starts[ctx.rank::ctx.world_size], seq_len, t.batch_size,
+                                          device=ctx.device)
+        self.probe_x = window_batches(self.corpus.val, starts[:self.cfg.monitor.probe_batch], seq_len,
+                                      self.cfg.monitor.probe_batch, device=ctx.device)[0][0]  # the same on every rank
+        self.unigram_val_loss = unigram_loss(self.corpus.token_counts(), self.corpus.val, starts, seq_len)
 
     def experiment(self, config: dict, world_size: int, corpus_fingerprint: str) -> dict[str, Any]:
         """What a checkpoint must share with this run to be resumed (normtrain.resume.FIXED)."""
@@ -248,6 +264,7 @@ class Trainer:
         self.monitor.load_state_dict(state["monitor"])
         self.steps_done, self.val_losses = state["step"], list(state["val_losses"])
         self.resumes = [*state.get("resumes", []), {"step": self.steps_done, "path": str(path), "changes": changes}]
+        self.summary["started_at"] = state.get("started_at", self.summary["started_at"])  # the run's first start
         if ctx.is_main:
             changed = "".join(f"\n  {k}: {v[0]!r} → {v[1]!r}" for k, v in changes.items())
             print(f"normtrain: resuming from step {self.steps_done} ({path})"
@@ -371,7 +388,8 @@ class Trainer:
                 "model": model_state, "optimizer": optim_state, "step": self.steps_done,
                 "sampler": self.sampler.state_dict(), "monitor": self.monitor.state_dict(),
                 "val_losses": self.val_losses, "config": self.summary["config"], "world_size": self.ctx.world_size,
-                "corpus_fingerprint": self.corpus.fingerprint, "resumes": self.resumes})
+                "corpus_fingerprint": self.corpus.fingerprint, "resumes": self.resumes,
+                "started_at": self.summary["started_at"]})
         return True
 
     # --- finish
@@ -394,6 +412,7 @@ class Trainer:
         last = self.val_losses[-1] if self.val_losses else None
         final = None if self.summary["status"] == "diverged" or last is None or not math.isfinite(last) else last
         self.summary.update(steps=self.steps_done, final_val_loss=final,
+                            collapsed=collapsed(final, self.summary["unigram_val_loss"]),
                             final_val_bpb=None if final is None else final / LN2,
                             last_finite_val_loss=finite[-1] if finite else None,
                             best_val_loss=min(finite) if finite else None,
@@ -405,10 +424,20 @@ class Trainer:
         return torch.autocast("cuda", dtype=torch.bfloat16) if use else contextlib.nullcontext()
 
     @torch.no_grad()
-    def probe(self) -> torch.Tensor:
-        """The final hidden state on a fixed batch: the monitor's F(x, θ) for the model-update metric."""
+    def probe(self) -> dict[str, torch.Tensor]:
+        """F(x, θ) on the fixed probe batch for the model-update metrics: the final hidden state the LM head reads
+        and, with ``monitor.output_kl``, the output log-probabilities. One forward pass through the wrapper-aware
+        ``forward`` (FSDP gathers the head there); a hook on the head takes its input."""
+        seen: dict[str, torch.Tensor] = {}
+        hook = self.raw.lm_head.register_forward_pre_hook(lambda _m, args: seen.update(hidden=args[0]))
         self.model.eval()
-        with self.autocast():
-            out = self.raw(self.probe_x, hidden_only=True).float()
-        self.model.train()
+        try:
+            with self.autocast():
+                logits, _ = self.raw(self.probe_x)
+        finally:
+            hook.remove()
+            self.model.train()
+        out = {"hidden": seen["hidden"].float()}
+        if self.cfg.monitor.output_kl:
+            out["logp"] = logits.float().log_softmax(-1)
         return out

@@ -79,7 +79,7 @@ def test_update_diagnostics_start_at_zero_and_grow():
     params = list(model.parameters())
     probe_x = torch.randint(0, 256, (2, 8))
     monitor = Monitor(model.blocks, params, every=1, divergence_factor=3.0,
-                      probe=lambda: model.hidden(probe_x).detach())
+                      probe=lambda: {"hidden": model.hidden(probe_x).detach()})
     opt = torch.optim.Adam(params, lr=1e-2)
     x = torch.randint(0, 256, (4, 8))
     emb_norm = model.tok_emb(x).norm(dim=-1).mean().item()

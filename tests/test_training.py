@@ -66,3 +66,35 @@ def test_bad_config_raises_before_any_work(tiny, tmp_path):
     with pytest.raises(ConfigError, match="model.n_layers=0"):
         normtrain.train(normtrain.compose([*tiny, "model.n_layers=0"]), run_dir=tmp_path)
     assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_summary_records_the_unigram_baseline_and_flags_collapse(tiny, tmp_path):
+    from normtrain.data import eval_starts, load_corpus
+    from normtrain.data.unigram import unigram_loss
+
+    cfg = normtrain.compose([*tiny, "train.max_steps=80", "optim.lr=1e-2", "train.eval_windows=24"])
+    summary = normtrain.train(cfg, run_dir=tmp_path / "learns")
+    corpus = load_corpus("local_text", cfg.data.path)
+    expected = unigram_loss(corpus.token_counts(), corpus.val, eval_starts(len(corpus.val), 32, 24), 32)
+    assert summary["unigram_val_loss"] == pytest.approx(expected) and summary["eval_windows"] == 24
+    assert summary["final_val_loss"] < summary["unigram_val_loss"] - 0.05 and summary["collapsed"] is False
+    # a learning rate of ~0 leaves the model at the uniform distribution, above the unigram line
+    stuck = normtrain.train(normtrain.compose([*tiny, "train.max_steps=10", "optim.lr=1e-9"]), run_dir=tmp_path / "s")
+    assert stuck["final_val_loss"] > stuck["unigram_val_loss"] and stuck["collapsed"] is True
+    assert json.loads((tmp_path / "s" / "summary.json").read_text())["collapsed"] is True
+
+
+def test_eval_windows_fix_one_val_set_across_batch_sizes(tiny, tmp_path):
+    runs = {b: normtrain.train(normtrain.compose([*tiny, "train.max_steps=1", f"train.batch_size={b}",
+                                                  "train.eval_windows=12", "optim.lr=1e-9"]), run_dir=tmp_path / str(b))
+            for b in (1, 5)}  # 12 windows: 12 batches of 1, or 5 + 5 + 2
+    assert runs[1]["unigram_val_loss"] == runs[5]["unigram_val_loss"]
+    assert runs[1]["final_val_loss"] == pytest.approx(runs[5]["final_val_loss"], abs=1e-5)  # the same windows
+
+
+def test_output_kl_is_the_kl_of_the_output_distributions_since_step_0(tiny, tmp_path):
+    cfg = normtrain.compose([*tiny, "train.max_steps=10", "monitor.every=1", "monitor.output_kl=true",
+                             "optim.lr=3e-3"])
+    normtrain.train(cfg, run_dir=tmp_path)
+    kl = [r["update/output_kl"] for r in read_metrics(tmp_path) if "update/output_kl" in r]
+    assert len(kl) == 10 and kl[0] == 0.0 and all(v > 0 for v in kl[1:]) and kl[-1] > kl[1]

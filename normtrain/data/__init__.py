@@ -7,7 +7,7 @@ windows. Reading a byte corpus needs no ``datasets``: the files are read as byte
 
 from __future__ import annotations
 
-from normtrain.data.batches import BatchSampler, eval_batches
+from normtrain.data.batches import BatchSampler, eval_batches, eval_starts, window_batches
 from normtrain.data.corpus import CORPORA, Corpus, load_corpus
 
-__all__ = ["CORPORA", "Corpus", "load_corpus", "BatchSampler", "eval_batches"]
+__all__ = ["CORPORA", "Corpus", "load_corpus", "BatchSampler", "eval_batches", "eval_starts", "window_batches"]

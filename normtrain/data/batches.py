@@ -57,16 +57,28 @@ class BatchSampler:
         self.batches_drawn, self.seed = state["batches_drawn"], state["seed"]
 
 
-def eval_batches(tokens: np.ndarray, batch_size: int, seq_len: int, n_batches: int, device="cpu",
-                 *, name: str = "val") -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Fixed windows spread evenly over ``tokens`` (first to last), the same on every call.
+def eval_starts(n_tokens: int, seq_len: int, n_windows: int) -> np.ndarray:
+    """Start offsets of ``n_windows`` fixed windows spread evenly over a split of ``n_tokens`` (first to last).
 
     Evaluating on the same windows every time makes val losses of one run, and of runs that differ
     only in their normalization, directly comparable.
     """
+    return np.linspace(0, n_tokens - seq_len - 1, n_windows).round().astype(np.int64)
+
+
+def eval_batches(tokens: np.ndarray, batch_size: int, seq_len: int, n_batches: int, device="cpu",
+                 *, name: str = "val") -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``n_batches`` batches of ``batch_size`` fixed windows (``eval_starts``), the same on every call."""
     _check_length(tokens, seq_len, name)
-    starts = np.linspace(0, len(tokens) - seq_len - 1, batch_size * n_batches).round().astype(np.int64)
+    starts = eval_starts(len(tokens), seq_len, batch_size * n_batches)
     return [_windows(tokens, s, seq_len, device) for s in starts.reshape(n_batches, batch_size)]
+
+
+def window_batches(tokens: np.ndarray, starts: np.ndarray, seq_len: int, batch_size: int, device="cpu",
+                   *, name: str = "val") -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The windows at ``starts`` in batches of at most ``batch_size`` (the last may be smaller)."""
+    _check_length(tokens, seq_len, name)
+    return [_windows(tokens, starts[i:i + batch_size], seq_len, device) for i in range(0, len(starts), batch_size)]
 
 
 def _windows(tokens: np.ndarray, starts: np.ndarray, seq_len: int, device) -> tuple[torch.Tensor, ...]:

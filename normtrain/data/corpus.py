@@ -15,6 +15,7 @@ import numpy as np
 
 from normtrain.data import cache, sources
 from normtrain.data.encode import SEPARATOR, encode_splits
+from normtrain.data.unigram import token_counts
 from normtrain.errors import DataError
 
 CORPORA = ("python_stdlib", "local_text")
@@ -36,6 +37,10 @@ class Corpus:
     split: str  # "by_file" | "by_bytes"
     root: str  # the stdlib folder, or the file / folder / glob the user gave
     vocab_size: int = 256
+
+    def token_counts(self) -> np.ndarray:
+        """Occurrences of each token id in the train split (for the unigram baseline)."""
+        return token_counts(self.train, self.vocab_size)
 
     def describe(self) -> dict:
         return {

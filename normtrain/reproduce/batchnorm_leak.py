@@ -1,31 +1,31 @@
 """Why causal transformers do not use BatchNorm: its training statistics see the future.
 
-Each trained model is evaluated on the same validation batches twice: in training mode (statistics of
-the batch itself, which include every later token) and in evaluation mode (running statistics, what a
-model meets at generation time). A direct causality check changes only the last token of every
-sequence and measures how far the log-probabilities at the earlier positions move.
+Each trained model scores the same validation windows three ways: in training mode with its own batch's
+statistics (which include every later token: what the training loss saw), in training mode with the statistics
+of *another* batch of the same size (the control: batch statistics, but none of this batch's future), and in
+evaluation mode (running statistics, what a model meets at generation time). Own-batch better than other-batch
+is the leak being exploited; a direct causality check changes only the last token of every sequence and
+measures how far the log-probabilities at the earlier positions move.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from normtrain.compare.runs import Run
-from normtrain.reproduce.runner import (
-    Check,
-    Experiment,
-    Findings,
-    Plan,
-    Scale,
-    figure,
-    first_seed,
-    save,
-    validation_batches,
-)
-from normtrain.reproduce.writeup import fmt, markdown_table
+from normtrain.reproduce import plots, stats
+from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, curve_points, validation_batches
+from normtrain.reproduce.writeup import markdown_table
+
+NORMS = ("batchnorm", "layernorm")
+MODES = ("own", "other", "eval")
+MODE_TITLES = {"own": "training mode, own batch's statistics", "other": "training mode, another batch's statistics",
+               "eval": "evaluation mode (running statistics)"}
 
 
 class BatchNormLeak(Experiment):
@@ -34,94 +34,116 @@ class BatchNormLeak(Experiment):
     paper = "why not BatchNorm (PowerNorm, Shen et al. 2020, §3)"
     reference = ("**Shen et al. 2020**, *PowerNorm: Rethinking Batch Normalization in Transformers*, §3; "
                  "the causal-LM leak is the classic answer to 'why not BatchNorm?'")
-    claim = ("BatchNorm normalizes each feature with statistics over batch × positions. In a causal language "
-             "model those statistics include future tokens, so the training-mode output at position t depends "
-             "on tokens after t (a leak), training and evaluation see different statistics, and small batches "
-             "make the statistics noisy. LayerNorm and RMSNorm normalize each token on its own.")
-    method = ("Pre-LN, 6 layers, d 64, 4 heads, GELU FFN 256, AdamW lr 1e-3 (20-step warm-up, cosine), 200 steps, "
+    method = ("Pre-LN, 6 layers, d 64, 4 heads, GELU FFN 256, AdamW lr 1e-3 (50-step warm-up, cosine), 1000 steps, "
               "with `norm=batchnorm` (over batch × positions, running statistics for evaluation) or the LayerNorm "
-              "control, at batch sizes 2, 8 and 32 sequences of 128 bytes. Each final model is scored on the "
-              "same 4 validation batches (of its own batch size) in training mode and in evaluation mode; the leak "
-              "is the largest change of a log-probability at positions 0…126 when only position 127 changes.")
-    gpu = Scale(overrides=("model.d_model=256", "model.d_ff=1024", "train.max_steps=2000", "train.eval_every=250"),
-                grid={"train.batch_size": "2,8,32,128", "train.seed": "0,1,2"})
+              "control, at batch sizes 1, 2, 8 and 16 sequences of 128 bytes, 3 seeds. Each final model scores "
+              "the same 512 validation windows in batches of its own batch size, three ways (see the metric).")
+    gpu = Scale(overrides=("model.d_model=256", "model.d_ff=1024", "train.max_steps=4000", "train.eval_every=500"),
+                grid={"train.batch_size": "1,2,8,32,128"})
     keep_checkpoints = True
 
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
-        return {**super().row(run, combo), **score_both_modes(run)}
+        return {**super().row(run, combo), **score_three_ways(run)}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         sizes = sorted({int(r["train.batch_size"]) for r in rows})
-        by = {(r["norm"], int(r["train.batch_size"])): r for r in first_seed(rows)}
-        for r in rows:
-            r["gap"] = (r["eval_mode_loss"] - r["train_mode_loss"]
-                        if r.get("eval_mode_loss") is not None and r.get("train_mode_loss") is not None else None)
+        small, large = sizes[0], sizes[-1]
+        unigram = next((r["unigram_val_loss"] for r in rows if r.get("unigram_val_loss") is not None), None)
+
+        def seeds(n, b, value):
+            return stats.per_seed(rows, value, lambda r: r["norm"] == n and int(r["train.batch_size"]) == b)
+
+        def other_minus_own(r):
+            return r["other_loss"] - r["own_loss"]
+
+        def eval_minus_own_abs(r):
+            return abs(r["eval_loss"] - r["own_loss"])
+
+        def eval_gap(b):  # per seed: BatchNorm's eval-mode loss minus LayerNorm's
+            bn, ln = seeds("batchnorm", b, "eval_loss"), seeds("layernorm", b, "eval_loss")
+            return {s: v - ln[s] for s, v in bn.items() if ln.get(s) is not None}
+
+        small_gap, large_gap = eval_gap(small), eval_gap(large)
+        measured = {
+            "bn_leak": {f"batch {b}": seeds("batchnorm", b, "leak") for b in sizes},
+            "ln_leak": {f"batch {b}": seeds("layernorm", b, "leak") for b in sizes},
+            "bn_other_minus_own_smallest": {f"batch {small}": seeds("batchnorm", small, other_minus_own)},
+            "bn_abs_eval_minus_own": {f"batch {b}": seeds("batchnorm", b, eval_minus_own_abs) for b in sizes},
+            "bn_gap_small_minus_large": {"": {s: v - large_gap[s] for s, v in small_gap.items()
+                                              if large_gap.get(s) is not None}},
+            "ln_max_mode_difference": {f"batch {b}": seeds("layernorm", b, lambda r: max(
+                r[f"{m}_loss"] for m in MODES) - min(r[f"{m}_loss"] for m in MODES)) for b in sizes},
+        }
         table = markdown_table(
-            ["norm", "batch", "val loss, training mode", "val loss, eval mode", "gap (eval − train)", "leak"],
-            [[n, b, by[(n, b)]["train_mode_loss"], by[(n, b)]["eval_mode_loss"], by[(n, b)]["gap"],
-              by[(n, b)]["leak"]] for n in ("batchnorm", "layernorm") for b in sizes if (n, b) in by])
-        table += ("\n\nleak: max |Δ log p| at the earlier positions when only the last token of each sequence "
-                  "changes, in training mode (0 means causal).")
-
-        def get(n, b, k):
-            return (by.get((n, b)) or {}).get(k)
-
-        bn_gaps = [get("batchnorm", b, "gap") for b in sizes]
-        ln_gaps = [get("layernorm", b, "gap") for b in sizes]
-        bn_leaks = [get("batchnorm", b, "leak") for b in sizes]
-        ln_leaks = [get("layernorm", b, "leak") for b in sizes]
-        behind = [get("batchnorm", b, "eval_mode_loss") - get("layernorm", b, "eval_mode_loss")
-                  if get("batchnorm", b, "eval_mode_loss") is not None
-                  and get("layernorm", b, "eval_mode_loss") is not None else None for b in sizes]
-        checks = [
-            Check("BatchNorm in training mode lets future tokens change earlier outputs; LayerNorm does not",
-                  f"BatchNorm leak {', '.join(fmt(v) for v in bn_leaks)}; "
-                  f"LayerNorm {', '.join(fmt(v) for v in ln_leaks)}",
-                  None if None in bn_leaks + ln_leaks else min(bn_leaks) > 1e-3 and max(ln_leaks) < 1e-4),
-            Check("Training and evaluation disagree: BatchNorm's two modes differ by ≥ 0.02 nats at every batch size",
-                  "eval − training mode: " + ", ".join(f"{fmt(g)} (batch {b})" for g, b in zip(bn_gaps, sizes,
-                                                                                               strict=True)),
-                  None if None in bn_gaps else all(abs(g) >= 0.02 for g in bn_gaps)),
-            Check("The leak makes training-mode loss optimistic (eval mode ≥ 0.05 nats worse) at the smallest batch",
-                  f"eval − training mode {fmt(bn_gaps[0])} nats at batch {sizes[0]}",
-                  None if bn_gaps[0] is None else bn_gaps[0] >= 0.05),
-            Check("Small batches hurt: BatchNorm falls further behind LayerNorm at the smallest batch than at "
-                  "the largest", "BatchNorm − LayerNorm (eval mode): "
-                  + ", ".join(f"{fmt(v)} (batch {b})" for v, b in zip(behind, sizes, strict=True)),
-                  None if None in behind or len(sizes) < 2 else behind[0] > behind[-1]),
-            Check("LayerNorm control: no gap between the two modes (|gap| < 1e-3)",
-                  "gap " + ", ".join(fmt(g) for g in ln_gaps),
-                  None if None in ln_gaps else all(abs(g) < 1e-3 for g in ln_gaps)),
-        ]
-        key = (f"BatchNorm: eval-mode − training-mode val loss = {', '.join(fmt(g) for g in bn_gaps)} nats at batch "
-               f"{', '.join(map(str, sizes))}; a change of the last token moves earlier log-probs by up to "
-               f"{fmt(max((v for v in bn_leaks if v is not None), default=None))} (LayerNorm: 0).")
+            ["norm", "batch", *[f"val loss: {MODE_TITLES[m]}" for m in MODES], "other − own (the leak's gain)",
+             "leak (max |Δ log p|)"],
+            [[n, b, *[stats.spread(seeds(n, b, f"{m}_loss").values()) for m in MODES],
+              stats.spread(seeds(n, b, other_minus_own).values()), stats.spread(seeds(n, b, "leak").values())]
+             for n in NORMS for b in sizes])
+        table = ("Validation loss (nats per byte) on the same 512 windows, mean ± std over seeds (n); leak: the "
+                 "largest change of a log-probability at positions 0…126 when only position 127 changes (0 = "
+                 "causal):\n\n"
+                 + table)
+        gain = stats.spread(measured["bn_other_minus_own_smallest"][f"batch {small}"].values())
+        ours = f"the leak's gain at batch {small} (other − own batch statistics): {gain} nats"
+        key = (f"BatchNorm: {ours}; eval − own-batch training mode "
+               + ", ".join(f"{stats.spread(seeds('batchnorm', b, lambda r: r['eval_loss'] - r['own_loss']).values())}"
+                           f" (batch {b})" for b in sizes) + ".")
 
         def draw(path):
-            fig, axes = figure(ncols=2, width=4.4)
-            for n, style in (("batchnorm", "-"), ("layernorm", "--")):
-                axes[0].plot(sizes, [get(n, b, "train_mode_loss") for b in sizes], style, marker="o",
-                             label=f"{n}, training mode")
-                axes[0].plot(sizes, [get(n, b, "eval_mode_loss") for b in sizes], style, marker="s",
-                             label=f"{n}, eval mode")
-            axes[0].set(xscale="log", xlabel="batch size (sequences)", ylabel="val loss (nats/byte)",
-                        title="same val batches, two modes")
-            axes[1].plot(sizes, bn_gaps, marker="o", label="batchnorm")
-            axes[1].plot(sizes, ln_gaps, "--", marker="o", label="layernorm")
-            axes[1].set(xscale="log", xlabel="batch size (sequences)", ylabel="eval − training mode (nats)",
-                        title="the gap")
-            for ax in axes:
-                ax.set_xticks(sizes, [str(b) for b in sizes])
-                ax.grid(alpha=0.3)
-                ax.legend(fontsize=7)
-            save(fig, path)
+            fig, axes = plots.figure(ncols=3, width=4.2, height=3.5)
+            for n in NORMS:
+                for m, marker in zip(MODES, ("o", "s", "^"), strict=True):
+                    per_seed = list(zip(*[list(seeds(n, b, f"{m}_loss").values()) for b in sizes], strict=True))
+                    plots.seeds_and_mean(axes[0], sizes, per_seed, plots.NORM_COLORS[n], f"{n}, {m}",
+                                         style=plots.NORM_STYLES[n], marker=marker)
+                mine = [r for r in rows if r["norm"] == n and int(r["train.batch_size"]) == small]
+                plots.curves(axes[2], [curve_points(r["val_curve"]) for r in mine if r["val_curve"]],
+                             plots.NORM_COLORS[n], f"{n}, batch {small}")
+            gains = list(zip(*[list(seeds("batchnorm", b, other_minus_own).values()) for b in sizes], strict=True))
+            plots.seeds_and_mean(axes[1], sizes, gains, plots.NORM_COLORS["batchnorm"], "batchnorm")
+            axes[1].axhline(0, color="k", lw=0.8)
+            for ax in axes[:2]:
+                plots.log_axis(ax, sizes)
+            for ax in (axes[0], axes[2]):
+                plots.unigram_line(ax, unigram)
+            plots.finish(axes[0], "three ways to score (thin: seeds)", "batch size (sequences)", "val loss (nats/byte)")
+            plots.finish(axes[1], "the leak's gain: other − own batch", "batch size (sequences)", "nats")
+            plots.finish(axes[2], "val loss in training (evaluation mode)", "step", "val loss (nats/byte)")
+            plots.save(fig, path)
 
-        return Findings(table=table, checks=checks, key=key, figures={"batchnorm_leak.png": draw})
+        return Findings(table=table, measured=measured, key=key, ours=ours, figures={"batchnorm_leak.png": draw})
+
+
+@contextlib.contextmanager
+def borrowed_statistics(model: torch.nn.Module, source: torch.Tensor):
+    """Inside, every BatchNorm layer normalizes with the batch statistics it saw on ``source`` (training mode,
+    layer by layer) instead of its own batch's: batch statistics without the batch's own future tokens."""
+    layers = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm1d)]
+    captured: dict[torch.nn.Module, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def capture(module, args):
+        x = args[0]
+        captured[module] = (x.mean(0), x.var(0, unbiased=False))
+
+    handles = [m.register_forward_pre_hook(capture) for m in layers]
+    model(source)
+    for h in handles:
+        h.remove()
+    originals = {m: m.forward for m in layers}
+    for m in layers:
+        mean, var = captured[m]
+        m.forward = lambda x, m=m, mean=mean, var=var: F.batch_norm(x, mean, var, m.weight, m.bias, False, 0.0, m.eps)
+    try:
+        yield
+    finally:
+        for m, forward in originals.items():
+            m.forward = forward
 
 
 @torch.no_grad()
-def score_both_modes(run: Run) -> dict[str, float]:
-    """Val loss in training and evaluation mode, and the causality leak, of the run's final checkpoint."""
+def score_three_ways(run: Run) -> dict[str, float]:
+    """Val loss with own-batch statistics, with another batch's, in evaluation mode; and the causality leak."""
     from omegaconf import OmegaConf
 
     import normtrain
@@ -130,16 +152,23 @@ def score_both_modes(run: Run) -> dict[str, float]:
     cfg = OmegaConf.create(run.summary["config"])
     model = normtrain.build_model(cfg)
     model.load_state_dict(load_checkpoint(run.path / "ckpt.pt")["model"])
-    batches = validation_batches(cfg, 4)
+    batches = validation_batches(cfg)
+    full = [b for b in batches if len(b[0]) == cfg.train.batch_size]  # a short last batch has its own statistics
+    training = copy.deepcopy(model).train()  # a copy: training mode would update the running statistics
 
-    def mean_loss(train_mode: bool) -> float:
-        m = copy.deepcopy(model).train(train_mode)  # a copy: training mode would update the running statistics
-        return sum(m(x, y)[1].item() for x, y in batches) / len(batches)
+    def mean_loss(use) -> float:
+        return sum(use(i, x, y) for i, (x, y) in enumerate(full)) / len(full)
 
-    x = batches[0][0]
+    def other(i, x, y):
+        with borrowed_statistics(training, full[(i + 1) % len(full)][0]):
+            return training(x, y)[1].item()
+
+    x = full[0][0]
     changed = x.clone()
     changed[:, -1] = (changed[:, -1] + 128) % 256
-    m = copy.deepcopy(model).train()
-    logp = [m(v)[0].float().log_softmax(-1)[:, :-1] for v in (x, changed)]
-    return {"train_mode_loss": mean_loss(True), "eval_mode_loss": mean_loss(False),
+    logp = [training(v)[0].float().log_softmax(-1)[:, :-1] for v in (x, changed)]
+    model.eval()
+    return {"own_loss": mean_loss(lambda i, x, y: training(x, y)[1].item()),
+            "other_loss": mean_loss(other),
+            "eval_loss": mean_loss(lambda i, x, y: model(x, y)[1].item()),
             "leak": (logp[0] - logp[1]).abs().max().item()}

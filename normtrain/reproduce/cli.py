@@ -9,14 +9,17 @@ where it stopped. Exit codes: 0 when the write-up was written (whatever the verd
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from normtrain.reproduce.catalog import EXPERIMENTS
+from normtrain.reproduce.preregistration import declaration_files, provenance
 from normtrain.reproduce.runner import SCALES, SEED_AXIS, SMOKE_OVERRIDES, Plan, expand, sweep_axes
 from normtrain.reproduce.writeup import update_index, write
 
@@ -96,15 +99,19 @@ def reproduce(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
     """Run experiment ``name`` end to end; returns what ``result.json`` holds plus ``readme`` (its path)."""
     plan = make_plan(name, scale, seeds, smoke, overrides, out, runs_dir, fresh, progress)
     exp = EXPERIMENTS[name]()
-    started = time.time()
+    record = provenance(declaration_files(name))  # read before any run: what was declared when the runs began
+    if not smoke and record.get("dirty") is not False:
+        print(f"{PROG}: warning: the checks of {name} ({', '.join(record['files'])}) are not committed; the "
+              "result will say it was not pre-registered", file=sys.stderr)
+    started, started_at = time.time(), datetime.now(timezone.utc).isoformat(timespec="seconds")
     rows = exp.measure(plan)
     findings = exp.analyse(rows, plan)
     readme = write(exp, plan, rows, findings, wall_time_s=time.time() - started + plan.reused_s,
-                   device=device_name(plan.compose(plan.combos()[0])))
+                   device=device_name(plan.compose(plan.combos()[0])), provenance=record, started_at=started_at)
     if not smoke:
         update_index(plan.out.parent / "README.md", order=list(EXPERIMENTS))
-    return {"name": name, "verdict": findings.verdict, "key": findings.key, "readme": readme,
-            "wall_time_s": time.time() - started + plan.reused_s, "checks": findings.checks}
+    result = json.loads((plan.out / "result.json").read_text())
+    return {**result, "readme": readme}
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -123,7 +130,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--runs-dir", default=None, help="where the run folders go (default multirun/reproduce/NAME)")
     p.add_argument("--fresh", action="store_true", help="retrain runs that already finished")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    return p.parse_args(argv)
+    return p.parse_intermixed_args(argv)  # overrides may come after the options
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,94 +4,77 @@ from __future__ import annotations
 
 from typing import Any
 
-from normtrain.compare.runs import Run
-from normtrain.reproduce.runner import (
-    PLACEMENT_ORDER,
-    Check,
-    Experiment,
-    Findings,
-    Plan,
-    Scale,
-    curve_points,
-    curve_text,
-    figure,
-    mean_over_seeds,
-    present,
-    save,
-)
-from normtrain.reproduce.warmup import final_loss
-from normtrain.reproduce.writeup import fmt, markdown_table
+from normtrain.reproduce import plots, stats
+from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, Plan, Scale, curve_points, present
+from normtrain.reproduce.warmup import difference, final_loss
+from normtrain.reproduce.writeup import markdown_table
+
+TRAINS = ("pre", "deepnorm")  # the placements the papers say keep training at depth
 
 
 class Depth(Experiment):
     name = "deepnet_depth"
     title = "Depth stability of Post-LN, Pre-LN and DeepNorm (Wang et al. 2022; Liu et al. 2020)"
     paper = "Wang et al. 2022 (DeepNet); Liu et al. 2020 (Admin)"
-    reference = ("**Wang et al. 2022**, *DeepNet*, Fig. 1 and Table 1; **Liu et al. 2020**, *Admin*, Table 1")
-    claim = ("Post-LN trains at moderate depth but degrades or fails as the model gets deeper (Admin's WMT14 "
-             "En-De Post-LN: 27.80 BLEU at 6 layers, training failed at 12 and 18); Pre-LN and DeepNorm keep "
-             "training (DeepNet trained 1000-layer models).")
-    method = ("d 64, 4 heads, GELU FFN 256, Adam lr 1e-3 β = (0.9, 0.98), **no warm-up**, constant lr, no "
-              "clipping, 200 steps of 16 × 128 bytes. 'Converges' means the run did not diverge and ended at "
-              "least 1.5 nats below its step-0 validation loss (≈ 5.8: uniform over bytes is ln 256 = 5.55).")
+    reference = "**Wang et al. 2022**, *DeepNet*, Fig. 1 and Table 1; **Liu et al. 2020**, *Admin*, Table 1"
+    method = ("d 64, 4 heads, GELU FFN 256, learned positions, LayerNorm, Adam lr 1e-3 β = (0.9, 0.98), **no "
+              "warm-up**, constant learning rate, no clipping, 200 steps of 8 × 128 bytes, at 6, 24 and 48 layers, "
+              "3 seeds.")
     gpu = Scale(overrides=("model.d_model=256", "model.d_ff=1024", "train.max_steps=2000", "train.batch_size=32",
                            "train.eval_every=250"),
-                grid={"model.n_layers": "6,24,48,96,192", "train.seed": "0,1,2"})
-
-    def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
-        steps, losses = run.series("val/loss")
-        return {**super().row(run, combo), "initial_val_loss": losses[0].item() if losses.size else None,
-                "val_curve": curve_text(steps, losses)}
+                grid={"model.n_layers": "6,24,48,96,192"})
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
-        for r in rows:
-            r["final"] = final_loss(r)
-            r["converged"] = (r["final"] is not None and r["initial_val_loss"] is not None
-                              and r["final"] <= r["initial_val_loss"] - 1.5)
         depths = sorted({int(r["model.n_layers"]) for r in rows})
         places = present(rows, "placement", PLACEMENT_ORDER)
-        loss = mean_over_seeds(rows, ("placement", "model.n_layers"), "final")
-        diverged = {(r["placement"], r["model.n_layers"]) for r in rows if r["status"] == "diverged"}
+        shallow, deep = depths[0], depths[-1]
+        unigram = next((r["unigram_val_loss"] for r in rows if r.get("unigram_val_loss") is not None), None)
+
+        def losses(p, d):
+            return stats.per_seed(rows, final_loss, lambda r: r["placement"] == p and int(r["model.n_layers"]) == d)
+
+        def minus(a: dict, b: dict) -> dict:
+            return {s: difference(a[s], b.get(s)) for s in a}
+
+        measured = {
+            "post_minus_pre_deepest": {f"L={deep}": minus(losses("post", deep), losses("pre", deep))},
+            "post_deep_minus_shallow": {"": minus(losses("post", deep), losses("post", shallow))},
+            "margin_below_unigram": {f"{p}, L={d}": {s: (unigram - v if unigram is not None and v is not None
+                                                         else None) for s, v in losses(p, d).items()}
+                                     for p in TRAINS if p in places for d in depths},
+        }
 
         def cell(p, d):
-            return "diverged" if (p, str(d)) in diverged else loss.get((p, str(d)))
+            mine = [r for r in rows if r["placement"] == p and int(r["model.n_layers"]) == d]
+            flags = [f"{n} {what}" for what in ("diverged", "collapsed")
+                     if (n := sum(r.get("status") == what or (what == "collapsed" and r.get("collapsed"))
+                                  for r in mine))]
+            return stats.spread(losses(p, d).values()) + (f" ({', '.join(flags)})" if flags else "")
 
-        table = "Final validation loss (nats per byte):\n\n" + markdown_table(
-            ["placement", *[f"L={d}" for d in depths]], [[p, *[cell(p, d) for d in depths]] for p in places])
-
-        deep = depths[-1]
-        post, pre = loss.get(("post", str(deep))), loss.get(("pre", str(deep)))
-        gap = float("inf") if ("post", str(deep)) in diverged else (post - pre if post and pre else None)
-        others = [r for r in rows if r["placement"] in ("pre", "deepnorm")]
-        post_shallow = loss.get(("post", str(depths[0])))
-        checks = [
-            Check(f"Post-LN is ≥ 0.5 nats behind Pre-LN at the deepest model (L={deep}), or diverges",
-                  f"Post − Pre = {fmt(gap)} nats", None if gap is None else gap >= 0.5),
-            Check("Post-LN degrades with depth (deepest ≥ 0.1 nats worse than shallowest, or diverges)",
-                  f"Post-LN {fmt(post_shallow)} at L={depths[0]}, {fmt(cell('post', deep))} at L={deep}",
-                  None if post_shallow is None else (("post", str(deep)) in diverged
-                                                     or (post is not None and post - post_shallow >= 0.1))),
-            Check("Pre-LN and DeepNorm converge at every depth",
-                  f"{sum(r['converged'] for r in others)} of {len(others)} runs converged",
-                  all(r["converged"] for r in others) if others else None),
-        ]
-        key = (f"At L={deep}: Post-LN {fmt(cell('post', deep))}, Pre-LN {fmt(pre)}, "
-               f"DeepNorm {fmt(cell('deepnorm', deep))} nats (Post − Pre {fmt(gap)}).")
+        table = ("Final validation loss (nats per byte), mean ± std over seeds (n); ∞ = diverged:\n\n"
+                 + markdown_table(["placement", *[f"L={d}" for d in depths]],
+                                  [[p, *[cell(p, d) for d in depths]] for p in places]))
+        gap = measured["post_minus_pre_deepest"][f"L={deep}"]
+        ours = f"Post-LN − Pre-LN at L={deep}: {stats.spread(gap.values())} nats"
+        key = (f"{ours}; Post-LN L={deep} − L={shallow}: "
+               f"{stats.spread(measured['post_deep_minus_shallow'][''].values())} nats.")
 
         def draw(path):
-            fig, axes = figure(ncols=2, width=4.6)
+            fig, axes = plots.figure(ncols=2, width=4.8, height=3.6)
             for p in places:
-                axes[0].plot(depths, [loss.get((p, str(d))) for d in depths], marker="o", label=p)
-            axes[0].set(xscale="log", xlabel="depth L", ylabel="final val loss (nats/byte)", title="final loss")
-            axes[0].set_xticks(depths, [str(d) for d in depths])
-            for r in rows:
-                if int(r["model.n_layers"]) == deep and r["val_curve"]:
-                    axes[1].plot(*zip(*curve_points(r["val_curve"]), strict=True), marker=".",
-                                 label=f"{r['placement']} s{r.get('train.seed')}")
-            axes[1].set(xlabel="step", ylabel="val loss", title=f"L = {deep}")
+                per_seed = list(zip(*[[v if v is not None and v != float("inf") else None
+                                       for v in losses(p, d).values()] for d in depths], strict=True))
+                plots.seeds_and_mean(axes[0], depths, per_seed, plots.PLACEMENT_COLORS[p], p)
+                mine = [r for r in rows if r["placement"] == p and int(r["model.n_layers"]) == deep]
+                plots.curves(axes[1], [curve_points(r["val_curve"]) for r in mine if r["val_curve"]],
+                             plots.PLACEMENT_COLORS[p], p)
+            plots.log_axis(axes[0], depths)
             for ax in axes:
-                ax.grid(alpha=0.3)
-                ax.legend(fontsize=7)
-            save(fig, path)
+                plots.unigram_line(ax, unigram)
+            plots.finish(axes[0], "final val loss (thin: seeds; diverged runs left out)", "depth L",
+                         "val loss (nats/byte)")
+            plots.finish(axes[1], f"L = {deep}, LayerNorm", "step", "val loss (nats/byte)")
+            plots.save(fig, path)
 
-        return Findings(table=table, checks=checks, key=key, figures={"depth.png": draw})
+        return Findings(table=table, measured=measured, key=key, ours=ours, figures={"depth.png": draw})
+

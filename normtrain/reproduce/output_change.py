@@ -1,29 +1,36 @@
-"""Liu et al. 2020 (Admin): how much a small weight perturbation moves the output, against depth."""
+"""Liu et al. 2020 (Admin): how much the same small weight perturbation moves the output, against depth."""
 
 from __future__ import annotations
 
+import math
+from datetime import datetime, timezone
 from typing import Any
 
 import torch
 
+from normtrain.reproduce import plots, stats
 from normtrain.reproduce.runner import (
     PLACEMENT_ORDER,
-    Check,
     Experiment,
     Findings,
     Plan,
     Scale,
-    figure,
-    loglog_slope,
-    mean_over_seeds,
     present,
-    save,
     validation_batches,
 )
-from normtrain.reproduce.writeup import fmt, markdown_table
+from normtrain.reproduce.writeup import markdown_table
 
-RELATIVE_NOISE = 0.01  # δ per matrix: N(0, (0.01 · rms(W))²)
+NOISE = 1e-3  # δ per entry of every block matrix: N(0, NOISE²), the same for every model
 DRAWS = 4  # perturbations averaged per model
+NORM_ORDER = ("layernorm", "rmsnorm")
+JUDGED_NORM = "layernorm"
+
+
+def growth_fits(depths: list[int], values: list[float]) -> dict[str, float | None]:
+    """The log-log slope, and R² of the two growth orders the paper contrasts: a + b·N and a + b·ln N."""
+    return {"slope": stats.loglog_slope(depths, values),
+            "r2_linear": stats.r_squared([float(d) for d in depths], values),
+            "r2_log": stats.r_squared([math.log(d) for d in depths], values)}
 
 
 class OutputChange(Experiment):
@@ -31,79 +38,92 @@ class OutputChange(Experiment):
     title = "Output change under a weight perturbation, against depth (Liu et al. 2020, Admin)"
     paper = "Liu et al. 2020 (Admin), §4"
     reference = "**Liu et al. 2020**, *Understanding the Difficulty of Training Transformers* (Admin), §4, Thm. 3"
-    claim = ("A small perturbation δ of the parameters changes a Post-LN model's output by "
-             "E‖F(x,W) − F(x,W+δ)‖² = O(N) in its depth N, a Pre-LN model's by only O(log N): Post-LN amplifies "
-             "parameter updates with depth, which is why it is unstable. DeepNorm's α keeps the change bounded.")
-    method = (f"Forward passes only, at initialization: each block matrix W gets δ ~ N(0, ({RELATIVE_NOISE}·rms(W))²) "
-              f"(embeddings and LM head untouched); we report E‖F(x,W) − F(x,W+δ)‖² per token, F = the final hidden "
-              f"state the LM head reads (after the final norm for Pre-LN), averaged over {DRAWS} draws of δ, one "
-              "batch of 16 × 128 validation bytes, and the seeds. Tiny models: d 64, FFN 128, 2 heads.")
+    method = (f"Forward passes only, at initialization: every block matrix W gets δ ~ N(0, {NOISE:g}²) per entry "
+              "(the same absolute size for every model; embeddings and LM head untouched); we report "
+              f"E‖F(x,W) − F(x,W+δ)‖² per token, F the final hidden state the LM head reads (after the final norm "
+              f"for Pre-LN), averaged over {DRAWS} draws of δ and one batch of 8 × 128 validation bytes. 64-128-2 "
+              "models at 6 depths from 6 to 192 layers, 5 seeds each; Post-LN, Pre-LN and DeepNorm.")
     gpu = Scale(overrides=("model.d_model=256", "model.n_heads=4", "model.d_ff=1024"),
-                grid={"model.n_layers": "6,12,24,48,96,192,384", "train.seed": "0,1,2,3,4"})
+                grid={"model.n_layers": "6,12,24,48,96,192,384"})
 
     def measure(self, plan: Plan) -> list[dict[str, Any]]:
         from tqdm.auto import tqdm
 
         import normtrain
+        from normtrain.training import seed_everything
 
         rows, batch = [], None
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         for combo in tqdm(plan.combos(), desc=plan.name, disable=not plan.progress, dynamic_ncols=True):
             cfg = plan.compose(combo)
             if batch is None:  # one batch for every model
-                batch = validation_batches(cfg, 1)[0][0]
-            torch.manual_seed(cfg.train.seed)
+                batch = validation_batches(cfg)[0][0]
+            seed_everything(cfg.train.seed)
             model = normtrain.build_model(cfg).eval()
-            rows.append({**combo, "sq_change": output_change(model, batch, cfg.train.seed)})
+            rows.append({**combo, "started_at": started, "sq_change": output_change(model, batch, cfg.train.seed)})
         return rows
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         depths = sorted({int(r["model.n_layers"]) for r in rows})
         places = present(rows, "placement", PLACEMENT_ORDER)
-        change = mean_over_seeds(rows, ("placement", "model.n_layers"), "sq_change")
+        norms = present(rows, "norm", NORM_ORDER)
 
-        def series(p):
-            return [change.get((p, str(d))) for d in depths]
+        def series(p, n) -> dict[str, list[float]]:  # seed -> E‖ΔF‖² at each depth
+            out: dict[str, list[float]] = {}
+            for d in depths:
+                at = stats.per_seed(rows, "sq_change", lambda r, d=d: (r["placement"], r["norm"],
+                                                                       int(r["model.n_layers"])) == (p, n, d))
+                for s, v in at.items():
+                    out.setdefault(s, []).append(v)
+            return {s: vs for s, vs in out.items() if len(vs) == len(depths)}
 
-        slopes = {p: loglog_slope(depths, series(p)) for p in places}
-        growth = {p: (series(p)[-1] / series(p)[0]) if series(p)[0] and series(p)[-1] else None for p in places}
-        table = "E‖F(x,W) − F(x,W+δ)‖² per token (mean over seeds):\n\n" + markdown_table(
-            ["placement", *[f"L={d}" for d in depths], "log-log slope", f"L={depths[-1]} / L={depths[0]}"],
-            [[p, *series(p), slopes[p], growth[p]] for p in places])
-        pre = series("pre")
-        steps = [b - a for a, b in zip(pre, pre[1:], strict=False) if a is not None and b is not None]
-        per_doubling = steps[-1] / steps[0] if len(steps) >= 2 and steps[0] > 0 else None
-        faster = (slopes.get("post") is not None and slopes.get("pre") is not None
-                  and slopes["post"] > slopes["pre"] + 0.5)
-        checks = [
-            Check("Post-LN: the change grows about linearly with depth (log-log slope in [0.6, 1.4])",
-                  f"slope {fmt(slopes.get('post'))}", None if slopes.get("post") is None
-                  else 0.6 <= slopes["post"] <= 1.4),
-            Check("Pre-LN: it grows about logarithmically: the same increase for every doubling of L (the last "
-                  "doubling's increase ≤ 2× the first's; linear growth would multiply it by 2 per doubling)",
-                  f"increases {', '.join(fmt(v) for v in steps)}: last/first {fmt(per_doubling)}",
-                  None if per_doubling is None else per_doubling <= 2),
-            Check("Post-LN amplifies a perturbation much more with depth than Pre-LN (slopes differ by > 0.5)",
-                  f"slopes {fmt(slopes.get('post'))} vs {fmt(slopes.get('pre'))}",
-                  None if slopes.get("post") is None or slopes.get("pre") is None else faster),
-            Check("DeepNorm: the change stays bounded (deepest ≤ 2× shallowest)",
-                  f"×{fmt(growth.get('deepnorm'))}", None if growth.get("deepnorm") is None
-                  else growth["deepnorm"] <= 2),
-        ]
-        key = ("Growth of E‖ΔF‖² with depth (log-log slope): "
-               + ", ".join(f"{p} {fmt(slopes[p])}" for p in places) + ".")
+        fits = {(p, n): {s: growth_fits(depths, vs) for s, vs in series(p, n).items()} for p in places for n in norms}
+
+        def per_seed(p, what, n=JUDGED_NORM):
+            return {s: what(f) for s, f in fits.get((p, n), {}).items()}
+
+        def deep_over_shallow(p, n=JUDGED_NORM):
+            return {s: vs[-1] / vs[0] if vs[0] else None for s, vs in series(p, n).items()}
+
+        def r2_diff(f, first, second):
+            return None if f[first] is None or f[second] is None else f[first] - f[second]
+
+        post_slope, pre_slope = per_seed("post", lambda f: f["slope"]), per_seed("pre", lambda f: f["slope"])
+        measured = {
+            "post_slope": {"": post_slope},
+            "post_r2_linear_minus_log": {"": per_seed("post", lambda f: r2_diff(f, "r2_linear", "r2_log"))},
+            "pre_r2_log_minus_linear": {"": per_seed("pre", lambda f: r2_diff(f, "r2_log", "r2_linear"))},
+            "post_minus_pre_slope": {"": {s: v - pre_slope[s] if v is not None and pre_slope.get(s) is not None
+                                          else None for s, v in post_slope.items()}},
+            "deepnorm_deep_over_shallow": {"": deep_over_shallow("deepnorm")},
+        }
+        header = ["placement", "norm", *[f"L={d}" for d in depths], "log-log slope", "R² a+b·N", "R² a+b·ln N",
+                  f"L={depths[-1]} / L={depths[0]}"]
+        body = [[p, n, *[stats.spread(v[i] for v in series(p, n).values()) for i in range(len(depths))],
+                 stats.spread(per_seed(p, lambda f: f["slope"], n).values()),
+                 stats.spread(per_seed(p, lambda f: f["r2_linear"], n).values()),
+                 stats.spread(per_seed(p, lambda f: f["r2_log"], n).values()),
+                 stats.spread(deep_over_shallow(p, n).values())] for n in norms for p in places]
+        table = ("E‖F(x,W) − F(x,W+δ)‖² per token and its growth with depth, mean ± std over seeds (n); the "
+                 "checks read the LayerNorm rows:\n\n" + markdown_table(header, body))
+        ours = (f"log-log slope: Post-LN {stats.spread(post_slope.values())}, Pre-LN "
+                f"{stats.spread(pre_slope.values())}")
+        key = (f"Growth of E‖ΔF‖² with depth, {ours}; DeepNorm L={depths[-1]}/L={depths[0]}: "
+               f"{stats.spread(deep_over_shallow('deepnorm').values())}.")
 
         def draw(path):
-            fig, (ax,) = figure(width=5.2)
-            for p in places:
-                ax.plot(depths, series(p), marker="o", label=p)
-            ax.set(xscale="log", yscale="log", xlabel="depth L", ylabel="E‖F(x,W) − F(x,W+δ)‖² per token",
-                   title=f"relative perturbation {RELATIVE_NOISE} at init")
-            ax.set_xticks(depths, [str(d) for d in depths])
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
-            save(fig, path)
+            fig, (ax,) = plots.figure(width=5.6, height=3.8)
+            for n in norms:
+                for p in places:
+                    plots.seeds_and_mean(ax, depths, list(series(p, n).values()), plots.PLACEMENT_COLORS[p],
+                                         f"{p}, {n}", style=plots.NORM_STYLES[n])
+            plots.log_axis(ax, depths)
+            ax.set_yscale("log")
+            plots.finish(ax, f"absolute perturbation σ = {NOISE:g} at init (thin: seeds)", "depth L",
+                         "E‖F(x,W) − F(x,W+δ)‖² per token")
+            plots.save(fig, path)
 
-        return Findings(table=table, checks=checks, key=key, figures={"output_change.png": draw})
+        return Findings(table=table, measured=measured, key=key, ours=ours, figures={"output_change.png": draw})
 
 
 @torch.no_grad()
@@ -116,8 +136,7 @@ def output_change(model, x: torch.Tensor, seed: int) -> float:
     total = 0.0
     for _ in range(DRAWS):
         for p, w in zip(matrices, saved, strict=True):
-            noise = torch.randn(w.shape, generator=gen, device=w.device, dtype=w.dtype)
-            p.copy_(w + RELATIVE_NOISE * w.pow(2).mean().sqrt() * noise)
+            p.copy_(w + NOISE * torch.randn(w.shape, generator=gen, device=w.device, dtype=w.dtype))
         total += (model(x, hidden_only=True).float() - clean).pow(2).sum(-1).mean().item()
     for p, w in zip(matrices, saved, strict=True):
         p.copy_(w)

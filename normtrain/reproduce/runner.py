@@ -8,8 +8,8 @@ and its grid in that file's ``hydra.sweeper.params``, so ``normtrain -m experime
 
 from __future__ import annotations
 
+import importlib
 import itertools
-import math
 import re
 import shutil
 from collections.abc import Callable
@@ -20,10 +20,12 @@ from typing import Any, ClassVar
 from omegaconf import DictConfig
 
 from normtrain.compare.runs import Run, load_run
+from normtrain.reproduce.preregistration import Registration
 
 SCALES = ("cpu", "gpu")
 SEED_AXIS = "train.seed"
-SMOKE_OVERRIDES = ["train.max_steps=4", "train.eval_every=0", "train.eval_batches=1", "monitor.every=2"]
+SMOKE_OVERRIDES = ["train.max_steps=4", "train.eval_every=0", "train.eval_batches=1", "train.eval_windows=8",
+                   "monitor.every=2"]
 PLACEMENT_ORDER = ("post", "pre", "deepnorm")  # the order of rows and lines in every table and figure
 
 
@@ -90,20 +92,25 @@ def expand(key: str, value) -> list[str]:
 
 
 class Experiment:
-    """One reproduction: what the paper claims, the runs that test it, and how to judge them.
+    """One reproduction: the runs that test a paper's claim, and how to measure them.
 
-    Subclasses set the class attributes, ``measure`` (default: train every run of the grid) and
-    ``analyse`` (rows in, ``Findings`` out).
+    What the experiment claims and which checks decide it are declared apart, before the runs, in
+    ``normtrain/reproduce/preregistered/NAME.py`` (``registration``); a subclass sets the class attributes,
+    ``measure`` (default: train every run of the grid) and ``analyse`` (rows in, ``Findings`` out: the table,
+    every checked quantity per condition and seed, the figures).
     """
 
     name: ClassVar[str]
     title: ClassVar[str]
     paper: ClassVar[str]  # short citation for tables, e.g. "Xiong et al. 2020, Fig. 3"
     reference: ClassVar[str]  # paper and figure/table, in Markdown
-    claim: ClassVar[str]  # what the paper says, in Markdown
     method: ClassVar[str]  # how we test it, in Markdown
     gpu: ClassVar[Scale] = Scale()
     keep_checkpoints: ClassVar[bool] = False
+
+    @property
+    def registration(self) -> Registration:
+        return importlib.import_module(f"normtrain.reproduce.preregistered.{self.name}").REGISTRATION
 
     def measure(self, plan: Plan) -> list[dict[str, Any]]:
         """Train every run of the grid and return one row per run (its axes plus ``self.row``)."""
@@ -111,39 +118,29 @@ class Experiment:
 
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
         s = run.summary
+        steps, losses = run.series("val/loss")
         return {"status": s.get("status"), "diverged_at_step": s.get("diverged_at_step"),
                 "final_val_loss": s.get("final_val_loss"), "best_val_loss": s.get("best_val_loss"),
-                "wall_time_s": s.get("wall_time_s"), "device": s.get("device")}
+                "initial_val_loss": losses[0].item() if losses.size else None,
+                "unigram_val_loss": s.get("unigram_val_loss"), "collapsed": s.get("collapsed"),
+                "wall_time_s": s.get("wall_time_s"), "started_at": s.get("started_at"), "device": s.get("device"),
+                "val_curve": curve_text(steps, losses)}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         raise NotImplementedError
 
 
 @dataclass
-class Check:
-    """One expectation of the paper against what we measured; ``ok`` None = not measurable here."""
-
-    expectation: str
-    measured: str
-    ok: bool | None
-
-
-@dataclass
 class Findings:
-    table: str  # Markdown
-    checks: list[Check]
-    figures: dict[str, Callable[[Path], None]]  # file name -> function drawing it to that path
-    key: str  # the headline number, one line
-    notes: list[str] = field(default_factory=list)
+    """What the analysis measured; the checks are applied to ``measured`` by the declared rules."""
 
-    @property
-    def verdict(self) -> str:
-        judged = [c.ok for c in self.checks if c.ok is not None]
-        if not judged:
-            return "not judged"
-        if all(judged):
-            return "reproduced"
-        return "partly reproduced" if any(judged) else "not reproduced"
+    table: str  # Markdown
+    measured: dict[str, dict[str, dict[str, float | None]]]  # quantity -> condition -> seed -> value
+    figures: dict[str, Callable[[Path], None]]  # file name -> function drawing it to that path
+    key: str  # the headline, one line
+    ours: str  # our number for the top table, with its spread and n
+    notes: list[str] = field(default_factory=list)
+    csv: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # more measurements than runs.csv holds
 
 
 def train_grid(plan: Plan, keep_checkpoints: bool = False) -> list[tuple[dict[str, str], Run]]:
@@ -179,23 +176,20 @@ def train_grid(plan: Plan, keep_checkpoints: bool = False) -> list[tuple[dict[st
     return done
 
 
-def validation_batches(cfg: DictConfig, n_batches: int) -> list[tuple[Any, Any]]:
-    """``n_batches`` fixed validation batches of ``cfg.train.batch_size`` windows of the run's corpus."""
-    from normtrain.data import eval_batches, load_corpus
+def validation_batches(cfg: DictConfig) -> list[tuple[Any, Any]]:
+    """The run's fixed validation windows (``train.eval_windows``, or batch_size × eval_batches) in batches of
+    ``cfg.train.batch_size``: exactly the set the training loop evaluates on."""
+    from normtrain.data import eval_starts, load_corpus, window_batches
 
-    d = cfg.data
+    d, t, seq_len = cfg.data, cfg.train, cfg.model.seq_len
     corpus = load_corpus(d.name, d.path, d.val_fraction, d.cache_dir, progress=False)
-    return eval_batches(corpus.val, cfg.train.batch_size, cfg.model.seq_len, n_batches)
+    starts = eval_starts(len(corpus.val), seq_len, t.eval_windows or t.batch_size * t.eval_batches)
+    return window_batches(corpus.val, starts, seq_len, t.batch_size)
 
 
 def present(rows: list[dict[str, Any]], key: str, order: tuple[str, ...]) -> list[str]:
     """The values of ``key`` in ``order`` that the rows hold (a smoke run or a narrowed grid holds fewer)."""
     return [v for v in order if any(r[key] == v for r in rows)]
-
-
-def first_seed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows of the first seed: what a per-run figure or lookup shows when the grid has several."""
-    return [r for r in rows if r.get(SEED_AXIS, "0") == rows[0].get(SEED_AXIS, "0")]
 
 
 def curve_text(steps, values) -> str:
@@ -206,38 +200,3 @@ def curve_text(steps, values) -> str:
 def curve_points(text: str) -> list[tuple[float, float]]:
     """``curve_text`` read back."""
     return [(float(s), float(v)) for s, v in (p.split(":") for p in text.split())]
-
-
-def mean_over_seeds(rows: list[dict[str, Any]], keys: tuple[str, ...], value: str) -> dict[tuple, float]:
-    """Mean of ``value`` over the rows (seeds) sharing ``keys``; rows without a finite value are left out."""
-    groups: dict[tuple, list[float]] = {}
-    for row in rows:
-        v = row.get(value)
-        if v is not None and math.isfinite(v):
-            groups.setdefault(tuple(row[k] for k in keys), []).append(v)
-    return {k: sum(v) / len(v) for k, v in groups.items()}
-
-
-def loglog_slope(xs: list[float], ys: list[float]) -> float | None:
-    """Least-squares slope of log y against log x (y ~ x^slope); None with fewer than two points."""
-    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True) if x > 0 and y is not None and y > 0]
-    if len(pts) < 2:
-        return None
-    mx = sum(p[0] for p in pts) / len(pts)
-    my = sum(p[1] for p in pts) / len(pts)
-    var = sum((p[0] - mx) ** 2 for p in pts)
-    return sum((p[0] - mx) * (p[1] - my) for p in pts) / var if var else None
-
-
-def figure(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3.2):
-    """A constrained-layout matplotlib Figure (Agg, no pyplot state) and its axes, flattened."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained", dpi=100)
-    return fig, fig.subplots(nrows, ncols, squeeze=False).ravel()
-
-
-def save(fig, path: Path) -> None:
-    from normtrain.compare.figures import save_png
-
-    save_png(fig, path)

@@ -11,6 +11,7 @@ import pytest
 from normtrain.reproduce import EXPERIMENTS, reproduce
 from normtrain.reproduce.cli import ReproduceError, main, make_plan
 from normtrain.reproduce.grad_init import GradInit
+from normtrain.reproduce.preregistration import judge, verdict
 from normtrain.reproduce.runner import Plan
 from normtrain.reproduce.writeup import BEGIN, END, update_index
 
@@ -38,6 +39,17 @@ def test_every_experiment_runs_end_to_end_in_smoke_mode(name, local, tmp_path):
     pngs = [p.name for p in out.glob("*.png")]
     assert pngs and all(f"]({p})" in readme for p in pngs)
     assert not (tmp_path / "README.md").exists()  # a smoke run never touches the experiments index
+    exp = EXPERIMENTS[name]()
+    assert saved["seeds"] == [0] and saved["claim"] == exp.registration.claim and saved["ours"]
+    assert [c["id"] for c in saved["checks"]] == [r.id for r in exp.registration.rules]
+    for check in saved["checks"]:  # every check keeps its per-seed values (timings: per repeat), per condition
+        repeats = check["quantity"].endswith("_time")
+        assert check["conditions"] and all(repeats or set(c["per_seed"]) <= {"0"} for c in check["conditions"].values())
+    record = saved["preregistration"]
+    assert record["files"] == [f"normtrain/reproduce/preregistered/{name}.py", f"configs/experiment/{name}.yaml"]
+    assert len(record["digest"]) == 16 and "before_runs" in record and "## Check history" in readme
+    trains = name not in ("xiong_grad_init", "admin_output_change")  # the two forward-only experiments
+    assert (saved["unigram_val_loss"] is not None) == trains
 
 
 @pytest.mark.slow
@@ -53,8 +65,8 @@ def test_finished_runs_are_reused(local, tmp_path):
 def test_the_grid_comes_from_the_experiment_yaml_and_scales():
     cpu = make_plan("deepnet_depth")
     assert cpu.grid == {"placement": ["post", "pre", "deepnorm"], "model.n_layers": ["6", "24", "48"],
-                        "train.seed": ["0"]}
-    assert len(cpu.combos()) == 9 and str(cpu.out) == "experiments/deepnet_depth"
+                        "train.seed": ["0", "1", "2"]}
+    assert len(cpu.combos()) == 27 and str(cpu.out) == "experiments/deepnet_depth"
     gpu = make_plan("deepnet_depth", scale="gpu", seeds=2)
     assert gpu.grid["model.n_layers"] == ["6", "24", "48", "96", "192"] and gpu.grid["train.seed"] == ["0", "1"]
     assert str(gpu.out) == "experiments/deepnet_depth-gpu" and "model.d_model=256" in gpu.base
@@ -64,7 +76,8 @@ def test_the_grid_comes_from_the_experiment_yaml_and_scales():
     narrowed = make_plan("deepnet_depth", overrides=["model.n_layers=6,96", "optim.lr=3e-3"])
     assert narrowed.grid["model.n_layers"] == ["6", "96"] and narrowed.base[-1] == "optim.lr=3e-3"
     smoke = make_plan("xiong_grad_init", smoke=True)
-    assert [len(v) for v in smoke.grid.values()] == [2, 2, 1] and "train.max_steps=4" in smoke.base
+    assert [len(v) for v in smoke.grid.values()] == [2, 2, 2, 1] and "train.max_steps=4" in smoke.base
+    assert make_plan("xiong_grad_init").grid["train.seed"] == [str(s) for s in range(10)]
 
 
 def test_bad_input_is_reported(capsys):
@@ -83,26 +96,37 @@ def test_cli_entry_point_lists_the_experiments():
     assert proc.returncode == 0 and all(name in proc.stdout for name in EXPERIMENTS)
 
 
-def synthetic_grad_rows(post_rises: bool, pre_slope: float) -> list[dict]:
+def synthetic_grad_rows(post_rises: bool, pre_slope: float, seeds: int = 3) -> list[dict]:
+    """Rows as GradInit.measure writes them, for profiles with a known shape (a little seed noise)."""
     rows = []
-    for placement in ("post", "pre"):
-        for depth in (6, 12, 24, 48):
-            if placement == "post":
-                profile = [0.2 + (0.1 * i / depth if post_rises else -0.1 * i / depth) for i in range(depth)]
-            else:
-                profile = [0.3 * (depth / 6) ** pre_slope] * depth
-            rows.append({"placement": placement, "model.n_layers": str(depth), "train.seed": "0",
-                         "last_layer": profile[-1], "first_layer": profile[0],
-                         "last_over_first": profile[-1] / profile[0], "profile": " ".join(map(str, profile))})
+    for seed in range(seeds):
+        noise = 1 + 0.01 * seed
+        for placement in ("post", "pre"):
+            for depth in (6, 12, 24, 48):
+                if placement == "post":
+                    profile = [noise * (0.2 + (0.1 * i / depth if post_rises else -0.1 * i / depth))
+                               for i in range(depth)]
+                else:
+                    profile = [noise * 0.3 * (depth / 6) ** pre_slope] * depth
+                rows.append({"placement": placement, "norm": "layernorm", "model.n_layers": str(depth),
+                             "train.seed": str(seed), "first": profile[0], "last": profile[-1],
+                             "last_over_first": profile[-1] / profile[0], "profile": " ".join(map(str, profile))})
     return rows
+
+
+def judged(findings, exp) -> list:
+    return [judge(rule, findings.measured.get(rule.quantity)) for rule in exp.registration.rules]
 
 
 def test_grad_init_verdict_follows_the_numbers(tmp_path):
     plan = Plan("xiong_grad_init", "cpu", False, [], {}, tmp_path, tmp_path)
-    assert GradInit().analyse(synthetic_grad_rows(True, -0.5), plan).verdict == "reproduced"
-    findings = GradInit().analyse(synthetic_grad_rows(False, 0.0), plan)
-    assert findings.verdict == "partly reproduced"  # Post-LN's last layer is still depth-independent
-    assert [c.ok for c in findings.checks] == [False, True, False, True]
+    exp = GradInit()
+    assert verdict(judged(exp.analyse(synthetic_grad_rows(True, -0.5), plan), exp)) == "reproduced"
+    checks = judged(exp.analyse(synthetic_grad_rows(False, 0.0), plan), exp)
+    assert verdict(checks) == "partly reproduced"  # Post-LN's last layer is still depth-independent
+    assert [c.ok for c in checks] == [False, True, False, True]
+    seeds = checks[0].conditions["L=48"]["per_seed"]
+    assert sorted(seeds) == ["0", "1", "2"] and all(v < 1 for v in seeds.values())  # every seed's value is kept
 
 
 def test_index_table_is_rebuilt_between_markers(tmp_path):
@@ -111,9 +135,15 @@ def test_index_table_is_rebuilt_between_markers(tmp_path):
     folder = tmp_path / "deepnet_depth"
     folder.mkdir()
     (folder / "result.json").write_text(json.dumps({
-        "reference": "**Wang et al. 2022**, DeepNet", "verdict": "partly reproduced", "key": "Post − Pre = 0.4",
-        "wall_time_s": 600, "scale": "cpu", "device": "CPU (2 cores)", "smoke": False}))
+        "claim": "Post-LN degrades with depth", "paper_number": "27.80 BLEU at 6L, fails at 12L",
+        "ours": "Post − Pre 0.4 ± 0.1 (n=3)", "verdict": "partly reproduced", "key": "Post − Pre = 0.4",
+        "norm": "LayerNorm", "wall_time_s": 600, "scale": "cpu", "device": "CPU (2 cores)", "smoke": False,
+        "preregistration": {"before_runs": True}}))
     update_index(index)
     text = index.read_text()
     assert "Hand-written intro." in text and "Hand-written end." in text and "old" not in text
     assert "[`deepnet_depth`](deepnet_depth/README.md)" in text and "**partly reproduced**" in text
+    row = next(line for line in text.splitlines() if "deepnet_depth" in line)
+    for cell in ("Post-LN degrades with depth", "27.80 BLEU", "0.4 ± 0.1 (n=3)", "LayerNorm", "10.0 min"):
+        assert cell in row
+    assert "not pre-registered" not in row

@@ -1,0 +1,37 @@
+"""The unigram baseline: what a model that learned only token frequencies scores.
+
+On byte-level text a model that predicts nothing but the byte distribution reaches the cross-entropy of
+the train split's byte frequencies on the evaluation windows (about 3.38 nats on the Python standard
+library). A loss that stalls there looks like convergence on a curve but means the model learned nothing
+of the context, so every run records this number (``unigram_val_loss``) and is flagged ``collapsed`` when
+its final loss does not beat it by more than ``COLLAPSE_MARGIN``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+COLLAPSE_MARGIN = 0.05  # nats: a final val loss above unigram − margin learned no more than token frequencies
+CHUNK = 1 << 26  # tokens counted per np.bincount call: bounded memory on a memory-mapped corpus
+
+
+def token_counts(tokens: np.ndarray, vocab_size: int) -> np.ndarray:
+    """How often each token id occurs in ``tokens`` (int64, length ``vocab_size``), read in chunks."""
+    counts = np.zeros(vocab_size, dtype=np.int64)
+    for i in range(0, len(tokens), CHUNK):
+        counts += np.bincount(np.asarray(tokens[i:i + CHUNK]), minlength=vocab_size)[:vocab_size]
+    return counts
+
+
+def unigram_loss(counts: np.ndarray, tokens: np.ndarray, starts: np.ndarray, seq_len: int) -> float:
+    """Cross-entropy (nats per token) of the add-one smoothed frequencies ``counts`` on the targets of the
+    windows at ``starts`` (the tokens 1…seq_len of each window, exactly what the val loss scores)."""
+    logp = np.log(counts + 1.0) - np.log(counts.sum() + len(counts))
+    targets = np.asarray(tokens)[starts[:, None] + 1 + np.arange(seq_len)]
+    return float(-logp[targets].mean())
+
+
+def collapsed(final_loss: float | None, unigram: float | None) -> bool:
+    """Whether a finished run's final loss sits on (or above) the unigram line: it learned no more than
+    token frequencies. A run without a final loss (diverged) is not called collapsed: it is ``diverged``."""
+    return final_loss is not None and unigram is not None and final_loss >= unigram - COLLAPSE_MARGIN

@@ -1,0 +1,94 @@
+"""Figures of the reproductions: one colour per placement in every figure, every seed drawn, readable log axes.
+
+matplotlib is used through ``Figure`` objects (Agg), never ``pyplot``. Each seed is a thin line (or a small
+point) and the mean over seeds a thick one, so the spread is visible; loss figures carry the unigram line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+# One colour per placement across all figures (and the same order as the tables).
+PLACEMENT_COLORS = {"post": "#d62728", "pre": "#1f77b4", "deepnorm": "#2ca02c", "peri": "#9467bd",
+                    "reorder": "#8c564b", "mix": "#e377c2", "subln": "#17becf", "admin": "#bcbd22",
+                    "rezero": "#ff7f0e", "none": "#7f7f7f"}
+NORM_COLORS = {"layernorm": "#1f77b4", "rmsnorm": "#ff7f0e", "prmsnorm": "#2ca02c", "batchnorm": "#d62728",
+               "dyt": "#9467bd"}
+NORM_STYLES = {"layernorm": "-", "rmsnorm": "--", "prmsnorm": ":", "batchnorm": "-."}
+SEED_ALPHA, SEED_LW, MEAN_LW = 0.35, 0.8, 2.0
+
+
+def figure(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3.2):
+    """A constrained-layout Figure and its axes, flattened."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained", dpi=100)
+    return fig, fig.subplots(nrows, ncols, squeeze=False).ravel()
+
+
+def save(fig, path: Path) -> None:
+    from normtrain.compare.figures import save_png
+
+    save_png(fig, path)
+
+
+def shade(color: str, strength: float) -> tuple[float, float, float]:
+    """``color`` mixed with white: strength 1 is the colour itself, smaller is lighter (a depth within a placement)."""
+    from matplotlib.colors import to_rgb
+
+    return tuple(1 - strength * (1 - c) for c in to_rgb(color))
+
+
+def log_axis(ax, values: Sequence[float], axis: str = "x") -> None:
+    """A log axis with a labelled tick at each of ``values`` and no minor labels (they overlap the majors)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    target.set_major_locator(FixedLocator(list(values)))
+    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    target.set_minor_locator(NullLocator())
+
+
+def seeds_and_mean(ax, xs: Sequence[float], per_seed: Sequence[Sequence[float | None]], color: str, label: str,
+                   style: str = "-", marker: str = "o") -> None:
+    """Each seed's series thin (with points), the mean over seeds thick, labelled ``label (n seeds)``."""
+    arr = np.array([[np.nan if v is None else v for v in s] for s in per_seed], dtype=float)
+    if arr.size == 0:
+        return
+    for row in arr:
+        ax.plot(xs, row, style, color=color, lw=SEED_LW, alpha=SEED_ALPHA, marker=marker, ms=2.5)
+    with np.errstate(all="ignore"):
+        finite = np.where(np.isfinite(arr), arr, np.nan)
+        mean = np.nanmean(finite, axis=0) if np.isfinite(finite).any() else finite[0]
+    ax.plot(xs, mean, style, color=color, lw=MEAN_LW, marker=marker, ms=4, label=f"{label} (mean of {len(arr)})")
+
+
+def curves(ax, per_seed: Sequence[Sequence[tuple[float, float]]], color: str, label: str, style: str = "-") -> None:
+    """Loss curves: one thin line per seed, and their mean on the steps they share, thick."""
+    per_seed = [c for c in per_seed if c]
+    if not per_seed:
+        return
+    for c in per_seed:
+        ax.plot(*zip(*c, strict=True), style, color=color, lw=SEED_LW, alpha=SEED_ALPHA)
+    shared = sorted(set.intersection(*[{s for s, _ in c} for c in per_seed]))
+    if shared:
+        by_step = [dict(c) for c in per_seed]
+        ax.plot(shared, [np.mean([d[s] for d in by_step]) for s in shared], style, color=color, lw=MEAN_LW,
+                label=f"{label} (mean of {len(per_seed)})")
+
+
+def unigram_line(ax, value: float | None) -> None:
+    """The unigram baseline: a model that learned only byte frequencies ends on this line."""
+    if value is not None:
+        ax.axhline(value, color="k", ls=":", lw=1.2, label=f"unigram baseline {value:.3f}")
+
+
+def finish(ax, title: str, xlabel: str, ylabel: str, legend: bool = True) -> None:
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.grid(alpha=0.3)
+    if legend and ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)

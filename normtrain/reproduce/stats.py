@@ -1,0 +1,87 @@
+"""Seeds and spread: per-seed values grouped by condition, summarized as mean ± std (n), and growth fits.
+
+Every number a reproduction reports comes from its seeds: the tables give mean ± std and n, the figures
+show each seed, and the checks (normtrain.reproduce.preregistration) decide on the per-seed values.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable
+from typing import Any
+
+SEED = "train.seed"
+
+
+def finite(values: Iterable[float | None]) -> list[float]:
+    return [float(v) for v in values if v is not None and math.isfinite(v)]
+
+
+def per_seed(rows: list[dict[str, Any]], value: str | Callable[[dict], float | None],
+             where: Callable[[dict], bool] = lambda r: True, key: str = SEED) -> dict[str, float | None]:
+    """``{seed: value}`` over the rows that ``where`` selects (one row per seed; or per ``key``, e.g. a repeat)."""
+    read = value if callable(value) else (lambda r: r.get(value))
+    return {str(r.get(key, "0")): read(r) for r in rows if where(r)}
+
+
+def seeds_of(rows: list[dict[str, Any]]) -> list[int]:
+    return sorted({int(r.get(SEED, 0)) for r in rows})
+
+
+def mean(values: Iterable[float | None]) -> float | None:
+    vals = finite(values)
+    return sum(vals) / len(vals) if vals else None
+
+
+def median(values: Iterable[float | None]) -> float | None:
+    vals = finite(values)
+    return statistics.median(vals) if vals else None
+
+
+def spread(values: Iterable[float | None], digits: int = 3, unit: str = "") -> str:
+    """``2.531 ± 0.021 (n=3)``; infinite values (a diverged run in a penalty) are counted apart."""
+    values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    inf = sum(1 for v in values if math.isinf(v))
+    vals = finite(values)
+    if not vals:
+        return f"∞ (n={inf})" if inf else "–"
+    m = sum(vals) / len(vals)
+    sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
+    text = f"{_num(m, digits)} ± {_num(sd, digits)}{unit} (n={len(vals)})"
+    return text + (f", +{inf} ∞" if inf else "")
+
+
+def _num(v: float, digits: int) -> str:
+    if v != 0 and (abs(v) < 1e-2 or abs(v) >= 1e4):
+        return f"{v:.{digits - 1}e}"
+    return f"{v:.{digits}f}"
+
+
+def loglog_slope(xs: list[float], ys: list[float | None]) -> float | None:
+    """Least-squares slope of log y against log x (y ~ x^slope); None with fewer than two points."""
+    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True) if x > 0 and y is not None and y > 0
+           and math.isfinite(y)]
+    return _slope(pts)
+
+
+def _slope(pts: list[tuple[float, float]]) -> float | None:
+    if len(pts) < 2:
+        return None
+    mx = sum(p[0] for p in pts) / len(pts)
+    my = sum(p[1] for p in pts) / len(pts)
+    var = sum((p[0] - mx) ** 2 for p in pts)
+    return sum((p[0] - mx) * (p[1] - my) for p in pts) / var if var else None
+
+
+def r_squared(xs: list[float], ys: list[float]) -> float | None:
+    """R² of the least-squares line y = a + b·x."""
+    if len(xs) < 3:
+        return None
+    b = _slope(list(zip(xs, ys, strict=True)))
+    if b is None:
+        return None
+    my, mx = sum(ys) / len(ys), sum(xs) / len(xs)
+    total = sum((y - my) ** 2 for y in ys)
+    resid = sum((y - (my + b * (x - mx))) ** 2 for x, y in zip(xs, ys, strict=True))
+    return 1 - resid / total if total else None
