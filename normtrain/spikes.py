@@ -1,6 +1,6 @@
 """The OLMo-2 spike score of a run, kept on the device every step and read once at the end.
 
-OLMo et al. 2024 ("2 OLMo 2 Furious", §3.1) score training stability as the share of points of a series that lie
+OLMo et al. 2024 ("2 OLMo 2 Furious") score training stability as the share of points of a series that lie
 at least 7 standard deviations from the rolling mean of the previous 1000 points, for the training loss and for
 the gradient norm. Here every step is a point (the batch's loss and the total gradient norm before clipping);
 a point is scored once its window holds ``window`` earlier points, so a run shorter than the window has no score

@@ -35,7 +35,7 @@ class PeriNormBlock(PreNormBlock):
 
 @register_placement("reorder")
 class ReorderedNormBlock(Block):
-    """The OLMo-2 reordered norm (OLMo et al. 2024, "2 OLMo 2 Furious", §3.2.1): the norm moves from the
+    """The OLMo-2 reordered norm (OLMo et al. 2024, "2 OLMo 2 Furious"): the norm moves from the
     sublayer's input to its output; a final norm before the head.
 
         x ← x + N(F(x))

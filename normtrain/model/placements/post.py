@@ -44,7 +44,7 @@ class DeepNormBlock(PostNormBlock):
 
 @register_placement("admin")
 class AdminBlock(PostNormBlock):
-    """Admin (Liu et al. 2020, "Understanding the Difficulty of Training Transformers", §5): Post-LN with the
+    """Admin (Liu et al. 2020, "Understanding the Difficulty of Training Transformers"): Post-LN with the
     shortcut scaled by a learned vector ω_i per sublayer i, set at init from a profiling pass:
 
         x_i = N(ω_i ⊙ x_{i-1} + f_i(x_{i-1})),      ω_i² = Σ_{j<i} Var f_j(x_{j-1})   (f_0: the embedding)
