@@ -46,6 +46,7 @@ class ModelSchema:
     pos: str = "rope"
     bias: bool = False
     emb_std: float = 1.0
+    qk_norm: bool = False  # per-head norm (the configured type) on queries and keys, before RoPE
 
 
 @dataclass
@@ -55,6 +56,8 @@ class NormSchema:
     affine: bool = True
     impl: str = "auto"
     p: float = 0.0625
+    alpha_init: float = 0.5  # dyt: initial α of γ·tanh(α·x) + β
+    depth_scaled: bool = False  # block ℓ's norms multiply their output by 1/√ℓ (LayerNorm Scaling)
 
 
 @dataclass
@@ -62,6 +65,7 @@ class PlacementSchema:
     name: str = MISSING
     alpha: Any = "auto"  # "auto" or a number
     beta: Any = "auto"
+    post_fraction: float | None = None  # mix only (its YAML sets 0.25): Post-LN for the first ⌊f·L⌋ blocks
 
 
 @dataclass
@@ -83,6 +87,8 @@ class OptimSchema:
     schedule: str = "cosine"
     min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio
     grad_clip: float = 1.0  # 0 = off
+    z_loss: float = 0.0  # coefficient of mean(log² Z) added to the loss; 0 = off
+    independent_wd: bool = False  # per-step decay weight_decay × lr_t/lr (not lr_t × weight_decay)
 
 
 @dataclass
@@ -114,6 +120,11 @@ class MonitorSchema:
     output_change: bool = True  # update/output_change on a fixed probe batch
     output_kl: bool = False  # update/output_kl = KL(p_θ0 ‖ p_θt) of the output distributions on the probe batch
     probe_batch: int = 4  # sequences in the probe batch
+    attn_logit_max: bool = True  # attn_logit_max/layer_i (shares attn_entropy's explicit logits)
+    output_log_z: bool = True  # output/log_z: mean log-partition of the output softmax
+    output_logit_max: bool = True  # output/logit_max
+    spike_score: bool = True  # OLMo-2 spike score of loss and grad norm in summary.json
+    spike_window: int = 1000  # rolling window (steps) of the spike score
 
 
 @dataclass
@@ -262,6 +273,27 @@ def _model_problems(cfg: DictConfig) -> list[str]:
         users = sorted(k for k, c in PLACEMENTS.items() if c.uses_alpha)
         p.append(f"placement.alpha={pl.alpha}: α scales the shortcut before the norm, which only "
                  f"{', '.join(users)} have; use 'auto' with placement={pl.name}")
+    return p + _catalog_problems(m, n, pl)
+
+
+def _catalog_problems(m: DictConfig, n: DictConfig, pl: DictConfig) -> list[str]:
+    """The keys of the newer norms, placements and stabilizers, alone and against each other."""
+    p: list[str] = []
+    _number("norm.alpha_init", n.alpha_init, n.alpha_init > 0, "DyT's initial α must be a finite number > 0", p)
+    if pl.post_fraction is not None:
+        _number("placement.post_fraction", pl.post_fraction, 0 <= pl.post_fraction <= 1,
+                "the share of Post-LN blocks must lie in [0, 1]", p)
+        if pl.name != "mix":
+            p.append(f"placement.post_fraction={pl.post_fraction} applies to placement=mix only, not "
+                     f"placement={pl.name}")
+    if m.qk_norm and n.name in NORMS and not NORMS[n.name].per_token:
+        per_token = sorted(k for k, c in NORMS.items() if c.per_token)
+        p.append(f"model.qk_norm=true normalizes each token's query and key, which norm={n.name} cannot (its "
+                 f"statistics mix positions); allowed: {', '.join(per_token)}")
+    if n.depth_scaled and pl.name in PLACEMENTS and not PLACEMENTS[pl.name].has_norms:
+        normed = sorted(k for k, c in PLACEMENTS.items() if c.has_norms)
+        p.append(f"norm.depth_scaled=true: placement={pl.name} holds no norm to scale; placements with norms: "
+                 f"{', '.join(normed)}")
     return p
 
 
@@ -278,6 +310,8 @@ def _optim_problems(o: DictConfig) -> list[str]:
     _choice(o.schedule, "optim.schedule", SCHEDULES, p)
     _number("optim.min_lr_ratio", o.min_lr_ratio, 0 <= o.min_lr_ratio <= 1, "must lie in [0, 1]", p)
     _number("optim.grad_clip", o.grad_clip, o.grad_clip >= 0, "must be a finite number >= 0 (0 = off)", p)
+    _number("optim.z_loss", o.z_loss, o.z_loss >= 0, "the z-loss coefficient must be a finite number >= 0 (0 = off)",
+            p)
     return p
 
 
@@ -302,6 +336,8 @@ def _run_problems(t: DictConfig, mon: DictConfig) -> list[str]:
         p.append(f"monitor.every={mon.every}: must be at least 1")
     if mon.probe_batch < 1:
         p.append(f"monitor.probe_batch={mon.probe_batch}: must be at least 1")
+    if mon.spike_window < 2:
+        p.append(f"monitor.spike_window={mon.spike_window}: must be at least 2 (a standard deviation needs two points)")
     _number("monitor.divergence_factor", mon.divergence_factor, mon.divergence_factor > 1,
             "must be a finite number > 1", p)
     return p
@@ -339,8 +375,10 @@ def model_config(cfg: DictConfig) -> GPTConfig:
     return GPTConfig(
         n_layers=m.n_layers, d_model=m.d_model, n_heads=m.n_heads, seq_len=m.seq_len, mlp=m.mlp,
         d_ff=m.d_ff, pos=m.pos, bias=m.bias, emb_std=m.emb_std,
-        norm=NormSpec(name=n.name, eps=n.eps, affine=n.affine, impl=n.impl, p=n.p),
-        placement=pl.name, alpha=scale(pl.alpha), beta=scale(pl.beta),
+        norm=NormSpec(name=n.name, eps=n.eps, affine=n.affine, impl=n.impl, p=n.p, alpha_init=n.alpha_init,
+                      depth_scaled=n.depth_scaled),
+        placement=pl.name, alpha=scale(pl.alpha), beta=scale(pl.beta), qk_norm=m.qk_norm,
+        post_fraction=GPTConfig.post_fraction if pl.post_fraction is None else pl.post_fraction,
     )
 
 

@@ -9,10 +9,14 @@ Metrics (i counts blocks from 0):
   act_mean/layer_i, act_std/layer_i    statistics of block i's output over batch, positions, features
   resid_norm/layer_i                   mean per-token L2 norm of the residual stream entering block i
   attn_entropy/layer_i                 mean attention entropy (nats) on the batch's first sequence
+  attn_logit_max/layer_i               max attention logit q·k/√d_head on that sequence (same explicit logits)
   update/layer_i                       ‖Δθ‖/‖θ‖ of block i's parameters for this step's update
   update/output_change                 ‖F(x,θ_t) − F(x,θ_0)‖ per token on a fixed probe batch (DeepNet Fig. 4)
   update/output_kl                     KL(p_θ0 ‖ p_θt) per token of the output distributions on that batch: the
                                        model update without the saturation of a normalized F (bounded by ≈ √2‖F‖)
+  output/log_z, output/logit_max       mean log-partition and max of the output logits over the batch
+  train/z_loss                         mean(log² Z) of the batch, without its coefficient (when optim.z_loss > 0)
+Every step, on the device: the divergence flag and the spike score (normtrain/spikes.py, read for the summary).
 """
 
 from __future__ import annotations
@@ -23,10 +27,15 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+from normtrain.spikes import SpikeScore
+from normtrain.zloss import log_partition
+
 PREFIXES = {"grad_layer": "grad_norm", "act_mean": "act_mean", "act_std": "act_std", "resid_norm": "resid_norm",
-            "attn_entropy": "attn_entropy", "update_layer": "update"}
+            "attn_entropy": "attn_entropy", "update_layer": "update", "attn_logit_max": "attn_logit_max"}
 SCALARS = {"loss": "train/loss", "grad_total": "grad_norm/total", "output_change": "update/output_change",
-           "output_kl": "update/output_kl"}
+           "output_kl": "update/output_kl", "log_z": "output/log_z", "logit_max": "output/logit_max",
+           "z_loss": "train/z_loss"}
+MAXIMA = ("attn_logit_max", "logit_max")  # reduced across ranks by max; every other value by mean
 
 
 class DivergenceGuard:
@@ -83,12 +92,16 @@ class Monitor:
                  divergence_factor: float, *, grad_norms: bool = True, activations: bool = True,
                  attn_entropy: bool = True, update_ratio: bool = True,
                  probe: Callable[[], dict[str, torch.Tensor]] | None = None,
-                 all_reduce: Callable[[torch.Tensor, str], torch.Tensor] | None = None):
+                 all_reduce: Callable[[torch.Tensor, str], torch.Tensor] | None = None,
+                 attn_logit_max: bool = True, output_log_z: bool = True, output_logit_max: bool = True,
+                 spike_window: int | None = 1000):
         self.blocks, self.params, self.every = list(blocks), list(params), every
         self.grad_norms, self.activations = grad_norms, activations
         self.attn_entropy, self.update_ratio = attn_entropy, update_ratio
+        self.attn_logit_max, self.output_log_z, self.output_logit_max = attn_logit_max, output_log_z, output_logit_max
         device = self.params[0].device
         self.guard = DivergenceGuard(divergence_factor, device)
+        self.spikes = SpikeScore(spike_window, device) if spike_window else None
         # block index of every parameter (-1: embeddings, head, final norm), for one index_add per read
         owner = {id(p): i for i, b in enumerate(self.blocks) for p in b.parameters()}
         self.layer_of = torch.tensor([owner.get(id(p), -1) for p in self.params], device=device)
@@ -101,9 +114,10 @@ class Monitor:
         self._before_update: list[torch.Tensor] | None = None
 
     def state_dict(self) -> dict:
-        """The reference values a resumed run needs: the first loss and F(x, θ_0)."""
+        """The reference values a resumed run needs: the first loss and F(x, θ_0); the spike score's windows."""
         return {"first_loss": self.guard.first, "probe_start": self.probe_start.get("hidden"),
-                "probe_logp_start": self.probe_start.get("logp"), "diverged_at": self.guard.diverged_at}
+                "probe_logp_start": self.probe_start.get("logp"), "diverged_at": self.guard.diverged_at,
+                "spikes": self.spikes.state_dict() if self.spikes else None}
 
     def load_state_dict(self, state: dict) -> None:
         device = self.guard.diverged_at.device
@@ -113,6 +127,19 @@ class Monitor:
             saved = {"hidden": state["probe_start"], "logp": state.get("probe_logp_start")}
             self.probe_start.update({k: v.to(device) for k, v in saved.items()
                                      if v is not None and k in self.probe_start})
+        if self.spikes is not None and state.get("spikes") is not None:  # none in older checkpoints: start afresh
+            self.spikes.load_state_dict(state["spikes"])
+
+    def take_reference(self) -> None:
+        """F(x, θ_0) again, for a model whose θ_0 changed after the monitor was built (a data-dependent init)."""
+        if self.probe is not None:
+            self.probe_start = self.probe()
+
+    def spike_summary(self) -> dict[str, float | int | None]:
+        """The spike score for the summary (one host transfer); None values when switched off."""
+        if self.spikes is None:
+            return {"spike_score": None, "spike_score_loss": None, "spike_score_grad_norm": None, "spike_points": None}
+        return self.spikes.summary()
 
     def is_log_step(self, step: int) -> bool:
         return step % self.every == 0
@@ -123,10 +150,12 @@ class Monitor:
         attention entropy."""
         if self.probe is not None and self.is_log_step(step):
             self._probe_update()
-        if not ((self.activations or self.attn_entropy) and self.is_log_step(step)):
+        attention = self.attn_entropy or self.attn_logit_max
+        if not ((self.activations or attention) and self.is_log_step(step)):
             yield
             return
-        rec: dict[str, list[torch.Tensor]] = {"act_mean": [], "act_std": [], "resid_norm": [], "attn_entropy": []}
+        rec: dict[str, list[torch.Tensor]] = {"act_mean": [], "act_std": [], "resid_norm": [], "attn_entropy": [],
+                                              "attn_logit_max": []}
 
         def block_input(_module, args):
             rec["resid_norm"].append(args[0].detach().float().norm(dim=-1).mean())
@@ -137,13 +166,16 @@ class Monitor:
             rec["act_std"].append(out.std())
 
         def attn_input(module, args):
-            rec["attn_entropy"].append(module.entropy(args[0][:1].detach()))
+            entropy, logit_max = module.logit_stats(args[0][:1].detach())  # one explicit T×T pass for both
+            for name, value in (("attn_entropy", entropy), ("attn_logit_max", logit_max)):
+                if getattr(self, name):
+                    rec[name].append(value)
 
         handles = []
         for b in self.blocks:
             if self.activations:
                 handles += [b.register_forward_pre_hook(block_input), b.register_forward_hook(block_output)]
-            if self.attn_entropy and hasattr(b, "attn"):
+            if attention and hasattr(b, "attn"):
                 handles.append(b.attn.register_forward_pre_hook(attn_input))
         try:
             yield
@@ -165,9 +197,11 @@ class Monitor:
             self._values["output_kl"] = kl.reshape(1)
 
     def after_backward(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor | None = None) -> None:
-        """Divergence check every step (loss and total gradient norm); on log steps the gradients and a
-        parameter snapshot."""
+        """Divergence check and spike score every step (loss and total gradient norm); on log steps the
+        gradients and a parameter snapshot."""
         self.guard.observe(step, loss, grad_norm)
+        if self.spikes is not None:
+            self.spikes.observe(loss, grad_norm)
         if not self.is_log_step(step):
             return
         self._values["loss"] = loss.detach().float().reshape(1)
@@ -177,6 +211,21 @@ class Monitor:
             self._values["grad_layer"], self._values["grad_total"] = norms[:-1], norms[-1:]
         if self.update_ratio:
             self._before_update = [_local(p.detach()).clone() for p in self.params]
+
+    def observe_output(self, step: int, logits: torch.Tensor, log_z: torch.Tensor | None = None,
+                       z_loss: torch.Tensor | None = None) -> None:
+        """On log steps: the output logits' mean log-partition and max over the batch, and the z-loss term.
+        ``log_z`` (B, T) is reused when the loss already computed it (z-loss on)."""
+        if not self.is_log_step(step):
+            return
+        with torch.no_grad():
+            if self.output_log_z:
+                log_z = log_partition(logits.detach()) if log_z is None else log_z.detach()
+                self._values["log_z"] = log_z.mean().reshape(1)
+            if self.output_logit_max:
+                self._values["logit_max"] = logits.detach().amax().float().reshape(1)
+            if z_loss is not None:
+                self._values["z_loss"] = z_loss.detach().float().reshape(1)
 
     def after_update(self, step: int) -> None:
         """On log steps: ‖Δθ‖/‖θ‖ per block for the update just taken."""
@@ -211,8 +260,12 @@ class Monitor:
         names = list(self._values)
         diverged = self._first_divergence()
         if self.all_reduce is not None and names:
-            reduced = self.all_reduce(torch.cat([self._values[n].reshape(-1) for n in names]), "mean")
-            self._values = dict(zip(names, reduced.split([self._values[n].numel() for n in names]), strict=True))
+            for op in ("mean", "max"):
+                group = [n for n in names if (n in MAXIMA) == (op == "max")]
+                if group:
+                    reduced = self.all_reduce(torch.cat([self._values[n].reshape(-1) for n in group]), op)
+                    sizes = [self._values[n].numel() for n in group]
+                    self._values.update(zip(group, reduced.split(sizes), strict=True))
         values = torch.cat([self._values[n].reshape(-1) for n in names] + [diverged]).tolist()
         metrics: dict[str, float] = {}
         offset = 0

@@ -1,8 +1,10 @@
-"""Norm layers, swappable behind one name (``norm=layernorm|rmsnorm|prmsnorm``).
+"""Norm layers, swappable behind one name (``norm=layernorm|rmsnorm|prmsnorm|dyt``).
 
 Every norm can also fuse the residual add that precedes it (``add_norm``): the blocks in
 ``normtrain.model.placements`` call it so that RMSNorm on CUDA runs add + norm in one Triton pass.
 Adding a norm means one class here (registered with ``@register_norm``) and one YAML in ``configs/norm/``.
+``build_norm`` is the one factory: given a block's depth ℓ it also applies the depth scaling of any norm
+(``norm.depth_scaled``, ``DepthScaled``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ class NormSpec:
     affine: bool = True
     impl: str = "auto"  # auto | torch | triton (RMS norms only)
     p: float = 0.0625  # prmsnorm: fraction of features the RMS is estimated from
+    alpha_init: float = 0.5  # dyt: initial α of tanh(α·x)
+    depth_scaled: bool = False  # the norms of block ℓ (from 1) multiply their output by 1/√ℓ
 
 
 NORMS: dict[str, type[Norm]] = {}
@@ -40,10 +44,14 @@ def register_norm(name: str):
     return wrap
 
 
-def build_norm(spec: NormSpec, dim: int) -> Norm:
+def build_norm(spec: NormSpec, dim: int, layer: int | None = None) -> Norm:
+    """The norm ``spec`` names, over ``dim`` features. ``layer`` is the depth ℓ (from 1) of the block that owns
+    it, None for norms outside the blocks (the final norm, QK-norm): with ``spec.depth_scaled`` a block's norm
+    is wrapped in ``DepthScaled``."""
     if spec.name not in NORMS:
         raise ValueError(f"unknown norm {spec.name!r}; allowed: {', '.join(sorted(NORMS))}")
-    return NORMS[spec.name](dim, spec)
+    norm = NORMS[spec.name](dim, spec)
+    return DepthScaled(norm, layer) if spec.depth_scaled and layer is not None else norm
 
 
 class Norm(nn.Module):
@@ -51,6 +59,7 @@ class Norm(nn.Module):
 
     name = "norm"
     supports_triton = False
+    per_token = True  # statistics from each token alone (not across the batch): usable as QK-norm
 
     def add_norm(self, x: torch.Tensor, residual: torch.Tensor, alpha: float = 1.0):
         """Return ``(N(alpha * residual + x), alpha * residual + x)``."""
@@ -110,9 +119,56 @@ class BatchNorm(Norm):
     meets different (running) statistics at evaluation; padding and small batches skew them further.
     """
 
+    per_token = False
+
     def __init__(self, dim: int, spec: NormSpec):
         super().__init__()
         self.bn = nn.BatchNorm1d(dim, eps=spec.eps, affine=spec.affine)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.bn(x.reshape(-1, x.shape[-1])).reshape(x.shape)
+
+
+@register_norm("dyt")
+class DyT(Norm):
+    """Dynamic Tanh (Zhu et al. 2025, "Transformers without Normalization"): y = γ ⊙ tanh(α·x) + β.
+
+    No statistics at all: a learned scalar α (init ``norm.alpha_init``, the paper's default 0.5) squashes
+    each feature, γ and β are per-feature as in LayerNorm (dropped by ``norm.affine=false``); ``norm.eps`` is
+    unused. For LLaMA-style LLMs the paper found that α's init must shrink with width and differ by place: a
+    larger α in the norm before attention than before the MLP and at the end (0.8 / 0.2 at 7B, down to
+    0.2 / 0.05 at 70B), plus a learned scalar on the embeddings (init √d). Here one α init serves every DyT
+    and no embedding scale is added: set ``norm.alpha_init`` for your width.
+    """
+
+    def __init__(self, dim: int, spec: NormSpec):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.full((1,), float(spec.alpha_init)))  # (1,), not 0-d: FSDP shards dim 0
+        self.weight = nn.Parameter(torch.ones(dim)) if spec.affine else None
+        self.bias = nn.Parameter(torch.zeros(dim)) if spec.affine else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.tanh(self.alpha * x)
+        return y if self.weight is None else torch.addcmul(self.bias, y, self.weight)
+
+
+class DepthScaled(Norm):
+    """A norm whose output is multiplied by 1/√ℓ, ℓ the depth (from 1) of the block that owns it: LayerNorm
+    Scaling (Sun et al. 2025, "The Curse of Depth in Large Language Models"), for any norm.
+
+    The paper scales the two sublayer-input norms of each Pre-LN block and leaves the final norm alone, which
+    is what ``norm.depth_scaled=true`` does with ``placement=pre``. In every other placement all norms a block
+    builds are scaled (Peri-LN's output norms, Sub-LN's inner norms; in Post-LN this scales the residual
+    stream itself), an extension the paper did not test; QK-norm and the final norm never are.
+    """
+
+    def __init__(self, norm: Norm, layer: int):
+        super().__init__()
+        self.inner, self.layer, self.scale = norm, layer, layer**-0.5
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x) * self.scale
+
+    def add_norm(self, x: torch.Tensor, residual: torch.Tensor, alpha: float = 1.0):
+        y, s = self.inner.add_norm(x, residual, alpha)
+        return y * self.scale, s

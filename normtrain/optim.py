@@ -8,11 +8,20 @@ import torch
 from torch import nn
 
 
-def build_optimizer(model: nn.Module, lr: float, betas, eps: float, weight_decay: float) -> torch.optim.AdamW:
-    """Decay 2-D weights (linear and embedding matrices); never norm gains, biases or other vectors."""
+def build_optimizer(model: nn.Module, lr: float, betas, eps: float, weight_decay: float,
+                    independent_wd: bool = False) -> torch.optim.AdamW:
+    """Decay 2-D weights (linear and embedding matrices); never norm gains, biases or other vectors.
+
+    AdamW multiplies each decayed weight by (1 − lr_t · wd) per step, so the decay grows with the learning rate.
+    ``independent_wd`` decouples it (Loshchilov & Hutter 2019; Wortsman et al. 2023, §3.2.2): the per-step
+    factor is (1 − wd · lr_t / lr), where lr is the peak learning rate — the decay follows the schedule's shape
+    but not the size of lr, so ``weight_decay`` is the per-step decay at the peak (Wortsman et al.: 1e-4).
+    Implemented by handing AdamW wd / lr as its coefficient.
+    """
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay / lr if independent_wd
+         else weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
     fused = all(p.is_cuda for p in params)  # one kernel per step on GPU; the foreach path elsewhere

@@ -20,6 +20,10 @@ FIXED = ("model", "norm", "placement", "data", "optim", "train.seed", "train.bat
          "train.eval_windows", "world_size")
 # Inside FIXED groups, keys that only say where things are kept.
 FREE = ("data.cache_dir",)
+# Experiment keys added after the first checkpoints were written, each with the value that reproduces the run
+# as it was before the key existed: a checkpoint whose config lacks the key resumes under that value.
+ADDED = {"model.qk_norm": False, "norm.alpha_init": 0.5, "norm.depth_scaled": False,
+         "placement.post_fraction": None, "optim.z_loss": 0.0, "optim.independent_wd": False}
 
 
 def _plain(value: Any) -> Any:
@@ -37,6 +41,7 @@ def config_changes(old: dict[str, Any], new: dict[str, Any], step: int) -> dict[
     ``train.max_steps`` may not go.
     """
     before, after = flatten(old), flatten(new)
+    before.update({k: v for k, v in ADDED.items() if k not in before and k in after})
     missing = object()
     changes = {k: [_plain(before.get(k)), _plain(after.get(k))] for k in sorted(set(before) | set(after))
                if before.get(k, missing) != after.get(k, missing)}

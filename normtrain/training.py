@@ -53,6 +53,7 @@ from normtrain.optim import build_optimizer, lr_at
 from normtrain.preemption import StopRequested
 from normtrain.resume import config_changes
 from normtrain.run_folder import USER_ERRNOS, RunFolder, write_error
+from normtrain.zloss import log_partition, z_loss
 
 LN2 = math.log(2)
 
@@ -162,6 +163,7 @@ class Trainer:
             if recorded is not None:
                 return recorded
             self.resume()
+            self.init_from_data()
             self.start()
             with self.stop:
                 try:
@@ -194,7 +196,7 @@ class Trainer:
         self.raw = unwrap(self.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = build_optimizer(self.model, cfg.optim.lr, cfg.optim.betas, cfg.optim.eps,
-                                         cfg.optim.weight_decay)
+                                         cfg.optim.weight_decay, cfg.optim.independent_wd)
         self.compiled = torch.compile(self.model) if t.compile else self.model
         self.sampler = BatchSampler(self.corpus.train, t.batch_size, cfg.model.seq_len, t.seed, device=ctx.device,
                                     rank=ctx.rank, world_size=ctx.world_size)
@@ -203,7 +205,10 @@ class Trainer:
                                grad_norms=mon.grad_norms, activations=mon.activations,
                                attn_entropy=mon.attn_entropy, update_ratio=mon.update_ratio,
                                probe=self.probe if mon.output_change else None,
-                               all_reduce=ctx.all_reduce if ctx.enabled else None)
+                               all_reduce=ctx.all_reduce if ctx.enabled else None,
+                               attn_logit_max=mon.attn_logit_max, output_log_z=mon.output_log_z,
+                               output_logit_max=mon.output_logit_max,
+                               spike_window=mon.spike_window if mon.spike_score else None)
         self.flops_per_token = model_flops_per_token(plain)
         self.summary: dict[str, Any] = {
             "status": "running", "steps": 0, "diverged_at_step": None, "final_val_loss": None,
@@ -270,6 +275,18 @@ class Trainer:
             print(f"normtrain: resuming from step {self.steps_done} ({path})"
                   + (f"; changed since the checkpoint:{changed}" if changed else ""), file=sys.stderr)
 
+    def init_from_data(self) -> None:
+        """A data-dependent init (Admin's ω, ``GPT.data_init``) on a fresh run, never on a resumed one (its
+        checkpoint holds the values). It profiles the run's first training batch, drawn from a copy of the
+        sampler (the data order is untouched) as rank 0's share, so every rank sets the same values."""
+        if self.resumes or not self.raw.needs_data_init:
+            return
+        t = self.cfg.train
+        first = BatchSampler(self.corpus.train, t.batch_size, self.cfg.model.seq_len, t.seed, device=self.ctx.device,
+                             world_size=self.ctx.world_size).next_batch()[0]
+        self.raw.data_init(first)
+        self.monitor.take_reference()  # F(x, θ_0) of the model as it starts training
+
     def start(self) -> None:
         """Mark the folder's summary ``running`` (no earlier result stands for this run), open the loggers."""
         t = self.cfg.train
@@ -318,8 +335,8 @@ class Trainer:
         x, y = self.sampler.next_batch()
         forward = self.model if log_step else self.compiled  # diagnostics hook the eager model: no recompiles
         with self.monitor.capture(step), self.autocast():
-            _, loss = forward(x, y)
-        loss.backward()
+            logits, loss = forward(x, y)
+        self.objective(step, logits, loss).backward()
         grads = [p.grad for p in self.params if p.grad is not None]
         grad_norm = torch.nn.utils.get_total_norm(grads)  # before clipping; no host sync
         # FSDP2: a DTensor of partial norms; the guard needs the whole one (clipping takes it as it is)
@@ -332,6 +349,16 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.steps_done, self.in_step = step + 1, False
         self.bar.update(1)
+
+    def objective(self, step: int, logits: torch.Tensor, loss: torch.Tensor) -> torch.Tensor:
+        """What the step minimizes: the cross-entropy ``loss``, plus optim.z_loss × mean(log² Z) when it is on
+        (normtrain/zloss.py). ``train/loss`` stays the cross-entropy, so curves compare across z-loss settings;
+        the term is logged as ``train/z_loss``. The monitor's output diagnostics reuse log Z."""
+        coef = self.cfg.optim.z_loss
+        log_z = log_partition(logits) if coef > 0 else None
+        z = z_loss(log_z) if log_z is not None else None
+        self.monitor.observe_output(step, logits, log_z, z)
+        return loss if z is None else loss + coef * z
 
     def log(self, step: int, row: dict[str, Any], lr: float) -> bool:
         """Write the row of a log or eval step; True when the run has diverged."""
@@ -417,6 +444,8 @@ class Trainer:
                             last_finite_val_loss=finite[-1] if finite else None,
                             best_val_loss=min(finite) if finite else None,
                             wall_time_s=round(time.time() - self.started, 3))
+        if self.summary["status"] != "failed":  # a failed device may not answer; the record stays readable
+            self.summary.update(self.monitor.spike_summary())
 
     # --- helpers the phases share
     def autocast(self):

@@ -21,7 +21,8 @@ import torch
 
 import normtrain
 
-SWITCHES = ("grad_norms", "activations", "attn_entropy", "update_ratio", "output_change")
+SWITCHES = ("grad_norms", "activations", "attn_entropy", "update_ratio", "output_change", "attn_logit_max",
+            "output_log_z", "output_logit_max", "spike_score")
 
 
 def throughput(overrides: list[str], run_dir: Path) -> float:

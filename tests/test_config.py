@@ -76,7 +76,7 @@ def test_all_problems_are_reported_together():
         validate(cfg)
     text = str(err.value)
     assert len(err.value.problems) == 6
-    for needle in ["norm.name='groupnorm' is not known; allowed: batchnorm, layernorm, prmsnorm, rmsnorm",
+    for needle in ["norm.name='groupnorm' is not known; allowed: batchnorm, dyt, layernorm, prmsnorm, rmsnorm",
                    "model.n_heads=3 does not divide model.d_model=128", "model.n_layers=0",
                    "optim.lr=-0.1", "/no/such/corpus", "placement.beta"]:
         assert needle in text
@@ -163,7 +163,8 @@ def float_keys() -> list[str]:
 
 def test_the_float_keys_are_known():
     assert {"model.emb_std", "norm.eps", "norm.p", "optim.lr", "optim.eps", "optim.weight_decay",
-            "optim.min_lr_ratio", "optim.grad_clip", "monitor.divergence_factor", "data.val_fraction"} == set(
+            "optim.min_lr_ratio", "optim.grad_clip", "monitor.divergence_factor", "data.val_fraction",
+            "norm.alpha_init", "optim.z_loss"} == set(
         float_keys())
 
 

@@ -102,3 +102,50 @@ def test_update_diagnostics_start_at_zero_and_grow():
             assert 0 < r[f"attn_entropy/layer_{i}"] <= math.log(8) + 1e-6
     # the residual stream entering block 0 is the embedding output
     assert math.isclose(rows[0]["resid_norm/layer_0"], emb_norm, rel_tol=1e-5)
+
+
+def test_attention_and_output_logit_diagnostics_match_an_explicit_computation():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layers=2, d_model=16, n_heads=2, seq_len=8, pos="rope", qk_norm=True))
+    params = list(model.parameters())
+    monitor = Monitor(model.blocks, params, every=1, divergence_factor=3.0)
+    x = torch.randint(0, 256, (3, 8))
+    inputs = []
+    hooks = [b.attn.register_forward_pre_hook(lambda m, a: inputs.append(a[0].detach())) for b in model.blocks]
+    with monitor.capture(0):
+        logits, loss = model(x, x)
+    monitor.observe_output(0, logits)
+    loss.backward()
+    monitor.after_backward(0, loss)
+    for h in hooks:
+        h.remove()
+    metrics, _ = monitor.read()
+    causal = torch.ones(8, 8, dtype=torch.bool).tril()
+    for i, block in enumerate(model.blocks):
+        q, k = block.attn._qk(inputs[i][:1])  # the batch's first sequence, as attn_entropy
+        scores = (q @ k.transpose(-1, -2)) / (16 // 2) ** 0.5
+        expected = max(scores[0, h][causal].max().item() for h in range(2))
+        assert math.isclose(metrics[f"attn_logit_max/layer_{i}"], expected, rel_tol=1e-5)
+        assert math.isclose(metrics[f"attn_entropy/layer_{i}"], block.attn.entropy(inputs[i][:1]).item(), rel_tol=1e-6)
+    log_z = torch.log(torch.exp(logits.double()).sum(-1))
+    assert math.isclose(metrics["output/log_z"], log_z.mean().item(), rel_tol=1e-5)
+    assert metrics["output/logit_max"] == logits.max().item()
+    assert "train/z_loss" not in metrics
+
+
+def test_each_new_diagnostic_has_its_switch():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layers=2, d_model=16, n_heads=2, seq_len=8))
+    monitor = Monitor(model.blocks, list(model.parameters()), every=1, divergence_factor=3.0, attn_entropy=False,
+                      activations=False, attn_logit_max=True, output_log_z=False, output_logit_max=False)
+    x = torch.randint(0, 256, (2, 8))
+    with monitor.capture(0):
+        logits, loss = model(x, x)
+    monitor.observe_output(0, logits, z_loss=torch.tensor(2.0))
+    metrics, _ = monitor.read()
+    assert sorted(metrics) == ["attn_logit_max/layer_0", "attn_logit_max/layer_1", "train/z_loss"]
+    monitor.attn_logit_max = False
+    with monitor.capture(0):
+        logits, loss = model(x, x)
+    assert monitor.read()[0] == {}
+    assert not model.blocks[0].attn._forward_pre_hooks

@@ -73,7 +73,7 @@ def test_rmsnorm_zero_rows_stay_finite():
 
 
 def test_unknown_norm_lists_allowed():
-    with pytest.raises(ValueError, match="allowed: batchnorm, layernorm, prmsnorm, rmsnorm"):
+    with pytest.raises(ValueError, match="allowed: batchnorm, dyt, layernorm, prmsnorm, rmsnorm"):
         build_norm(NormSpec("groupnorm"), 8)
 
 
@@ -88,3 +88,34 @@ def test_batchnorm_normalizes_over_batch_and_positions_and_leaks_the_future():
     assert not torch.allclose(norm(x)[:, :-1], norm(changed)[:, :-1])  # training mode: earlier outputs move
     norm.eval()  # running statistics: each position depends on itself only
     torch.testing.assert_close(norm(x)[:, :-1], norm(changed)[:, :-1])
+
+
+def test_dyt_is_gamma_tanh_alpha_x_plus_beta():
+    d = 24
+    norm = build_norm(NormSpec("dyt", alpha_init=0.5), d)
+    assert norm.alpha.shape == (1,) and norm.alpha.item() == 0.5  # the paper's default init
+    assert torch.equal(norm.weight, torch.ones(d)) and torch.equal(norm.bias, torch.zeros(d))
+    x = torch.randn(3, 7, d) * 4
+    torch.testing.assert_close(norm(x), torch.tanh(0.5 * x))
+    randomize(norm)
+    expected = norm.weight * torch.tanh(norm.alpha * x) + norm.bias
+    torch.testing.assert_close(norm(x), expected)
+    assert norm(x * 1e6).abs().max() <= (norm.weight.abs() + norm.bias.abs()).max() + 1e-5  # squashed, not scaled
+    bare = build_norm(NormSpec("dyt", alpha_init=2.0, affine=False), d)
+    assert [n for n, _ in bare.named_parameters()] == ["alpha"]
+    torch.testing.assert_close(bare(x), torch.tanh(2.0 * x))
+
+
+@pytest.mark.parametrize("name", ["layernorm", "rmsnorm", "dyt"])
+def test_depth_scaled_norm_divides_by_sqrt_of_the_blocks_depth(name):
+    spec = NormSpec(name, depth_scaled=True)
+    x, r = torch.randn(3, 32), torch.randn(3, 32)
+    assert type(build_norm(spec, 32)) is NORMS[name]  # no depth (final norm, QK-norm): not scaled
+    for layer in (1, 4, 9):
+        norm = randomize(build_norm(spec, 32, layer=layer))
+        assert norm.scale == pytest.approx(layer**-0.5)
+        torch.testing.assert_close(norm(x), norm.inner(x) / math.sqrt(layer))
+        y, s = norm.add_norm(x, residual=r, alpha=2.0)
+        torch.testing.assert_close(s, 2.0 * r + x)
+        torch.testing.assert_close(y, norm.inner(2.0 * r + x) / math.sqrt(layer))
+    assert type(build_norm(NormSpec(name), 32, layer=4)) is NORMS[name]  # the switch is off by default

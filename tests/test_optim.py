@@ -50,3 +50,25 @@ def test_optimizer_steps():
         opt.step()
         opt.zero_grad()
     assert model(x, x)[1].item() < before
+
+
+@pytest.mark.parametrize("independent", [False, True])
+def test_weight_decay_per_step_follows_its_formula(independent):
+    """With zero gradients Adam's update is 0, so one step only decays: w ← w·(1 − lr_t·wd) (AdamW), or
+    w ← w·(1 − wd·lr_t/lr) with independent_wd (Wortsman et al. 2023, §3.2.2)."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layers=1, d_model=16, n_heads=2, seq_len=8))
+    peak, wd = 3e-3, 0.1
+    opt = build_optimizer(model, peak, (0.9, 0.95), 1e-8, wd, independent_wd=independent)
+    lr_t = lr_at(2, lr=peak, warmup_steps=10, max_steps=100, schedule="cosine")  # mid warm-up: 0.3 × peak
+    for group in opt.param_groups:
+        group["lr"] = lr_t
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    factor = 1 - (wd * lr_t / peak if independent else lr_t * wd)
+    for name, p in model.named_parameters():
+        expected = before[name] * factor if p.dim() >= 2 else before[name]
+        torch.testing.assert_close(p.detach(), expected, rtol=1e-6, atol=0)
+    assert factor == pytest.approx(0.97 if independent else 1 - 9e-5)  # lr_t = 9e-4

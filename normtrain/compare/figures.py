@@ -25,6 +25,7 @@ LAYER_STATS = (
     ("act_mean", "activation mean (block output)", False),
     ("resid_norm", "residual-stream norm entering the block", True),
     ("attn_entropy", "attention entropy (nats)", False),
+    ("attn_logit_max", "max attention logit q·k/√d", False),
 )
 CHOSEN_STEPS = ("first logged step", "middle logged step", "last logged step")  # the columns of activations.png
 TITLE_CHARS, LEGEND_CHARS = 60, 80  # the most of a run label shown in a heatmap's title, in a legend entry
@@ -280,9 +281,9 @@ def _edges(steps: np.ndarray) -> np.ndarray:
 
 
 def activations(runs: Sequence[Run], cols: Sequence, path: Path) -> list[str]:
-    """Per-layer statistics (what was recorded of output std and mean, residual-stream norm and attention
-    entropy) against layer: one row of panels per statistic, one column per chosen step (each run's first,
-    middle and last logged step with finite values), one line per run."""
+    """Per-layer statistics (what was recorded of output std and mean, residual-stream norm, attention
+    entropy and max attention logit) against layer: one row of panels per statistic, one column per chosen
+    step (each run's first, middle and last logged step with finite values), one line per run."""
     recorded = [s for s in LAYER_STATS if any(r.layer_keys(s[0]) for r in runs)]
     missing = [f"{stat[0]}/layer_i" for stat in LAYER_STATS if stat not in recorded]
     if not recorded:

@@ -1,8 +1,22 @@
 """The decoder-only transformer; importable with torch alone (no Hydra, W&B or datasets)."""
 
 from normtrain.model.gpt import GPT, GPTConfig
-from normtrain.model.placements import PLACEMENTS, Block, DeepNormBlock, PostNormBlock, PreNormBlock
+from normtrain.model.placements import (
+    PLACEMENTS,
+    AdminBlock,
+    Block,
+    DeepNormBlock,
+    MixNormBlock,
+    NoNormBlock,
+    PeriNormBlock,
+    PostNormBlock,
+    PreNormBlock,
+    ReorderedNormBlock,
+    ReZeroBlock,
+    SubLNBlock,
+)
 from normtrain.norms import NORMS, NormSpec
 
 __all__ = ["GPT", "GPTConfig", "PLACEMENTS", "NORMS", "NormSpec", "Block", "PreNormBlock", "PostNormBlock",
-           "DeepNormBlock"]
+           "DeepNormBlock", "SubLNBlock", "AdminBlock", "PeriNormBlock", "ReorderedNormBlock", "MixNormBlock",
+           "ReZeroBlock", "NoNormBlock"]

@@ -1,7 +1,14 @@
-"""Causal self-attention with optional rotary position embeddings (Su et al. 2021).
+"""Causal self-attention with optional rotary position embeddings (Su et al. 2021) and QK-norm.
 
 q, k, v and the output are separate projections because DeepNorm initializes them differently
 (gain β on v and out, gain 1 on q and k; Wang et al. 2022, Lemma 4.1).
+
+QK-norm (``model.qk_norm``; Dehghani et al. 2023, Wortsman et al. 2023, OLMo-2) normalizes each head's
+query and key over the head's features, with the configured norm type, *before* RoPE: the rotation then
+acts on normalized vectors, so q·k still depends on positions only through their offset. A norm after RoPE
+would rescale the rotated coordinates feature by feature (γ, and LayerNorm's mean), breaking that relative-
+position property. It bounds every attention logit (|q·k|/√d ≤ √d·max γ² for RMSNorm), which is what keeps
+the logits from growing at high learning rates (Wortsman et al. 2023, §3.1.1).
 """
 
 from __future__ import annotations
@@ -9,6 +16,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from normtrain.norms import NormSpec, build_norm
 
 
 class Rotary(nn.Module):
@@ -29,7 +38,14 @@ class Rotary(nn.Module):
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, max_len: int, rope: bool, bias: bool = False):
+    """Multi-head causal self-attention; ``qk_norm`` (a norm spec, or None) adds per-head QK-norm.
+
+    ``inner_norm`` (None unless a placement sets it, e.g. Sub-LN) normalizes the heads' concatenated output
+    before ``out_proj``.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, max_len: int, rope: bool, bias: bool = False,
+                 qk_norm: NormSpec | None = None):
         super().__init__()
         self.n_heads, self.head_dim = n_heads, d_model // n_heads
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -37,13 +53,18 @@ class CausalSelfAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         self.rotary = Rotary(self.head_dim, max_len) if rope else None
+        # one norm over head_dim features, shared by the heads (as in Wortsman et al. and OLMo-core)
+        self.q_norm = build_norm(qk_norm, self.head_dim) if qk_norm is not None else None
+        self.k_norm = build_norm(qk_norm, self.head_dim) if qk_norm is not None else None
+        self.inner_norm: nn.Module | None = None
 
-    def _heads(self, t: torch.Tensor) -> torch.Tensor:
+    def _heads(self, t: torch.Tensor, norm: nn.Module | None = None) -> torch.Tensor:
         B, T, _ = t.shape
-        return t.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+        t = t.view(B, T, self.n_heads, self.head_dim)
+        return (t if norm is None else norm(t)).transpose(1, 2)
 
     def _qk(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        q, k = self._heads(self.q_proj(x)), self._heads(self.k_proj(x))
+        q, k = self._heads(self.q_proj(x), self.q_norm), self._heads(self.k_proj(x), self.k_norm)
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
         return q, k
@@ -51,18 +72,26 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k = self._qk(x)
         y = F.scaled_dot_product_attention(q, k, self._heads(self.v_proj(x)), is_causal=True)
-        return self.out_proj(y.transpose(1, 2).reshape(x.shape))
+        y = y.transpose(1, 2).reshape(x.shape)
+        return self.out_proj(y if self.inner_norm is None else self.inner_norm(y))
 
     @torch.no_grad()
-    def entropy(self, x: torch.Tensor) -> torch.Tensor:
-        """Mean entropy (nats) of the causal attention distributions for input ``x`` (B, T, d).
+    def logit_stats(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean entropy in nats of the causal attention distributions, max attention logit q·k/√d_head) for
+        input ``x`` (B, T, d); the max is over heads and the causal (query, key) pairs only.
 
-        The fused attention kernel never materializes the probabilities, so this recomputes them
-        explicitly: O(B·H·T²) memory, meant for a diagnostic on one sequence every few steps.
+        The fused attention kernel never materializes the logits, so this recomputes them explicitly, once for
+        both statistics: O(B·H·T²) memory, meant for a diagnostic on one sequence every few steps.
         """
         q, k = self._qk(x.float() if x.dtype != torch.float32 else x)
         T = x.shape[1]
         scores = (q.float() @ k.float().transpose(-1, -2)) / self.head_dim**0.5
         causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-        logp = torch.log_softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
-        return -(logp.exp() * logp.masked_fill(~causal, 0.0)).sum(-1).mean()
+        scores = scores.masked_fill(~causal, float("-inf"))
+        logp = torch.log_softmax(scores, dim=-1)
+        entropy = -(logp.exp() * logp.masked_fill(~causal, 0.0)).sum(-1).mean()
+        return entropy, scores.amax()
+
+    def entropy(self, x: torch.Tensor) -> torch.Tensor:
+        """Mean entropy (nats) of the causal attention distributions for input ``x`` (see ``logit_stats``)."""
+        return self.logit_stats(x)[0]

@@ -30,6 +30,8 @@ class GPTConfig:
     placement: str = "pre"
     alpha: float | None = None  # None: the placement's own value for this depth
     beta: float | None = None
+    post_fraction: float = 0.25  # mix: the first ⌊f·L⌋ blocks are Post-LN
+    qk_norm: bool = False  # per-head norm (of the ``norm`` type) on queries and keys, before RoPE
 
     def resolved_scaling(self) -> tuple[float, float]:
         """(α, β) after filling ``None`` with the placement's default for ``n_layers``."""
@@ -51,14 +53,16 @@ class GPT(nn.Module):
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.seq_len, cfg.d_model) if cfg.pos == "learned" else None
         self.blocks = nn.ModuleList(
-            block_cls(
-                CausalSelfAttention(cfg.d_model, cfg.n_heads, cfg.seq_len, rope=cfg.pos == "rope", bias=cfg.bias),
+            block_cls.from_config(
+                cfg, layer,
+                CausalSelfAttention(cfg.d_model, cfg.n_heads, cfg.seq_len, rope=cfg.pos == "rope", bias=cfg.bias,
+                                    qk_norm=cfg.norm if cfg.qk_norm else None),
                 MLPS[cfg.mlp](cfg.d_model, d_ff, bias=cfg.bias),
-                cfg.d_model, cfg.norm, alpha=self.alpha,
+                self.alpha,
             )
-            for _ in range(cfg.n_layers)
+            for layer in range(cfg.n_layers)
         )
-        self.final_norm = build_norm(cfg.norm, cfg.d_model) if block_cls.final_norm else None
+        self.final_norm = build_norm(cfg.norm, cfg.d_model) if self.blocks[-1].final_norm else None
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.init_weights()
 
@@ -99,3 +103,32 @@ class GPT(nn.Module):
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+    @property
+    def needs_data_init(self) -> bool:
+        """Does a block of this model set values from data at init (``data_init``)?"""
+        return any(b.data_dependent for b in self.blocks)
+
+    @torch.no_grad()
+    def data_init(self, idx: torch.Tensor) -> bool:
+        """Data-dependent initialization (Admin's ω): one forward pass on the tokens ``idx`` (B, T) with every
+        block that needs it in its profiling mode, a ``carry`` dict handed from block to block in order; each
+        sets its values after the pass. Returns False (nothing run) when no block needs it.
+
+        Call it once on a fresh model before the first step, never on a resumed one: the values are in the
+        state dict. It runs through ``forward``, so FSDP's hooks gather the parameters as in training.
+        """
+        if not self.needs_data_init:
+            return False
+        blocks = [b for b in self.blocks if b.data_dependent]
+        carry: dict = {}
+        for block in blocks:
+            block.begin_data_init(carry)
+        complete = False
+        try:
+            self(idx, hidden_only=True)
+            complete = True
+        finally:
+            for block in blocks:
+                block.end_data_init(complete)
+        return True

@@ -1,4 +1,8 @@
-"""Feed-forward sublayers. ``down`` is always the matrix that writes back to the residual stream."""
+"""Feed-forward sublayers. ``down`` is always the matrix that writes back to the residual stream.
+
+``inner_norm`` (None unless a placement sets it, e.g. Sub-LN) normalizes the hidden activations, after the
+activation (for SwiGLU after the gated product), right before ``down``.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +18,10 @@ class GeluMLP(nn.Module):
         super().__init__()
         self.up = nn.Linear(d_model, d_ff, bias=bias)
         self.down = nn.Linear(d_ff, d_model, bias=bias)
+        self.inner_norm: nn.Module | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(F.gelu(self.up(x)))
+        return self.down(_inner(self.inner_norm, F.gelu(self.up(x))))
 
 
 class SwiGLU(nn.Module):
@@ -27,9 +32,14 @@ class SwiGLU(nn.Module):
         self.gate = nn.Linear(d_model, d_ff, bias=bias)
         self.up = nn.Linear(d_model, d_ff, bias=bias)
         self.down = nn.Linear(d_ff, d_model, bias=bias)
+        self.inner_norm: nn.Module | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(F.silu(self.gate(x)) * self.up(x))
+        return self.down(_inner(self.inner_norm, F.silu(self.gate(x)) * self.up(x)))
+
+
+def _inner(norm: nn.Module | None, h: torch.Tensor) -> torch.Tensor:
+    return h if norm is None else norm(h)
 
 
 MLPS: dict[str, type[nn.Module]] = {"swiglu": SwiGLU, "gelu": GeluMLP}

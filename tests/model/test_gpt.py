@@ -51,5 +51,6 @@ def test_no_bias_by_default():
 
 
 def test_unknown_placement_lists_allowed():
-    with pytest.raises(ValueError, match="allowed: deepnorm, post, pre"):
+    with pytest.raises(ValueError,
+                       match="allowed: admin, deepnorm, mix, none, peri, post, pre, reorder, rezero, subln"):
         tiny(placement="sandwich")

@@ -1,0 +1,21 @@
+"""Where the norm sits: one block class per placement, each the formula from its paper, one module per family.
+
+  pre.py       pre (Pre-LN), subln (Sub-LN / Magneto)
+  post.py      post (Post-LN), deepnorm (DeepNorm), admin (Admin)
+  peri.py      peri (Peri-LN / Sandwich-LN), reorder (OLMo-2 reordered norm)
+  mix.py       mix (Mix-LN: Post-LN blocks, then Pre-LN blocks)
+  normfree.py  rezero (ReZero), none (no norm)
+
+Adding a placement means one class (``@register_placement``) and one YAML in ``configs/placement/``.
+"""
+
+from normtrain.model.placements.base import PLACEMENTS, Block, register_placement
+from normtrain.model.placements.mix import MixNormBlock
+from normtrain.model.placements.normfree import NoNormBlock, NormFreeBlock, ReZeroBlock
+from normtrain.model.placements.peri import PeriNormBlock, ReorderedNormBlock
+from normtrain.model.placements.post import AdminBlock, DeepNormBlock, PostNormBlock
+from normtrain.model.placements.pre import PreNormBlock, SubLNBlock
+
+__all__ = ["PLACEMENTS", "Block", "register_placement", "PreNormBlock", "SubLNBlock", "PostNormBlock",
+           "DeepNormBlock", "AdminBlock", "PeriNormBlock", "ReorderedNormBlock", "MixNormBlock", "ReZeroBlock",
+           "NoNormBlock", "NormFreeBlock"]

@@ -1,0 +1,92 @@
+"""The placement registry and the parts every block shares (attention, MLP, norms, init).
+
+x is the residual stream, F the attention or MLP sublayer, N a norm, α the shortcut scale.
+Every block initializes its own weights (``init_weights``), so no two layers share values.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import torch
+from torch import nn
+
+from normtrain.model.attention import CausalSelfAttention
+from normtrain.norms import Norm, NormSpec, build_norm
+
+if TYPE_CHECKING:
+    from normtrain.model.gpt import GPTConfig
+
+PLACEMENTS: dict[str, type[Block]] = {}
+
+
+def register_placement(name: str):
+    def wrap(cls: type[Block]) -> type[Block]:
+        cls.name = name
+        PLACEMENTS[name] = cls
+        return cls
+
+    return wrap
+
+
+class Block(nn.Module):
+    """Parts shared by every placement: attention, MLP, the norms (``build_norms``) and the shortcut scale α.
+
+    ``layer`` counts blocks from 0; the block's depth ℓ = layer + 1 reaches its norms (``make_norm``), which
+    is what ``norm.depth_scaled`` reads.
+    """
+
+    name: ClassVar[str] = "block"
+    final_norm: ClassVar[bool] = False  # does a model ending in this block need a norm before the LM head?
+    uses_alpha: ClassVar[bool] = True  # does α (shortcut scale) appear in the formula?
+    has_norms: ClassVar[bool] = True  # does the block hold any norm (``norm.depth_scaled`` needs one)?
+    data_dependent: ClassVar[bool] = False  # does it need ``GPT.data_init`` before the first step?
+
+    def __init__(self, attn: CausalSelfAttention, mlp: nn.Module, d_model: int, norm: NormSpec,
+                 alpha: float = 1.0, *, layer: int = 0):
+        super().__init__()
+        self.attn, self.mlp = attn, mlp
+        self.layer = layer
+        self.build_norms(norm, d_model)
+        self.alpha = float(alpha)
+
+    @classmethod
+    def from_config(cls, cfg: GPTConfig, layer: int, attn: CausalSelfAttention, mlp: nn.Module,
+                    alpha: float) -> Block:
+        """Block ``layer`` (from 0) of the model ``cfg`` describes, around its attention and MLP."""
+        return cls(attn, mlp, cfg.d_model, cfg.norm, alpha=alpha, layer=layer)
+
+    def make_norm(self, spec: NormSpec, dim: int) -> Norm:
+        """One of this block's norms: it knows the block's depth ℓ (for ``norm.depth_scaled``)."""
+        return build_norm(spec, dim, layer=self.layer + 1)
+
+    def build_norms(self, spec: NormSpec, d_model: int) -> None:
+        """N1 and N2, one per sublayer; placements with more (or none) override this."""
+        self.norm1, self.norm2 = self.make_norm(spec, d_model), self.make_norm(spec, d_model)
+
+    @classmethod
+    def scaling(cls, n_layers: int) -> tuple[float, float]:
+        """(α, β) for a decoder of ``n_layers`` blocks when the config says ``auto``."""
+        return 1.0, 1.0
+
+    @torch.no_grad()
+    def init_weights(self, beta: float = 1.0) -> None:
+        """Xavier-normal; gain β on v_proj, out_proj and every MLP matrix, gain 1 on q_proj and k_proj.
+
+        With β = 1 this is the plain Xavier init of the original Transformer (used by Xiong et al. 2020);
+        DeepNorm passes β = (8L)^-¼ (Wang et al. 2022, §4.1): q and k are never scaled.
+        """
+        for proj in (self.attn.q_proj, self.attn.k_proj):
+            nn.init.xavier_normal_(proj.weight, gain=1.0)
+        mlp_matrices = (m for m in self.mlp.children() if isinstance(m, nn.Linear))  # not a Sub-LN norm
+        for proj in (self.attn.v_proj, self.attn.out_proj, *mlp_matrices):
+            nn.init.xavier_normal_(proj.weight, gain=beta)
+        for lin in (m for m in self.modules() if isinstance(m, nn.Linear) and m.bias is not None):
+            nn.init.zeros_(lin.bias)
+
+    def begin_data_init(self, carry: dict) -> None:
+        """Enter the profiling mode of a data-dependent init (``GPT.data_init``); ``carry`` is shared by every
+        block in order. Only blocks with ``data_dependent`` do anything."""
+
+    def end_data_init(self, complete: bool) -> None:
+        """Leave the profiling mode, setting the profiled values if the pass was ``complete``."""

@@ -1,0 +1,84 @@
+"""The keys of the newer placements, norms and stabilizers: they reach the model, nonsense is refused with the
+allowed values, and a resume treats them like the rest of their groups."""
+
+import pytest
+
+import normtrain
+from normtrain.config import to_container, validate
+from normtrain.errors import CheckpointError, ConfigError
+from normtrain.model.placements import PostNormBlock, PreNormBlock
+from normtrain.norms import DepthScaled, DyT
+from normtrain.resume import ADDED, config_changes
+
+
+def test_new_keys_reach_the_model():
+    model = normtrain.build_model(normtrain.compose([
+        "placement=mix", "placement.post_fraction=0.5", "model.n_layers=4", "norm=dyt", "norm.alpha_init=0.2",
+        "norm.depth_scaled=true", "model.qk_norm=true"]))
+    assert [type(b) for b in model.blocks] == [PostNormBlock] * 2 + [PreNormBlock] * 2
+    assert isinstance(model.blocks[3].norm1, DepthScaled) and model.blocks[3].norm1.layer == 4
+    dyt = model.blocks[3].norm1.inner
+    assert isinstance(dyt, DyT) and dyt.alpha.item() == pytest.approx(0.2)
+    assert isinstance(model.blocks[0].attn.q_norm, DyT) and isinstance(model.final_norm, DyT)
+    assert normtrain.compose(["placement=mix"]).placement.post_fraction == 0.25
+    default = normtrain.compose([])
+    assert (default.model.qk_norm, default.norm.depth_scaled, default.optim.z_loss, default.optim.independent_wd,
+            default.placement.post_fraction) == (False, False, 0.0, False, None)
+
+
+@pytest.mark.parametrize("overrides,needle", [
+    (["placement=mix", "placement.post_fraction=1.5"],
+     "placement.post_fraction=1.5: the share of Post-LN blocks must lie in [0, 1]"),
+    (["placement=mix", "placement.post_fraction=nan"], "placement.post_fraction=nan"),
+    (["placement=pre", "placement.post_fraction=0.5"],
+     "placement.post_fraction=0.5 applies to placement=mix only, not placement=pre"),
+    (["norm=batchnorm", "model.qk_norm=true"],
+     "model.qk_norm=true normalizes each token's query and key, which norm=batchnorm cannot (its statistics mix "
+     "positions); allowed: dyt, layernorm, prmsnorm, rmsnorm"),
+    (["placement=rezero", "norm.depth_scaled=true"], "norm.depth_scaled=true: placement=rezero holds no norm to "
+     "scale; placements with norms: admin, deepnorm, mix, peri, post, pre, reorder, subln"),
+    (["norm=dyt", "norm.alpha_init=0"], "norm.alpha_init=0.0: DyT's initial α must be a finite number > 0"),
+    (["optim.z_loss=-1e-4"], "optim.z_loss=-0.0001: the z-loss coefficient must be a finite number >= 0"),
+    (["monitor.spike_window=1"], "monitor.spike_window=1: must be at least 2"),
+    (["placement=admin", "placement.alpha=2"], "α scales the shortcut before the norm, which only deepnorm, post"),
+    (["norm=dyt", "norm.impl=triton"], "norm.impl=triton is only available for prmsnorm, rmsnorm, not dyt"),
+])
+def test_nonsense_is_refused_with_the_allowed_values(overrides, needle):
+    with pytest.raises(ConfigError) as err:
+        validate(normtrain.compose(overrides))
+    assert len(err.value.problems) == 1 and needle in str(err.value), err.value
+
+
+@pytest.mark.parametrize("overrides", [
+    ["placement=mix", "placement.post_fraction=0"], ["placement=mix", "placement.post_fraction=1"],
+    ["placement=none", "norm=dyt", "model.qk_norm=true"], ["norm=prmsnorm", "model.qk_norm=true"],
+    ["optim.z_loss=1e-4", "optim.independent_wd=true", "optim.weight_decay=1e-4"],
+])
+def test_sensible_combinations_are_accepted(overrides):
+    validate(normtrain.compose(overrides))
+
+
+def experiment(overrides):
+    return {**to_container(normtrain.compose(overrides)), "world_size": 1}
+
+
+@pytest.mark.parametrize("change", ["model.qk_norm=true", "norm.depth_scaled=true", "optim.z_loss=1e-4",
+                                    "optim.independent_wd=true", "norm.alpha_init=0.3"])
+def test_a_resume_refuses_a_changed_new_key(change):
+    with pytest.raises(CheckpointError, match=change.split("=")[0]):
+        config_changes(experiment([]), experiment([change]), step=5)
+    mix = experiment(["placement=mix"])
+    with pytest.raises(CheckpointError, match="placement.post_fraction: 0.25 → 0.5"):
+        config_changes(mix, experiment(["placement=mix", "placement.post_fraction=0.5"]), step=5)
+
+
+def test_a_checkpoint_from_before_the_new_keys_resumes_under_their_neutral_values():
+    new = experiment([])
+    old = {group: dict(values) for group, values in new.items() if isinstance(values, dict)}
+    old["world_size"] = 1
+    for key in ADDED:
+        group, name = key.split(".")
+        del old[group][name]
+    assert config_changes(old, new, step=5) == {}  # not a change: the run is the same experiment
+    with pytest.raises(CheckpointError, match=r"model.qk_norm: False → True"):  # as the old run was
+        config_changes(old, experiment(["model.qk_norm=true"]), step=5)

@@ -1,0 +1,101 @@
+"""The newer placements, norms and stabilizers end to end on CPU: every one trains, they compose in a sweep,
+z-loss is logged beside an unchanged cross-entropy, and Admin's data-dependent init runs once, never on resume."""
+
+import json
+import math
+
+import pytest
+import torch
+from test_cli import run_cli
+
+import normtrain
+from normtrain.checkpoint import CKPT_NAME, load_checkpoint
+from normtrain.config import model_config
+from normtrain.data import BatchSampler
+from normtrain.model import GPT
+
+pytestmark = pytest.mark.slow
+
+FAST = ["model.d_model=16", "model.seq_len=16", "train.batch_size=2", "train.eval_batches=1", "train.eval_every=0"]
+
+
+def rows(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("overrides", [
+    ["placement=peri"], ["placement=reorder"], ["placement=mix", "model.n_layers=4"], ["placement=subln"],
+    ["placement=admin"], ["placement=rezero"], ["placement=none"], ["norm=dyt"], ["norm.depth_scaled=true"],
+], ids=lambda o: "-".join(x.split("=")[-1] for x in o))
+def test_each_new_placement_and_norm_trains_50_steps(overrides, tiny, tmp_path):
+    cfg = normtrain.compose([*tiny, *FAST, "train.max_steps=50", "monitor.every=25", "optim.lr=3e-3", *overrides])
+    summary = normtrain.train(cfg, run_dir=tmp_path)
+    assert summary["status"] == "completed" and summary["steps"] == 50
+    logged = rows(tmp_path)
+    assert [r["step"] for r in logged] == [0, 25, 50]
+    assert summary["final_val_loss"] < math.log(256) - 0.5  # it learns (ln 256: the uniform guess; all end < 4.8)
+    for key in ("output/log_z", "output/logit_max", "attn_logit_max/layer_1", "attn_entropy/layer_1"):
+        assert math.isfinite(logged[-2][key]), key
+    assert summary["spike_points"] == 0 and summary["spike_score"] is None  # 50 steps < the 1000-step window
+
+
+def test_z_loss_is_its_own_term_and_leaves_the_cross_entropy_alone(tiny, tmp_path):
+    base = [*tiny, *FAST, "train.max_steps=2", "monitor.every=1"]
+    plain = normtrain.train(normtrain.compose(base), run_dir=tmp_path / "plain")
+    with_z = normtrain.train(normtrain.compose([*base, "optim.z_loss=0.01", "monitor.spike_window=2"]),
+                             run_dir=tmp_path / "z")
+    a, b = rows(tmp_path / "plain"), rows(tmp_path / "z")
+    assert a[0]["train/loss"] == b[0]["train/loss"] and "train/z_loss" not in a[0]  # step 0: same model, batch
+    assert a[1]["train/loss"] != b[1]["train/loss"]  # the z-loss gradient changed the first update
+    cfg = normtrain.compose([*base, "optim.z_loss=0.01"])
+    torch.manual_seed(cfg.train.seed)
+    model = GPT(model_config(cfg))
+    from normtrain.data import load_corpus
+
+    corpus = load_corpus("local_text", cfg.data.path, cfg.data.val_fraction, None, progress=False)
+    x, y = BatchSampler(corpus.train, 2, 16, cfg.train.seed).next_batch()
+    with torch.no_grad():
+        logits, loss = model(x, y)
+    log_z = torch.log(torch.exp(logits.double()).sum(-1))
+    assert b[0]["train/z_loss"] == pytest.approx(log_z.square().mean().item(), rel=1e-5)
+    assert b[0]["output/log_z"] == pytest.approx(log_z.mean().item(), rel=1e-5)
+    assert b[0]["train/loss"] == pytest.approx(loss.item(), rel=1e-6)
+    assert plain["spike_points"] == 0 and with_z["spike_points"] == 0  # 2 steps, window 2: none scored yet
+
+
+def test_admin_profiles_once_before_step_0_and_never_on_resume(tiny, tmp_path, monkeypatch):
+    calls = []
+    original = GPT.data_init
+    monkeypatch.setattr(GPT, "data_init", lambda self, idx: calls.append(idx.clone()) or original(self, idx))
+    overrides = [*tiny, *FAST, "placement=admin", "monitor.every=2"]
+    normtrain.train(normtrain.compose([*overrides, "train.max_steps=4"]), run_dir=tmp_path)
+    assert len(calls) == 1 and calls[0].shape == (2, 16)
+    cfg = normtrain.compose(overrides)
+    first = BatchSampler(normtrain.data.load_corpus("local_text", cfg.data.path, 0.05, None, progress=False).train,
+                         2, 16, 0).next_batch()[0]
+    assert torch.equal(calls[0], first)  # the run's first training batch
+    omega = load_checkpoint(tmp_path / CKPT_NAME)["model"]["blocks.1.omega1"]
+    assert omega.min() > 1.0  # profiled (> 1 after the first sublayer), then trained
+    assert rows(tmp_path)[0]["update/output_change"] == 0.0  # F(x, θ_0) was taken after the profiling
+    resumed = normtrain.train(normtrain.compose([*overrides, "train.max_steps=6"]), run_dir=tmp_path)
+    assert resumed["resumed_from_step"] == 4 and len(calls) == 1  # ω came from the checkpoint
+
+
+def test_sweep_composes_placements_norms_qk_norm_and_z_loss(tiny, tmp_path):
+    sweep = tmp_path / "sweep"
+    proc = run_cli(["-m", *tiny, *FAST, "train.max_steps=4", "monitor.every=2", "placement=peri,admin,subln",
+                    "norm=dyt,layernorm", "model.qk_norm=true", "optim.z_loss=1e-4", "optim.independent_wd=true",
+                    f"hydra.sweep.dir={sweep}"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
+    assert [j.name.split("_", 1)[1] for j in jobs] == [
+        "peri-dyt-L2", "peri-layernorm-L2", "admin-dyt-L2", "admin-layernorm-L2", "subln-dyt-L2",
+        "subln-layernorm-L2"]
+    for job in jobs:
+        summary = json.loads((job / "summary.json").read_text())
+        assert summary["status"] == "completed", job.name
+        assert summary["config"]["model"]["qk_norm"] is True and summary["config"]["optim"]["z_loss"] == 1e-4
+        first = rows(job)[0]
+        assert first["train/z_loss"] > 0 and first["attn_logit_max/layer_1"] <= math.sqrt(8) + 1e-4  # QK-normed
+    subln = json.loads((jobs[4] / "summary.json").read_text())
+    assert subln["beta"] == pytest.approx(math.sqrt(math.log(4)))
