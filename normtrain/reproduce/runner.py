@@ -159,7 +159,7 @@ def train_grid(plan: Plan, keep_checkpoints: bool = False) -> list[tuple[dict[st
         run_dir = plan.run_dir(combo)
         previous = load_run(run_dir) if (run_dir / "summary.json").is_file() else None
         reusable = (not plan.fresh and isinstance(previous, Run) and previous.status in ("completed", "diverged")
-                    and previous.summary.get("config") == to_container(cfg)
+                    and same_run(previous.summary.get("config") or {}, to_container(cfg))
                     and (not keep_checkpoints or (run_dir / "ckpt.pt").is_file()))
         if reusable:
             plan.reused_s += previous.summary.get("wall_time_s") or 0.0
@@ -174,6 +174,26 @@ def train_grid(plan: Plan, keep_checkpoints: bool = False) -> list[tuple[dict[st
             raise RuntimeError(f"{run_dir}: the run left nothing readable ({run})")
         done.append((combo, run))
     return done
+
+
+BOOKKEEPING = ("logger", "data.cache_dir", "train.progress", "train.resume", "train.allow_changes")
+
+
+def same_run(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether a finished run's config describes the run ``new`` asks for, so its result can be reused.
+
+    Keys added to normtrain after the run take their neutral value (``normtrain.resume.ADDED``), where its
+    results stay exactly as they were; where the run is logged (logger, progress, cache) does not matter, and a
+    newer monitor switch the run predates only means a diagnostic it did not log. Everything else must match.
+    """
+    from normtrain.dotted import flatten
+    from normtrain.resume import ADDED
+
+    before, after = flatten(old), flatten(new)
+    before.update({k: v for k, v in ADDED.items() if k not in before and k in after})
+    keys = {k for k in set(before) | set(after) if not any(k == b or k.startswith(f"{b}.") for b in BOOKKEEPING)}
+    keys -= {k for k in set(after) - set(before) if k.startswith("monitor.")}
+    return all(before.get(k) == after.get(k) for k in keys)
 
 
 def validation_batches(cfg: DictConfig) -> list[tuple[Any, Any]]:

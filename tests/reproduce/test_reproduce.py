@@ -147,3 +147,15 @@ def test_index_table_is_rebuilt_between_markers(tmp_path):
     for cell in ("Post-LN degrades with depth", "27.80 BLEU", "0.4 ± 0.1 (n=3)", "LayerNorm", "10.0 min"):
         assert cell in row
     assert "not pre-registered" not in row
+
+
+def test_a_finished_run_is_reused_across_new_neutral_keys_but_not_across_changed_ones():
+    from normtrain.reproduce.runner import same_run
+
+    old = {"model": {"n_layers": 6}, "optim": {"lr": 1e-3}, "monitor": {"every": 10}, "logger": {"name": "wandb"}}
+    new = {"model": {"n_layers": 6, "qk_norm": False}, "optim": {"lr": 1e-3, "z_loss": 0.0},
+           "monitor": {"every": 10, "spike_score": True}, "logger": {"name": "none", "backends": ["csv"]}}
+    assert same_run(old, new)
+    assert not same_run(old, {**new, "model": {"n_layers": 6, "qk_norm": True}})  # a new key, not neutral
+    assert not same_run(old, {**new, "optim": {"lr": 3e-3, "z_loss": 0.0}})
+    assert not same_run(old, {**new, "monitor": {"every": 5, "spike_score": True}})
