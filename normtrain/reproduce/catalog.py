@@ -1,10 +1,11 @@
-"""The seven experiments by name, in the order ``normtrain-reproduce all`` runs them."""
+"""The experiments by name, in the order ``normtrain-reproduce all`` runs them."""
 
 from __future__ import annotations
 
 from normtrain.reproduce.batchnorm_leak import BatchNormLeak
 from normtrain.reproduce.depth import Depth
 from normtrain.reproduce.grad_init import GradInit
+from normtrain.reproduce.lr_sensitivity import LRSensitivity
 from normtrain.reproduce.model_update import ModelUpdate
 from normtrain.reproduce.norm_types import NormTypes
 from normtrain.reproduce.output_change import OutputChange
@@ -12,5 +13,6 @@ from normtrain.reproduce.runner import Experiment
 from normtrain.reproduce.warmup import Warmup
 
 EXPERIMENTS: dict[str, type[Experiment]] = {
-    cls.name: cls for cls in (GradInit, Warmup, ModelUpdate, Depth, OutputChange, NormTypes, BatchNormLeak)
+    cls.name: cls for cls in (GradInit, Warmup, ModelUpdate, Depth, OutputChange, NormTypes, BatchNormLeak,
+                               LRSensitivity)
 }

@@ -83,7 +83,7 @@ def make_plan(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
     command = " ".join([PROG, name, *(["--scale", scale] if scale != "cpu" else []),
                         *(["--seeds", str(seeds)] if seeds else []), *(["--smoke"] if smoke else []), *overrides])
     plan = Plan(name=name, scale=scale, smoke=smoke, base=base, grid=grid, runs_dir=runs_dir, out=Path(out),
-                command=command, fresh=fresh, progress=progress)
+                command=command, fresh=fresh, progress=progress, keep=exp().keeps)
     try:
         validate(plan.compose(plan.combos()[0]))
     except NormtrainError as err:

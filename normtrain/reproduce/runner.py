@@ -26,7 +26,8 @@ SCALES = ("cpu", "gpu")
 SEED_AXIS = "train.seed"
 SMOKE_OVERRIDES = ["train.max_steps=4", "train.eval_every=0", "train.eval_batches=1", "train.eval_windows=8",
                    "monitor.every=2"]
-PLACEMENT_ORDER = ("post", "pre", "deepnorm")  # the order of rows and lines in every table and figure
+PLACEMENT_ORDER = ("post", "pre", "deepnorm", "peri", "reorder", "mix", "subln", "admin", "rezero",
+                   "none")  # the order of rows and lines in every table and figure
 
 
 @dataclass(frozen=True)
@@ -52,10 +53,12 @@ class Plan:
     fresh: bool = False
     progress: bool = True
     reused_s: float = 0.0  # wall time of the runs reused from an earlier invocation (counted in the total)
+    keep: Callable[[dict[str, str]], bool] | None = None  # the experiment's filter on the grid's product
 
     def combos(self) -> list[dict[str, str]]:
         axes = list(self.grid)
-        return [dict(zip(axes, values, strict=True)) for values in itertools.product(*self.grid.values())]
+        every = [dict(zip(axes, values, strict=True)) for values in itertools.product(*self.grid.values())]
+        return [c for c in every if self.keep is None or self.keep(c)]
 
     def overrides(self, combo: dict[str, str]) -> list[str]:
         return [*self.base, *(f"{k}={v}" for k, v in combo.items())]
@@ -107,6 +110,10 @@ class Experiment:
     method: ClassVar[str]  # how we test it, in Markdown
     gpu: ClassVar[Scale] = Scale()
     keep_checkpoints: ClassVar[bool] = False
+
+    def keeps(self, combo: dict[str, str]) -> bool:
+        """Which runs of the grid's full product the experiment runs (a plain ``-m`` sweep runs them all)."""
+        return True
 
     @property
     def registration(self) -> Registration:

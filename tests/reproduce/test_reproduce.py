@@ -159,3 +159,17 @@ def test_a_finished_run_is_reused_across_new_neutral_keys_but_not_across_changed
     assert not same_run(old, {**new, "model": {"n_layers": 6, "qk_norm": True}})  # a new key, not neutral
     assert not same_run(old, {**new, "optim": {"lr": 3e-3, "z_loss": 0.0}})
     assert not same_run(old, {**new, "monitor": {"every": 5, "spike_score": True}})
+
+
+def test_lr_sensitivity_runs_qk_norm_with_pre_ln_only_and_scores_by_the_paper_formula():
+    import math
+    from collections import Counter
+
+    from normtrain.reproduce.lr_sensitivity import sensitivity
+
+    plan = make_plan("lr_sensitivity")
+    variants = Counter((c["placement"], c["model.qk_norm"].lower()) for c in plan.combos())
+    assert variants == {(p, "false"): 42 for p in ("pre", "post", "deepnorm", "peri")} | {("pre", "true"): 42}
+    # E_η[min(ℓ(η), ℓ0) − ℓ*]: a diverged run (∞) and one above ℓ0 both count as ℓ0
+    assert sensitivity({1e-3: 3.0, 1e-2: 2.0, 1e-1: math.inf, 3e-1: 6.0}, l0=5.5) == pytest.approx(
+        (1.0 + 0.0 + 3.5 + 3.5) / 4)
