@@ -40,7 +40,7 @@ from normtrain.checkpoint import (
     save_checkpoint,
     unwrap,
 )
-from normtrain.config import model_config, to_container, validate
+from normtrain.config import model_config, to_container, validate, vocab_size
 from normtrain.data import BatchSampler, eval_batches, load_corpus
 from normtrain.distributed import DistContext, init_distributed, wrap_model
 from normtrain.flops import mfu, model_flops_per_token, peak_flops
@@ -94,7 +94,7 @@ def build_loggers(cfg: DictConfig, run_dir: Path, sweep: str | None, start_step:
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, batches, autocast, ctx: DistContext) -> float:
-    """Mean validation loss (nats per byte) over fixed batches (and over ranks)."""
+    """Mean validation loss (nats per token) over fixed batches (and over ranks)."""
     model.eval()
     total = torch.zeros(1, device=batches[0][0].device)
     for x, y in batches:
@@ -185,7 +185,9 @@ class Trainer:
                 self.corpus = load_corpus(cfg.data.name, cfg.data.path, cfg.data.val_fraction, cfg.data.cache_dir,
                                           progress=t.progress and ctx.is_main)
             ctx.barrier()
-        plain = GPT(model_config(cfg)).to(ctx.device)
+        config = to_container(cfg)  # the record of the run: its vocabulary resolved (a resume must match it)
+        config["model"]["vocab_size"] = vocab_size(cfg, self.corpus.vocab_size)
+        plain = GPT(model_config(cfg, vocab=config["model"]["vocab_size"])).to(ctx.device)
         self.model = wrap_model(plain, ctx, t.strategy)
         self.raw = unwrap(self.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -212,7 +214,7 @@ class Trainer:
             "n_params": plain.num_params(), "alpha": plain.alpha, "beta": plain.beta, "wall_time_s": None,
             "device": str(ctx.device), "world_size": ctx.world_size, "global_batch_size": t.batch_size * ctx.world_size,
             "resumed_from_step": None, "resumes": [], "run_dir": str(self.run_dir), "name": run_label(cfg),
-            "corpus": self.corpus.describe(), "config": to_container(cfg),
+            "corpus": self.corpus.describe(), "config": config,
         }
 
     def experiment(self, config: dict, world_size: int, corpus_fingerprint: str) -> dict[str, Any]:
@@ -344,7 +346,12 @@ class Trainer:
         self.throughput.exclude(time.perf_counter() - t0)
         self.val_losses.append(loss)
         self.bar.set_postfix_str(f"val {loss:.3f}", refresh=False)
-        return {"val/loss": loss, "val/bpb": loss / LN2}
+        return {"val/loss": loss, "val/bpb": self.bpb(loss)}
+
+    def bpb(self, loss: float) -> float:
+        """Bits per byte of text from a loss per token, over the validation split's real byte count: tokenizers
+        compare (for byte corpora, one byte per token, it is loss / ln 2)."""
+        return loss / LN2 / self.corpus.val_bytes_per_token
 
     # --- divergence and checkpoints
     def record_divergence(self, diverged_at: int | None, step: int) -> bool:
@@ -394,7 +401,7 @@ class Trainer:
         last = self.val_losses[-1] if self.val_losses else None
         final = None if self.summary["status"] == "diverged" or last is None or not math.isfinite(last) else last
         self.summary.update(steps=self.steps_done, final_val_loss=final,
-                            final_val_bpb=None if final is None else final / LN2,
+                            final_val_bpb=None if final is None else self.bpb(final),
                             last_finite_val_loss=finite[-1] if finite else None,
                             best_val_loss=min(finite) if finite else None,
                             wall_time_s=round(time.time() - self.started, 3))
