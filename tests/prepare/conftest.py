@@ -1,0 +1,48 @@
+"""Fixtures of the prepare tests: shard folders of the tiny text corpus, prepared once per session."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from normtrain.prepare import PrepareRequest, prepare
+
+
+def prepare_quietly(source, out, **options) -> dict:
+    return prepare(PrepareRequest(source=str(source), out_dir=str(out), progress=False, **options))
+
+
+def run_prepare_cli(*args, env=None, timeout=120) -> subprocess.CompletedProcess:
+    """normtrain-prepare in its own process, offline as in CI."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "normtrain.prepare", *map(str, args)], capture_output=True,
+                          text=True, env=env, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def wordpiece_json(tmp_path_factory) -> Path:
+    """A tokenizer.json that is not byte-level (WordPiece, whitespace pre-tokenizer, a </s> token)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    texts = [f"def function_{i}(x):\n    return x * {i} + {i % 7}  # line {i}\n" for i in range(300)]
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=400, special_tokens=["[UNK]", "</s>"]))
+    path = tmp_path_factory.mktemp("wordpiece") / "tokenizer.json"
+    tokenizer.save(str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def shard_dirs(text_corpus, wordpiece_json, tmp_path_factory) -> dict[str, Path]:
+    """The tiny corpus prepared with bytes, a 320-token BPE and a WordPiece tokenizer.json."""
+    root = tmp_path_factory.mktemp("shards")
+    specs = {"bytes": {}, "bpe": {"tokenizer": "bpe", "vocab_size": 320},
+             "file": {"tokenizer": str(wordpiece_json)}}
+    for name, options in specs.items():
+        prepare_quietly(text_corpus, root / name, val_fraction=0.1, **options)
+    return {name: root / name for name in specs}
