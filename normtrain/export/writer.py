@@ -25,7 +25,7 @@ from normtrain.model import GPT
 
 WEIGHTS, RECORD, HF_CONFIG = "model.safetensors", "normtrain.json", "config.json"
 FILES = (WEIGHTS, RECORD, HF_CONFIG, "tokenizer.json", "tokenizer_config.json")
-TOLERANCE = 1e-3  # max |logit difference| of a faithful export in fp32 (measured: ~1e-6)
+TOLERANCE = 1e-3  # max |logit difference| of a faithful export in fp32 (measured on CPU: 0)
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path, verify: bool = True) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import prepare_quietly, run_prepare_cli
+from prepare_helpers import prepare_quietly, run_prepare_cli
 
 from normtrain.data import load_corpus
 from normtrain.data.documents import in_val
