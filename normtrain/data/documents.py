@@ -2,7 +2,8 @@
 
 A source is local text (a file, a folder, a glob, or ``python_stdlib``: read as raw bytes, split into train and
 val by file exactly as ``data=local_text`` splits them), local parquet/json/arrow/csv files (read through
-``datasets``' own builders, streamed, so nothing is converted or cached), or a Hugging Face hub dataset id.
+``datasets``' own builders, streamed, so nothing is converted or cached), a Hugging Face hub dataset id, or a
+local copy of one (a folder with its dataset card, read by ``datasets`` as it reads the hub).
 Dataset rows are split by a hash of their text, so an exact duplicate never lands in both splits.
 
 Documents come out as :class:`Piece` s of at most ``PIECE_BYTES``, cut after a newline where there is one: a
@@ -63,10 +64,11 @@ def open_documents(source: str, val_fraction: float, text_field: str = "text", c
     if source == STDLIB:
         return local_text(sources.python_stdlib(), STDLIB, val_fraction)
     files = _local_files(source)
-    if files is None:
+    if files is None or _dataset_card(source, files):
         from normtrain.data import hub
 
-        return hub.hub_documents(source, config, split, revision, streaming, text_field, val_fraction)
+        return hub.hub_documents(source, config, split, revision, streaming, text_field, val_fraction,
+                                 local_files=files)
     builders = {_builder(path) for path in files}
     if builders == {None}:
         return local_text(sources.local_text(source), "local_text", val_fraction)
@@ -129,6 +131,16 @@ def _local_files(source: str) -> list[str] | None:
             raise DataError(f"{source!r} is a glob that matches no file")
         return matches
     return None
+
+
+def _dataset_card(source: str, files: list[str]) -> bool:
+    """A folder with a dataset card (README.md opening with YAML) and data files: a copy of a hub dataset
+    (``hf download --repo-type dataset``), read like the hub id it came from, with its configs and splits."""
+    card = os.path.join(os.path.abspath(os.path.expanduser(source)), "README.md")
+    if not os.path.isfile(card) or not any(_builder(path) for path in files):
+        return False
+    with open(card, "rb") as f:
+        return f.read(4) == b"---\n"
 
 
 def _visible_files(root: str) -> list[str]:

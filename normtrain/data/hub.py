@@ -35,16 +35,25 @@ def file_documents(source: str, files: list[str], builder: str, text_field: str,
 
 
 def hub_documents(dataset_id: str, config: str | None, split: str, revision: str | None, streaming: bool,
-                  text_field: str, val_fraction: float) -> Documents:
-    """A dataset on the Hugging Face hub (or in the local datasets cache), one split of one config."""
-    if not HUB_ID.fullmatch(dataset_id):
+                  text_field: str, val_fraction: float, local_files: list[str] | None = None) -> Documents:
+    """One split of one config of a dataset on the Hugging Face hub (or in the local datasets cache), or of a
+    local copy of one (``local_files``: its files, whose bytes the input fingerprint then hashes)."""
+    if local_files is None and not HUB_ID.fullmatch(dataset_id):
         raise DataError(f"{dataset_id!r} is not a file, folder or glob here, nor a hub dataset id (owner/name)")
-    where = f"the hub dataset {dataset_id!r}" + (f" (config {config!r})" if config else "")
-    dataset = _loaded(lambda d: d.load_dataset(dataset_id, name=config, split=split, revision=revision,
-                                               streaming=streaming), where, dataset_id)
-    record = {"kind": "hub", "id": dataset_id, "config": config, "split": split, "revision": revision,
-              "streaming": streaming, "text_field": text_field, "split_rule": "by_hash", "val_fraction": val_fraction}
-    return Documents(record=record, stream=lambda: _streamed(dataset, text_field, where, val_fraction, quiet=False))
+    where = f"the {'local ' if local_files else 'hub '}dataset {dataset_id!r}" + (f" (config {config!r})" if config
+                                                                                 else "")
+    with _quiet() if local_files else contextlib.nullcontext():
+        dataset = _loaded(lambda d: d.load_dataset(dataset_id, name=config, split=split, revision=revision,
+                                                   streaming=streaming), where, dataset_id)
+    record = {"kind": "dataset_folder" if local_files else "hub", "id": dataset_id, "config": config,
+              "split": split, "revision": revision, "streaming": streaming, "text_field": text_field,
+              "split_rule": "by_hash", "val_fraction": val_fraction}
+    base = os.path.abspath(os.path.expanduser(dataset_id))
+    if local_files:
+        record["root"] = base
+    files = tuple(sorted((os.path.relpath(p, base), p) for p in local_files or ()))
+    return Documents(record=record, stream=lambda: _streamed(dataset, text_field, where, val_fraction,
+                                                             quiet=bool(local_files)), files=files)
 
 
 def _streamed(dataset, text_field: str, where: str, val_fraction: float, quiet: bool = True) -> Iterator:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
 from prepare_helpers import prepare_quietly
 
+# datasets keeps lock files (and, for non-streamed datasets, Arrow files) under HF_HOME: never the real one here.
+# Set before any test imports datasets, which reads it once.
+os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="normtrain-tests-hf-"))
 
 @pytest.fixture(scope="session")
 def wordpiece_json(tmp_path_factory) -> Path:

@@ -163,3 +163,51 @@ def test_cli_a_hub_dataset_offline_and_not_cached_exits_2_with_what_to_do(tmp_pa
     assert not (tmp_path / "out").exists()
     bad = run_prepare_cli("python_stdlib", tmp_path / "out2", "--tokenizer", "tiktoken:nope")
     assert bad.returncode == 2 and "no such encoding" in bad.stderr and "Traceback" not in bad.stderr
+
+
+CARD = """---
+configs:
+- config_name: small
+  data_files:
+  - split: train
+    path: small/train-*.parquet
+  - split: validation
+    path: small/validation-*.parquet
+- config_name: large
+  data_files:
+  - split: train
+    path: large/train-*.parquet
+---
+# a dataset card
+"""
+
+
+def dataset_repo(root):
+    """A local copy of a hub dataset: a dataset card with two configs, parquet files per split."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (root / "small").mkdir(parents=True)
+    (root / "large").mkdir()
+    (root / "README.md").write_text(CARD)
+    tables = {"small/train": 100, "small/validation": 20, "large/train": 300}
+    for name, n in tables.items():
+        texts = [f"{name} row {i} " * 3 for i in range(n)]
+        pq.write_table(pa.table({"text": texts}), root / f"{name}-00000-of-00001.parquet")
+    return tables
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+def test_a_local_copy_of_a_hub_dataset_reads_like_the_hub(tmp_path, monkeypatch, streaming):  # HF_HOME: conftest
+    """The hub code path (load_dataset with an id, a config, a split and streaming) on a local dataset repo."""
+    monkeypatch.chdir(tmp_path)
+    tables = dataset_repo(tmp_path / "org" / "corpus")
+    for config, split in (("small", "validation"), ("large", "train")):
+        out = tmp_path / f"{config}-{split}-{streaming}"
+        meta = prepare_quietly("org/corpus", out, config=config, split=split, streaming=streaming, val_fraction=0.3)
+        assert meta["source"]["kind"] == "dataset_folder" and meta["source"]["config"] == config
+        docs = meta["splits"]["train"]["documents"] + meta["splits"]["val"]["documents"]
+        assert docs == tables[f"{config}/{split}"]
+        assert bytes(load_shards(out).train[:5].astype(np.uint8)) == f"{config}/{split}".encode()[:5]
+    with pytest.raises(DataError, match="datasets could not load the local dataset 'org/corpus' .*nope"):
+        prepare_quietly("org/corpus", tmp_path / "x", config="nope")
