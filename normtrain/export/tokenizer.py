@@ -11,6 +11,7 @@ Each comes with a ``tokenizer_config.json`` naming ``PreTrainedTokenizerFast`` (
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import tempfile
@@ -84,7 +85,6 @@ def _bytes_to_unicode() -> dict[int, str]:
 
 def _from_tiktoken(name: str) -> tuple[str | None, str]:
     try:
-        from tiktoken.load import dump_tiktoken_bpe
         from transformers.convert_slow_tokenizer import TikTokenConverter
     except ImportError:
         return None, f"not exported: converting tiktoken:{name} needs transformers and tiktoken installed"
@@ -96,8 +96,9 @@ def _from_tiktoken(name: str) -> tuple[str | None, str]:
     except DataError as err:
         return None, f"not exported: {err}"
     with tempfile.TemporaryDirectory() as tmp:
-        ranks = str(Path(tmp) / "ranks.tiktoken")
-        dump_tiktoken_bpe(encoding._mergeable_ranks, ranks)
-        tokenizer = TikTokenConverter(vocab_file=ranks, pattern=encoding._pat_str,
+        ranks = Path(tmp) / "ranks.tiktoken"  # tiktoken's format, "<base64 token> <rank>" (its writer needs blobfile)
+        ranked = sorted(encoding._mergeable_ranks.items(), key=lambda item: item[1])
+        ranks.write_bytes(b"".join(base64.b64encode(token) + b" %d\n" % rank for token, rank in ranked))
+        tokenizer = TikTokenConverter(vocab_file=str(ranks), pattern=encoding._pat_str,
                                       extra_special_tokens=encoding._special_tokens).converted()
     return tokenizer.to_str(), f"tiktoken:{name}, converted"

@@ -48,25 +48,6 @@ def test_a_tokenizer_json_by_path_or_folder(tmp_path):
         load_tokenizer(str(tmp_path / "missing.json"))
 
 
-def toy_encoding():
-    """A tiktoken encoding built in memory: the byte alphabet, two merges and an end-of-text token."""
-    ranks = {bytes([b]): b for b in range(256)}
-    ranks.update({b"re": 256, b"return": 257})
-    return {"name": "toy", "pat_str": r"\w+|\s+|[^\w\s]+", "mergeable_ranks": ranks,
-            "special_tokens": {"<|endoftext|>": 258}}
-
-
-@pytest.fixture
-def toy_tiktoken(monkeypatch):
-    """``tiktoken:toy`` registered the way a tiktoken plugin registers an encoding."""
-    pytest.importorskip("tiktoken")
-    from tiktoken import list_encoding_names, registry
-
-    list_encoding_names()  # fills the registry
-    monkeypatch.setitem(registry.ENCODING_CONSTRUCTORS, "toy", toy_encoding)
-    monkeypatch.setattr(registry, "ENCODINGS", {})
-
-
 def test_tiktoken_encoding_adapter(toy_tiktoken):
     tok = load_tokenizer("tiktoken:toy")
     assert (tok.kind, tok.vocab_size, tok.eot) == ("tiktoken", 259, 258)

@@ -105,3 +105,16 @@ def test_the_command_line(tiny, tmp_path):
     (tmp_path / "theirs" / "data.csv").write_text("1,2")
     with pytest.raises(DataError, match=r"did not write \(data.csv\)"):
         export_run(tmp_path / "run", tmp_path / "theirs")
+
+
+def test_a_tiktoken_run_exports_a_converted_tokenizer(toy_tiktoken, text_corpus, tiny, tmp_path):
+    from normtrain.prepare import PrepareRequest, prepare
+
+    shards = tmp_path / "shards"
+    meta = prepare(PrepareRequest(str(text_corpus), str(shards), tokenizer="tiktoken:toy", progress=False))
+    assert (meta["vocab_size"], meta["tokenizer"]["eot"], meta["dtype"]) == (259, 258, "uint16")
+    trained([*tiny, *LLAMA, "data=tokens", f"data.path={shards}"], tmp_path / "run")
+    report = export_run(tmp_path / "run", tmp_path / "hf")
+    assert "tiktoken:toy, converted" in report["tokenizer"]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert tokenizer("return x")["input_ids"][0] == 257 and tokenizer.eos_token_id == 258
