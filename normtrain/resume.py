@@ -17,9 +17,12 @@ from normtrain.errors import CheckpointError
 # Keys (or whole groups) that define the experiment: the model, its data and batches, the optimizer and
 # schedule, the seed, and the validation set every val loss is measured on.
 FIXED = ("model", "norm", "placement", "data", "optim", "train.seed", "train.batch_size", "train.eval_batches",
-         "world_size")
+         "world_size", "vocab_size")
 # Inside FIXED groups, keys that only say where things are kept.
 FREE = ("data.cache_dir",)
+# FIXED values the run resolves rather than the config names (the vocabulary comes from the corpus): not keys
+# that train.allow_changes could name.
+RESOLVED = ("world_size", "vocab_size")
 
 
 def _plain(value: Any) -> Any:
@@ -52,6 +55,6 @@ def config_changes(old: dict[str, Any], new: dict[str, Any], step: int) -> dict[
             f"the checkpoint was trained with another experiment; resuming it would record a run that never "
             f"happened. Differences:\n{lines}\nTo proceed: train in a new folder (hydra.run.dir=PATH), start this "
             f"folder over with train.resume=none, or accept these changes explicitly with "
-            f"'train.allow_changes=[{','.join(k for k in refused if k != 'world_size') or 'KEY'}]' (recorded in "
+            f"'train.allow_changes=[{','.join(k for k in refused if k not in RESOLVED) or 'KEY'}]' (recorded in "
             f"the summary)")
     return changes

@@ -185,9 +185,8 @@ class Trainer:
                 self.corpus = load_corpus(cfg.data.name, cfg.data.path, cfg.data.val_fraction, cfg.data.cache_dir,
                                           progress=t.progress and ctx.is_main)
             ctx.barrier()
-        config = to_container(cfg)  # the record of the run: its vocabulary resolved (a resume must match it)
-        config["model"]["vocab_size"] = vocab_size(cfg, self.corpus.vocab_size)
-        plain = GPT(model_config(cfg, vocab=config["model"]["vocab_size"])).to(ctx.device)
+        self.vocab_size = vocab_size(cfg, self.corpus.vocab_size)  # the corpus's, unless model.vocab_size pads it
+        plain = GPT(model_config(cfg, vocab=self.vocab_size)).to(ctx.device)
         self.model = wrap_model(plain, ctx, t.strategy)
         self.raw = unwrap(self.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -212,14 +211,16 @@ class Trainer:
             "status": "running", "steps": 0, "diverged_at_step": None, "final_val_loss": None,
             "last_finite_val_loss": None, "best_val_loss": None, "final_val_bpb": None,
             "n_params": plain.num_params(), "alpha": plain.alpha, "beta": plain.beta, "wall_time_s": None,
+            "vocab_size": self.vocab_size,
             "device": str(ctx.device), "world_size": ctx.world_size, "global_batch_size": t.batch_size * ctx.world_size,
             "resumed_from_step": None, "resumes": [], "run_dir": str(self.run_dir), "name": run_label(cfg),
-            "corpus": self.corpus.describe(), "config": config,
+            "corpus": self.corpus.describe(), "config": to_container(cfg),
         }
 
-    def experiment(self, config: dict, world_size: int, corpus_fingerprint: str) -> dict[str, Any]:
-        """What a checkpoint must share with this run to be resumed (normtrain.resume.FIXED)."""
-        return {**config, "world_size": world_size, "corpus_fingerprint": corpus_fingerprint}
+    def experiment(self, config: dict, world_size: int, corpus_fingerprint: str, vocab_size: int) -> dict[str, Any]:
+        """What a checkpoint must share with this run to be resumed (normtrain.resume.FIXED). Records written
+        before token shards have no vocab_size: they were byte-level (256)."""
+        return {**config, "world_size": world_size, "corpus_fingerprint": corpus_fingerprint, "vocab_size": vocab_size}
 
     def recorded_divergence(self) -> dict[str, Any] | None:
         """A folder whose run diverged is a result: resuming it returns that record instead of re-training."""
@@ -227,8 +228,10 @@ class Trainer:
         if not (previous and previous.get("status") == "diverged"):
             return None
         config_changes(self.experiment(previous.get("config") or {}, previous.get("world_size", 1),
-                                       (previous.get("corpus") or {}).get("fingerprint")),
-                       self.experiment(self.summary["config"], self.ctx.world_size, self.corpus.fingerprint),
+                                       (previous.get("corpus") or {}).get("fingerprint"),
+                                       previous.get("vocab_size", 256)),
+                       self.experiment(self.summary["config"], self.ctx.world_size, self.corpus.fingerprint,
+                                       self.vocab_size),
                        step=previous.get("steps") or 0)
         print(f"normtrain: this run diverged at step {previous.get('diverged_at_step')} (recorded in "
               f"{self.run_dir / 'summary.json'}); nothing to resume. To train it again, use train.resume=none "
@@ -242,9 +245,10 @@ class Trainer:
         if path is None:
             return
         state = load_checkpoint(path)
-        old = self.experiment(state["config"], state.get("world_size", 1), state.get("corpus_fingerprint"))
-        changes = config_changes(old, self.experiment(self.summary["config"], ctx.world_size,
-                                                      self.corpus.fingerprint), step=state["step"])
+        old = self.experiment(state["config"], state.get("world_size", 1), state.get("corpus_fingerprint"),
+                              state.get("vocab_size", 256))
+        changes = config_changes(old, self.experiment(self.summary["config"], ctx.world_size, self.corpus.fingerprint,
+                                                      self.vocab_size), step=state["step"])
         restore(self.model, self.optimizer, state)
         self.sampler.load_state_dict(state["sampler"])
         self.monitor.load_state_dict(state["monitor"])
@@ -378,7 +382,7 @@ class Trainer:
                 "model": model_state, "optimizer": optim_state, "step": self.steps_done,
                 "sampler": self.sampler.state_dict(), "monitor": self.monitor.state_dict(),
                 "val_losses": self.val_losses, "config": self.summary["config"], "world_size": self.ctx.world_size,
-                "corpus_fingerprint": self.corpus.fingerprint, "resumes": self.resumes})
+                "corpus_fingerprint": self.corpus.fingerprint, "vocab_size": self.vocab_size, "resumes": self.resumes})
         return True
 
     # --- finish

@@ -17,7 +17,7 @@ import glob
 import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from normtrain.data import cache, sources
@@ -46,7 +46,6 @@ class Documents:
     stream: Callable[[], Iterator[Piece]]
     files: tuple[tuple[str, str], ...] = ()  # local files whose bytes the input fingerprint hashes
     total_bytes: int | None = None  # for the progress bar, when known in advance
-    settings: dict[str, Any] = field(default_factory=dict)
 
     def pieces(self) -> Iterator[Piece]:
         return self.stream()

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -138,7 +139,7 @@ def verify(folder: str | Path) -> dict[str, Any]:
     meta = read_meta(folder)
     for name, record in meta["files"].items():
         if name not in SPLITS.values():  # the shards are checked as they are mapped (load_shards)
-            _check(folder / name, record, lambda f: _sha256(f))
+            _check(folder / name, record, lambda f: (_sha256(f), None))
     return meta
 
 
@@ -190,15 +191,17 @@ def load_shards(path: str | None) -> TokenCorpus:
                        vocab_size=meta["vocab_size"], root=str(folder), meta=meta, counts=counts)
 
 
-def _mapped(f: IO[bytes], dtype: np.dtype) -> np.ndarray:
+def _mapped(f: IO[bytes], dtype: np.dtype) -> tuple[str, np.ndarray]:
+    """(sha256 of the open file, a read-only map of that very file)."""
     digest = _sha256(f)
     n = os.fstat(f.fileno()).st_size // dtype.itemsize
     array = np.memmap(f, dtype=dtype, mode="r", shape=(n,)) if n else np.zeros(0, dtype=dtype)
     return digest, array
 
 
-def _check(path: Path, record: dict[str, Any], read):
-    """Open ``path``, compare its size, hash it with ``read`` (which may also map it): its result, or DataError."""
+def _check(path: Path, record: dict[str, Any], read: Callable[[IO[bytes]], tuple[str, Any]]) -> Any:
+    """Open ``path``, compare its size, and let ``read`` hash it (and map it): what ``read`` made of it once the
+    hash matches the record, else DataError."""
     how = f"rerun normtrain-prepare into {path.parent}"
     try:
         with open(path, "rb") as f:
@@ -206,12 +209,11 @@ def _check(path: Path, record: dict[str, Any], read):
             if size != record["size"]:
                 raise DataError(f"{path} has {size} bytes, its record in {META} says {record['size']}: it is "
                                 f"damaged or was replaced; {how}")
-            result = read(f)
+            digest, value = read(f)
     except FileNotFoundError:
         raise DataError(f"{path} is missing (listed in {META}): {how}") from None
     except OSError as err:
         raise DataError(f"{path} cannot be read ({err}): {how}") from None
-    digest, value = result if isinstance(result, tuple) else (result, None)
     if digest != record["sha256"]:
         raise DataError(f"{path} does not match its sha256 in {META} (its bytes changed on disk): {how}")
     return value

@@ -34,21 +34,33 @@ def workers() -> int:
         return os.cpu_count() or 1
 
 
-class ByteTokenizer:
-    """Vocabulary 256: a document's tokens are its bytes; NUL separates documents."""
+class Tokenizer:
+    """What the shards need of a tokenizer: documents -> token arrays, the vocabulary, the separator."""
 
-    kind, name, vocab_size, eot = "bytes", "bytes", 256, SEPARATOR[0]
-    sha256 = None
+    kind: str  # bytes | bpe | file | tiktoken
+    name: str
+    vocab_size: int
+    eot: int  # the token between two documents
+    sha256: str | None = None  # of its tokenizer.json, when it has one
 
     def encode_batch(self, docs: list[bytes]) -> list[np.ndarray]:
-        return [np.frombuffer(doc, dtype=np.uint8) for doc in docs]
+        raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "vocab_size": self.vocab_size, "eot": self.eot,
                 "sha256": self.sha256}
 
 
-class HFTokenizer(ByteTokenizer):
+class ByteTokenizer(Tokenizer):
+    """Vocabulary 256: a document's tokens are its bytes; NUL separates documents."""
+
+    kind, name, vocab_size, eot = "bytes", "bytes", 256, SEPARATOR[0]
+
+    def encode_batch(self, docs: list[bytes]) -> list[np.ndarray]:
+        return [np.frombuffer(doc, dtype=np.uint8) for doc in docs]
+
+
+class HFTokenizer(Tokenizer):
     """A ``tokenizers.Tokenizer`` (a BPE trained here, or any tokenizer.json); batches encode on all cores."""
 
     def __init__(self, tokenizer, kind: str, name: str):
@@ -64,15 +76,14 @@ class HFTokenizer(ByteTokenizer):
                                                                                           add_special_tokens=False)]
 
 
-class TiktokenTokenizer(ByteTokenizer):
+class TiktokenTokenizer(Tokenizer):
     """A tiktoken encoding; its end-of-text token separates documents."""
 
     kind = "tiktoken"
 
     def __init__(self, encoding):
         self.encoding, self.name = encoding, encoding.name
-        self.vocab_size, self.eot = encoding.n_vocab, encoding.eot_token
-        self.sha256 = None  # tiktoken checks its own files against pinned hashes
+        self.vocab_size, self.eot = encoding.n_vocab, encoding.eot_token  # (tiktoken checks its files' hashes)
 
     def encode_batch(self, docs: list[bytes]) -> list[np.ndarray]:
         texts = [doc.decode("utf-8", errors="replace") for doc in docs]
@@ -80,7 +91,7 @@ class TiktokenTokenizer(ByteTokenizer):
                 for ids in self.encoding.encode_ordinary_batch(texts, num_threads=workers())]
 
 
-def load_tokenizer(spec: str) -> ByteTokenizer:
+def load_tokenizer(spec: str) -> Tokenizer:
     """The tokenizer ``spec`` names, except ``bpe`` (that one is trained on the data: :func:`train_bpe`)."""
     if spec == "bytes":
         return ByteTokenizer()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ def run_model(run_dir: str | Path) -> tuple[GPT, dict[str, Any]]:
     state = load_checkpoint(path)
     try:  # the schema fills keys a checkpoint of an older normtrain lacks
         config = OmegaConf.merge(OmegaConf.structured(NormtrainConfig), state["config"])
-        model = GPT(model_config(config))
+        model = GPT(model_config(config, vocab=state.get("vocab_size")))
         model.load_state_dict(state["model"])
     except Exception as err:  # a config or weights this normtrain cannot build: not a bug of the export
         raise CheckpointError(f"the checkpoint {path} does not build a model here ({type(err).__name__}: "
@@ -38,12 +37,8 @@ def run_model(run_dir: str | Path) -> tuple[GPT, dict[str, Any]]:
                           "corpus": previous.get("corpus") or {}, "run_dir": str(path.parent)}
 
 
-def gpt_config_dict(c: GPTConfig) -> dict[str, Any]:
-    return asdict(c)
-
-
 def gpt_config(values: dict[str, Any]) -> GPTConfig:
-    """The inverse of ``gpt_config_dict``."""
+    """A GPTConfig back from its ``dataclasses.asdict`` (normtrain.json's ``model``)."""
     try:
         return GPTConfig(**{**values, "norm": NormSpec(**values["norm"])})
     except (TypeError, KeyError) as err:

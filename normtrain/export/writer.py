@@ -11,6 +11,7 @@ normtrain's format instead, with the difference reported (a mapping that is wron
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,8 @@ import torch
 
 from normtrain.atomic import atomic_write
 from normtrain.errors import DataError
-from normtrain.export.hf import ARCHITECTURES, Architecture, choose
-from normtrain.export.run import gpt_config_dict, run_model
+from normtrain.export.hf import Architecture, choose
+from normtrain.export.run import run_model
 from normtrain.export.tokenizer import eot_id, tokenizer_files
 from normtrain.model import GPT
 
@@ -57,7 +58,7 @@ def _write(out: Path, model: GPT, run: dict[str, Any], arch: Architecture | None
     if arch is not None:
         files[HF_CONFIG] = _json(arch.config(model.cfg, eot_id(run["corpus"])))
     files[RECORD] = _json({"format": "normtrain-export", "version": 1, "weights": arch.name if arch else "normtrain",
-                           "model": gpt_config_dict(model.cfg), "tokenizer": run["corpus"].get("tokenizer"),
+                           "model": asdict(model.cfg), "tokenizer": run["corpus"].get("tokenizer"),
                            "run": {k: run[k] for k in ("run_dir", "step", "status")}, "config": run["config"]})
     for name, data in files.items():
         atomic_write(out / name, lambda f, d=data: f.write(d))
@@ -102,5 +103,3 @@ def _out_dir(out: Path) -> Path:
 def _json(value: Any) -> bytes:
     return (json.dumps(value, indent=2) + "\n").encode()
 
-
-__all__ = ["export_run", "max_logit_diff", "ARCHITECTURES"]

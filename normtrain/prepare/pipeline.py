@@ -24,7 +24,7 @@ import numpy as np
 from normtrain import __version__
 from normtrain.data import cache, shards
 from normtrain.data.documents import Documents, Piece, open_documents
-from normtrain.data.tokenizer import ByteTokenizer, HFTokenizer, load_tokenizer, train_bpe
+from normtrain.data.tokenizer import HFTokenizer, Tokenizer, load_tokenizer, train_bpe
 from normtrain.errors import DataError
 
 BATCH_BYTES = 8 << 20  # text per tokenizer call: enough documents to keep every core busy
@@ -108,7 +108,7 @@ def _check_out_dir(out: Path, docs: Documents) -> None:
                             "text; write them elsewhere")
 
 
-def _settings(r: PrepareRequest, tokenizer: ByteTokenizer | None) -> dict[str, Any]:
+def _settings(r: PrepareRequest, tokenizer: Tokenizer | None) -> dict[str, Any]:
     """What, besides the source, decides the shards' bytes (a tokenizer file by its contents, not its path)."""
     return {"format": shards.FORMAT, "tokenizer": r.tokenizer if tokenizer is None or tokenizer.sha256 is None
             else tokenizer.sha256, "vocab_size": r.vocab_size, "val_fraction": r.val_fraction,
@@ -137,7 +137,7 @@ def _training_texts(docs: Documents) -> Iterator[str]:
                 return
 
 
-def _write_shards(out: Path, docs: Documents, tokenizer: ByteTokenizer, request: PrepareRequest):
+def _write_shards(out: Path, docs: Documents, tokenizer: Tokenizer, request: PrepareRequest):
     """Tokenize every piece into its split's shard; (split counts, file records, stopped at max_tokens)."""
     from tqdm import tqdm  # only a build needs it
 
