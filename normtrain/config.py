@@ -399,5 +399,15 @@ def build_model(cfg: DictConfig) -> GPT:
     return GPT(model_config(cfg))
 
 
+def with_defaults(config: dict) -> dict:
+    """A resolved config recorded by an earlier normtrain, with the keys the schema has gained since at their
+    defaults: a key that did not exist then is not a change of the experiment (``normtrain.resume``)."""
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(NormtrainConfig), config)
+    except Exception:  # a key since removed or retyped: compared as it is (and reported as a change)
+        return config
+    return OmegaConf.to_container(merged, resolve=True)  # type: ignore[return-value]
+
+
 def to_container(cfg: DictConfig) -> dict:
     return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]

@@ -40,7 +40,7 @@ from normtrain.checkpoint import (
     save_checkpoint,
     unwrap,
 )
-from normtrain.config import model_config, to_container, validate, vocab_size
+from normtrain.config import model_config, to_container, validate, vocab_size, with_defaults
 from normtrain.data import BatchSampler, eval_batches, load_corpus
 from normtrain.distributed import DistContext, init_distributed, wrap_model
 from normtrain.flops import mfu, model_flops_per_token, peak_flops
@@ -218,9 +218,11 @@ class Trainer:
         }
 
     def experiment(self, config: dict, world_size: int, corpus_fingerprint: str, vocab_size: int) -> dict[str, Any]:
-        """What a checkpoint must share with this run to be resumed (normtrain.resume.FIXED). Records written
-        before token shards have no vocab_size: they were byte-level (256)."""
-        return {**config, "world_size": world_size, "corpus_fingerprint": corpus_fingerprint, "vocab_size": vocab_size}
+        """What a checkpoint must share with this run to be resumed (normtrain.resume.FIXED). Keys added to the
+        schema since a record was written count at their defaults; records written before token shards have no
+        vocab_size: they were byte-level (256)."""
+        return {**with_defaults(config), "world_size": world_size, "corpus_fingerprint": corpus_fingerprint,
+                "vocab_size": vocab_size}
 
     def recorded_divergence(self) -> dict[str, Any] | None:
         """A folder whose run diverged is a result: resuming it returns that record instead of re-training."""

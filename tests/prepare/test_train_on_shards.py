@@ -117,3 +117,15 @@ def test_a_corpus_larger_than_the_memory_budget_trains(tiny, tmp_path):
     assert result["full_read"] == "refused"  # reading the shard into memory does not fit the budget...
     assert result["status"] == "completed"  # ...and training on its memory map does
     assert result["peak_rss"] < size / 2, result  # nor did the map ever become resident
+
+
+def test_a_checkpoint_from_before_token_shards_still_resumes(tiny, tmp_path):
+    """Its config lacks model.vocab_size and data.prepare, its record the vocabulary: neither is a change."""
+    from normtrain.checkpoint import CKPT_NAME, load_checkpoint, save_checkpoint
+
+    normtrain.train(normtrain.compose([*tiny, "train.max_steps=4"]), run_dir=tmp_path)
+    state = load_checkpoint(tmp_path / CKPT_NAME)
+    del state["config"]["model"]["vocab_size"], state["config"]["data"]["prepare"], state["vocab_size"]
+    save_checkpoint(tmp_path, {k: v for k, v in state.items() if k not in ("digest", "rng")})
+    summary = normtrain.train(normtrain.compose([*tiny, "train.max_steps=8"]), run_dir=tmp_path)
+    assert summary["status"] == "completed" and summary["resumed_from_step"] == 4 and summary["steps"] == 8
