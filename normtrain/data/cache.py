@@ -45,9 +45,10 @@ def fingerprint(files: Iterable[tuple[str, str]], settings: dict) -> str:
     """
     h = hashlib.blake2b(json.dumps(settings, sort_keys=True).encode(), digest_size=16)
     for rel, path in files:
-        data = Path(path).read_bytes()
-        h.update(b"\0%b\0%d\0" % (os.fsencode(rel), len(data)))
-        h.update(data)
+        with open(path, "rb") as f:  # in blocks: a corpus may be one file larger than memory
+            h.update(b"\0%b\0%d\0" % (os.fsencode(rel), os.fstat(f.fileno()).st_size))
+            while block := f.read(1 << 24):
+                h.update(block)
     return h.hexdigest()
 
 
