@@ -1,6 +1,6 @@
 """normtrain: train decoder-only transformers where the normalization is the experiment.
 
-The three entry points below import Hydra, W&B and datasets lazily, so ``import normtrain.model``
+The entry points below import Hydra, W&B and datasets lazily, so ``import normtrain.model``
 stays a torch-only import.
 """
 
@@ -30,4 +30,11 @@ def train(cfg, run_dir: str | None = None) -> dict:
     return _train(cfg, run_dir=run_dir)
 
 
-__all__ = ["compose", "build_model", "train", "__version__"]
+def load(path: str):
+    """A trained model (``GPT``, eval mode) from a ``normtrain-export`` folder (either format) or a run folder."""
+    from normtrain.export import load as _load
+
+    return _load(path)
+
+
+__all__ = ["compose", "build_model", "train", "load", "__version__"]

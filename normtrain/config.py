@@ -26,7 +26,7 @@ from normtrain.ops.rmsnorm import IMPLS
 SCHEDULES = ("cosine", "constant", "inverse_sqrt")
 DEVICES = ("auto", "cpu", "cuda")
 POSITIONS = ("rope", "learned")
-CORPORA = ("python_stdlib", "local_text")
+CORPORA = ("python_stdlib", "local_text", "tokens")
 LOGGERS = ("wandb", "none")
 WANDB_MODES = ("auto", "online", "offline", "disabled")
 OPTIMIZERS = ("adamw",)
@@ -47,6 +47,7 @@ class ModelSchema:
     bias: bool = False
     emb_std: float = 1.0
     qk_norm: bool = False  # per-head norm (the configured type) on queries and keys, before RoPE
+    vocab_size: int | None = None  # null: the corpus's (256 for bytes, meta.json's for token shards)
 
 
 @dataclass
@@ -69,11 +70,28 @@ class PlacementSchema:
 
 
 @dataclass
+class PrepareSchema:
+    """How a preset's shards are made: the normtrain-prepare command, as values (``shards.prepare_command``)."""
+
+    source: str = MISSING  # a hub dataset id, or a local file / folder / glob
+    tokenizer: str = "bytes"
+    vocab_size: int | None = None
+    config: str | None = None
+    split: str = "train"
+    revision: str | None = None
+    text_field: str = "text"
+    streaming: bool = False
+    max_tokens: int | None = None
+    note: str | None = None  # what to do before the command (e.g. a download)
+
+
+@dataclass
 class DataSchema:
     name: str = MISSING
     path: str | None = None
     val_fraction: float = 0.05
     cache_dir: str | None = None  # default: $NORMTRAIN_CACHE or ~/.cache/normtrain
+    prepare: PrepareSchema | None = None  # data=tokens presets: how normtrain-prepare writes data.path
 
 
 @dataclass
@@ -256,6 +274,8 @@ def _model_problems(cfg: DictConfig) -> list[str]:
         p.append(f"model.seq_len={m.seq_len}: must be at least 1")
     if m.d_ff is not None and m.d_ff < 1:
         p.append(f"model.d_ff={m.d_ff}: must be at least 1 (or null for the default)")
+    if m.vocab_size is not None and m.vocab_size < 1:
+        p.append(f"model.vocab_size={m.vocab_size}: must be at least 1 (or null for the corpus's)")
     _number("model.emb_std", m.emb_std, m.emb_std > 0, "the embedding init std must be a finite number > 0", p)
     _choice(m.mlp, "model.mlp", MLPS, p)
     _choice(m.pos, "model.pos", POSITIONS, p)
@@ -355,7 +375,26 @@ def _data_problems(d: DictConfig, lg: DictConfig) -> list[str]:
         elif not os.path.exists(os.path.expanduser(d.path)) and not glob.glob(os.path.expanduser(d.path),
                                                                                  recursive=True):
             p.append(f"data.path={d.path!r} does not exist and matches no file as a glob")
+    if d.name == "tokens":
+        p += _shard_problems(d)
     return p
+
+
+def _shard_problems(d: DictConfig) -> list[str]:
+    """data=tokens: a folder with meta.json; if it has none, the command that writes it (a preset knows it)."""
+    from normtrain.data.shards import META, prepare_command
+
+    if not d.path:
+        return ["data=tokens needs data.path: a folder written by normtrain-prepare SOURCE OUT_DIR"]
+    if (Path(d.path).expanduser() / META).is_file():
+        return []
+    if d.get("prepare") is None:
+        return [f"data.path={d.path!r} holds no prepared token shards (no {META}); write them with: "
+                f"normtrain-prepare SOURCE {d.path}"]
+    before = f"{d.prepare.note}; then " if d.prepare.note else ""
+    where = " on a machine with network" if "/" in d.prepare.source else ""  # an owner/name hub id
+    return [f"data.path={d.path!r} holds no prepared token shards (no {META}); {before}prepare them{where} with: "
+            f"{prepare_command(d.prepare, d.path, d.val_fraction)}"]
 
 
 def validate(cfg: DictConfig, training: bool = True) -> None:
@@ -368,11 +407,26 @@ def validate(cfg: DictConfig, training: bool = True) -> None:
         raise ConfigError(problems)
 
 
-def model_config(cfg: DictConfig) -> GPTConfig:
-    """Translate the composed config into the model's own plain config."""
+def vocab_size(cfg: DictConfig, corpus_vocab: int) -> int:
+    """``model.vocab_size`` if set (it may pad the corpus's vocabulary, never cut it), else the corpus's."""
+    asked = cfg.model.get("vocab_size")
+    if asked is None:
+        return corpus_vocab
+    if asked < corpus_vocab:
+        raise ConfigError(f"model.vocab_size={asked} is smaller than the corpus's vocabulary ({corpus_vocab} tokens): "
+                          "use null (the corpus's) or a larger number")
+    return asked
+
+
+def model_config(cfg: DictConfig, vocab: int | None = None) -> GPTConfig:
+    """Translate the composed config into the model's own plain config. The vocabulary: ``vocab``, else
+    ``model.vocab_size``, else the corpus's (for token shards, read from their meta.json)."""
+    from normtrain.data.shards import vocab_size_of
+
     m, n, pl = cfg.model, cfg.norm, cfg.placement
     scale = lambda v: None if v in (None, "auto") else float(v)  # noqa: E731
     return GPTConfig(
+        vocab_size=vocab or m.get("vocab_size") or vocab_size_of(cfg.data.name, cfg.data.path),
         n_layers=m.n_layers, d_model=m.d_model, n_heads=m.n_heads, seq_len=m.seq_len, mlp=m.mlp,
         d_ff=m.d_ff, pos=m.pos, bias=m.bias, emb_std=m.emb_std,
         norm=NormSpec(name=n.name, eps=n.eps, affine=n.affine, impl=n.impl, p=n.p, alpha_init=n.alpha_init,
@@ -385,6 +439,16 @@ def model_config(cfg: DictConfig) -> GPTConfig:
 def build_model(cfg: DictConfig) -> GPT:
     validate(cfg, training=False)
     return GPT(model_config(cfg))
+
+
+def with_defaults(config: dict) -> dict:
+    """A resolved config recorded by an earlier normtrain, with the keys the schema has gained since at their
+    defaults: a key that did not exist then is not a change of the experiment (``normtrain.resume``)."""
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(NormtrainConfig), config)
+    except Exception:  # a key since removed or retyped: compared as it is (and reported as a change)
+        return config
+    return OmegaConf.to_container(merged, resolve=True)  # type: ignore[return-value]
 
 
 def to_container(cfg: DictConfig) -> dict:

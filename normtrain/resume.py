@@ -17,13 +17,12 @@ from normtrain.errors import CheckpointError
 # Keys (or whole groups) that define the experiment: the model, its data and batches, the optimizer and
 # schedule, the seed, and the validation set every val loss is measured on.
 FIXED = ("model", "norm", "placement", "data", "optim", "train.seed", "train.batch_size", "train.eval_batches",
-         "train.eval_windows", "world_size")
+         "train.eval_windows", "world_size", "vocab_size")
 # Inside FIXED groups, keys that only say where things are kept.
 FREE = ("data.cache_dir",)
-# Experiment keys added after the first checkpoints were written, each with the value that reproduces the run
-# as it was before the key existed: a checkpoint whose config lacks the key resumes under that value.
-ADDED = {"model.qk_norm": False, "norm.alpha_init": 0.5, "norm.depth_scaled": False,
-         "placement.post_fraction": None, "optim.z_loss": 0.0, "optim.independent_wd": False}
+# FIXED values the run resolves rather than the config names (the vocabulary comes from the corpus): not keys
+# that train.allow_changes could name.
+RESOLVED = ("world_size", "vocab_size")
 
 
 def _plain(value: Any) -> Any:
@@ -41,7 +40,6 @@ def config_changes(old: dict[str, Any], new: dict[str, Any], step: int) -> dict[
     ``train.max_steps`` may not go.
     """
     before, after = flatten(old), flatten(new)
-    before.update({k: v for k, v in ADDED.items() if k not in before and k in after})
     missing = object()
     changes = {k: [_plain(before.get(k)), _plain(after.get(k))] for k in sorted(set(before) | set(after))
                if before.get(k, missing) != after.get(k, missing)}
@@ -57,6 +55,6 @@ def config_changes(old: dict[str, Any], new: dict[str, Any], step: int) -> dict[
             f"the checkpoint was trained with another experiment; resuming it would record a run that never "
             f"happened. Differences:\n{lines}\nTo proceed: train in a new folder (hydra.run.dir=PATH), start this "
             f"folder over with train.resume=none, or accept these changes explicitly with "
-            f"'train.allow_changes=[{','.join(k for k in refused if k != 'world_size') or 'KEY'}]' (recorded in "
+            f"'train.allow_changes=[{','.join(k for k in refused if k not in RESOLVED) or 'KEY'}]' (recorded in "
             f"the summary)")
     return changes

@@ -41,7 +41,7 @@ from normtrain.checkpoint import (
     save_checkpoint,
     unwrap,
 )
-from normtrain.config import model_config, to_container, validate
+from normtrain.config import model_config, to_container, validate, vocab_size, with_defaults
 from normtrain.data import BatchSampler, eval_starts, load_corpus, window_batches
 from normtrain.data.unigram import collapsed, unigram_loss
 from normtrain.distributed import DistContext, init_distributed, wrap_model
@@ -191,7 +191,8 @@ class Trainer:
                 self.corpus = load_corpus(cfg.data.name, cfg.data.path, cfg.data.val_fraction, cfg.data.cache_dir,
                                           progress=t.progress and ctx.is_main)
             ctx.barrier()
-        plain = GPT(model_config(cfg)).to(ctx.device)
+        self.vocab_size = vocab_size(cfg, self.corpus.vocab_size)  # the corpus's, unless model.vocab_size pads it
+        plain = GPT(model_config(cfg, vocab=self.vocab_size)).to(ctx.device)
         self.model = wrap_model(plain, ctx, t.strategy)
         self.raw = unwrap(self.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -214,6 +215,7 @@ class Trainer:
             "status": "running", "steps": 0, "diverged_at_step": None, "final_val_loss": None,
             "last_finite_val_loss": None, "best_val_loss": None, "final_val_bpb": None,
             "n_params": plain.num_params(), "alpha": plain.alpha, "beta": plain.beta, "wall_time_s": None,
+            "vocab_size": self.vocab_size,
             "device": str(ctx.device), "world_size": ctx.world_size, "global_batch_size": t.batch_size * ctx.world_size,
             "resumed_from_step": None, "resumes": [], "run_dir": str(self.run_dir), "name": run_label(cfg),
             "corpus": self.corpus.describe(), "eval_windows": self.n_eval_windows,
@@ -236,9 +238,12 @@ class Trainer:
                                       self.cfg.monitor.probe_batch, device=ctx.device)[0][0]  # the same on every rank
         self.unigram_val_loss = unigram_loss(self.corpus.token_counts(), self.corpus.val, starts, seq_len)
 
-    def experiment(self, config: dict, world_size: int, corpus_fingerprint: str) -> dict[str, Any]:
-        """What a checkpoint must share with this run to be resumed (normtrain.resume.FIXED)."""
-        return {**config, "world_size": world_size, "corpus_fingerprint": corpus_fingerprint}
+    def experiment(self, config: dict, world_size: int, corpus_fingerprint: str, vocab_size: int) -> dict[str, Any]:
+        """What a checkpoint must share with this run to be resumed (normtrain.resume.FIXED). Keys added to the
+        schema since a record was written count at their defaults; records written before token shards have no
+        vocab_size: they were byte-level (256)."""
+        return {**with_defaults(config), "world_size": world_size, "corpus_fingerprint": corpus_fingerprint,
+                "vocab_size": vocab_size}
 
     def recorded_divergence(self) -> dict[str, Any] | None:
         """A folder whose run diverged is a result: resuming it returns that record instead of re-training."""
@@ -246,8 +251,10 @@ class Trainer:
         if not (previous and previous.get("status") == "diverged"):
             return None
         config_changes(self.experiment(previous.get("config") or {}, previous.get("world_size", 1),
-                                       (previous.get("corpus") or {}).get("fingerprint")),
-                       self.experiment(self.summary["config"], self.ctx.world_size, self.corpus.fingerprint),
+                                       (previous.get("corpus") or {}).get("fingerprint"),
+                                       previous.get("vocab_size", 256)),
+                       self.experiment(self.summary["config"], self.ctx.world_size, self.corpus.fingerprint,
+                                       self.vocab_size),
                        step=previous.get("steps") or 0)
         print(f"normtrain: this run diverged at step {previous.get('diverged_at_step')} (recorded in "
               f"{self.run_dir / 'summary.json'}); nothing to resume. To train it again, use train.resume=none "
@@ -261,9 +268,10 @@ class Trainer:
         if path is None:
             return
         state = load_checkpoint(path)
-        old = self.experiment(state["config"], state.get("world_size", 1), state.get("corpus_fingerprint"))
-        changes = config_changes(old, self.experiment(self.summary["config"], ctx.world_size,
-                                                      self.corpus.fingerprint), step=state["step"])
+        old = self.experiment(state["config"], state.get("world_size", 1), state.get("corpus_fingerprint"),
+                              state.get("vocab_size", 256))
+        changes = config_changes(old, self.experiment(self.summary["config"], ctx.world_size, self.corpus.fingerprint,
+                                                      self.vocab_size), step=state["step"])
         restore(self.model, self.optimizer, state)
         self.sampler.load_state_dict(state["sampler"])
         self.monitor.load_state_dict(state["monitor"])
@@ -388,7 +396,12 @@ class Trainer:
         self.throughput.exclude(time.perf_counter() - t0)
         self.val_losses.append(loss)
         self.bar.set_postfix_str(f"val {loss:.3f}", refresh=False)
-        return {"val/loss": loss, "val/bpb": loss / LN2}
+        return {"val/loss": loss, "val/bpb": self.bpb(loss)}
+
+    def bpb(self, loss: float) -> float:
+        """Bits per byte of text from a loss per token, over the validation split's real byte count: tokenizers
+        compare (for byte corpora, one byte per token, it is loss / ln 2)."""
+        return loss / LN2 / self.corpus.val_bytes_per_token
 
     # --- divergence and checkpoints
     def record_divergence(self, diverged_at: int | None, step: int) -> bool:
@@ -415,7 +428,7 @@ class Trainer:
                 "model": model_state, "optimizer": optim_state, "step": self.steps_done,
                 "sampler": self.sampler.state_dict(), "monitor": self.monitor.state_dict(),
                 "val_losses": self.val_losses, "config": self.summary["config"], "world_size": self.ctx.world_size,
-                "corpus_fingerprint": self.corpus.fingerprint, "resumes": self.resumes,
+                "corpus_fingerprint": self.corpus.fingerprint, "vocab_size": self.vocab_size, "resumes": self.resumes,
                 "started_at": self.summary["started_at"]})
         return True
 
@@ -440,7 +453,7 @@ class Trainer:
         final = None if self.summary["status"] == "diverged" or last is None or not math.isfinite(last) else last
         self.summary.update(steps=self.steps_done, final_val_loss=final,
                             collapsed=collapsed(final, self.summary["unigram_val_loss"]),
-                            final_val_bpb=None if final is None else final / LN2,
+                            final_val_bpb=None if final is None else self.bpb(final),
                             last_finite_val_loss=finite[-1] if finite else None,
                             best_val_loss=min(finite) if finite else None,
                             wall_time_s=round(time.time() - self.started, 3))

@@ -51,3 +51,22 @@ def tiny_base() -> list[str]:
 def tiny(text_corpus) -> list[str]:
     """Overrides that shrink the default config to a run of a few seconds on the tiny corpus."""
     return [*TINY, "data=local_text", f"data.path={text_corpus}"]
+
+
+def toy_encoding() -> dict:
+    """A tiktoken encoding built in memory: the byte alphabet, two merges and an end-of-text token."""
+    ranks = {bytes([b]): b for b in range(256)}
+    ranks.update({b"re": 256, b"return": 257})
+    return {"name": "toy", "pat_str": r"\w+|\s+|[^\w\s]+", "mergeable_ranks": ranks,
+            "special_tokens": {"<|endoftext|>": 258}}
+
+
+@pytest.fixture
+def toy_tiktoken(monkeypatch):
+    """``tiktoken:toy`` registered the way a tiktoken plugin registers an encoding (no files, no network)."""
+    pytest.importorskip("tiktoken")
+    from tiktoken import list_encoding_names, registry
+
+    list_encoding_names()  # fills the registry
+    monkeypatch.setitem(registry.ENCODING_CONSTRUCTORS, "toy", toy_encoding)
+    monkeypatch.setattr(registry, "ENCODINGS", {})

@@ -1,13 +1,26 @@
-"""Byte-level corpora (vocab 256) and the batches cut from them.
+"""Corpora and the batches cut from them: byte-level text (vocab 256) and token shards.
 
 ``load_corpus`` finds the files, splits them into train/val by file and caches their raw bytes on
-disk, checksummed; ``BatchSampler`` draws random training windows and ``eval_batches`` the fixed val
-windows. Reading a byte corpus needs no ``datasets``: the files are read as bytes, never decoded.
+disk, checksummed, or (``tokens``) memory-maps the shards ``normtrain-prepare`` wrote (``shards``);
+``BatchSampler`` draws random training windows and ``eval_batches`` the fixed val windows. Reading a
+byte corpus needs no ``datasets``: the files are read as bytes, never decoded.
 """
 
 from __future__ import annotations
 
-from normtrain.data.batches import BatchSampler, eval_batches, eval_starts, window_batches
-from normtrain.data.corpus import CORPORA, Corpus, load_corpus
+from typing import Any
 
-__all__ = ["CORPORA", "Corpus", "load_corpus", "BatchSampler", "eval_batches", "eval_starts", "window_batches"]
+from normtrain.data.corpus import CORPORA, Corpus, load_corpus
+from normtrain.data.shards import TokenCorpus
+
+__all__ = ["CORPORA", "Corpus", "TokenCorpus", "load_corpus", "BatchSampler", "eval_batches", "eval_starts",
+           "window_batches"]
+
+
+def __getattr__(name: str) -> Any:
+    """The batch makers import torch: only when asked for, so normtrain-prepare (numpy only) starts fast."""
+    if name in ("BatchSampler", "eval_batches", "eval_starts", "window_batches"):
+        from normtrain.data import batches
+
+        return getattr(batches, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -84,7 +84,8 @@ def window_batches(tokens: np.ndarray, starts: np.ndarray, seq_len: int, batch_s
 def _windows(tokens: np.ndarray, starts: np.ndarray, seq_len: int, device) -> tuple[torch.Tensor, ...]:
     rows = torch.from_numpy(np.ascontiguousarray(tokens[starts[:, None] + np.arange(seq_len + 1)]))
     if torch.device(device).type == "cuda":
-        # Move the uint8 rows (8x smaller than int64) from pinned memory, so the copy is async.
+        # Move the narrow rows (uint8 or the shards' uint16/uint32: 2-8x smaller than int64) from pinned memory,
+        # so the copy is async.
         rows = rows.pin_memory().to(device, non_blocking=True)
     x = rows[:, :-1].to(torch.int64, memory_format=torch.contiguous_format)
     y = rows[:, 1:].to(torch.int64, memory_format=torch.contiguous_format)
@@ -93,7 +94,8 @@ def _windows(tokens: np.ndarray, starts: np.ndarray, seq_len: int, device) -> tu
 
 def _check_length(tokens: np.ndarray, seq_len: int, name: str) -> None:
     if len(tokens) < seq_len + 1:
-        more = "raise data.val_fraction or add files" if name == "val" else "add files to the corpus"
+        more = ("raise data.val_fraction (normtrain-prepare --val-fraction for token shards) or add files"
+                if name == "val" else "add files to the corpus")
         raise DataError(
             f"the {name} split has {len(tokens)} tokens, too few for one window of model.seq_len+1="
             f"{seq_len + 1}: lower model.seq_len, or {more}"

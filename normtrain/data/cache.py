@@ -13,6 +13,7 @@ Concurrent builders of one corpus need no lock: their bytes are identical, so wh
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -20,8 +21,9 @@ import re
 import socket
 import uuid
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -43,9 +45,10 @@ def fingerprint(files: Iterable[tuple[str, str]], settings: dict) -> str:
     """
     h = hashlib.blake2b(json.dumps(settings, sort_keys=True).encode(), digest_size=16)
     for rel, path in files:
-        data = Path(path).read_bytes()
-        h.update(b"\0%b\0%d\0" % (os.fsencode(rel), len(data)))
-        h.update(data)
+        with open(path, "rb") as f:  # in blocks: a corpus may be one file larger than memory
+            h.update(b"\0%b\0%d\0" % (os.fsencode(rel), os.fstat(f.fileno()).st_size))
+            while block := f.read(1 << 24):
+                h.update(block)
     return h.hexdigest()
 
 
@@ -102,6 +105,11 @@ def sweep(folder: Path) -> None:
         owner = _TEMP.fullmatch(name)
         if owner and owner["scope"] == _SCOPE and not _alive(int(owner["pid"])):
             (folder / name).unlink(missing_ok=True)
+
+
+def is_temp(name: str) -> bool:
+    """Whether ``name`` is a temporary file of one of our writers (finished or not)."""
+    return _TEMP.fullmatch(name) is not None
 
 
 class _Damaged(Exception):
@@ -165,13 +173,21 @@ def _temp_path(path: Path, pid: int | None = None) -> Path:
     return path.with_name(f".{path.name}.{_SCOPE}.{pid or os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
-def _atomic_write(path: Path, write: Callable) -> None:
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[IO[bytes]]:
+    """An open temporary file beside ``path`` (named so that ``sweep`` can clear it if its writer dies),
+    moved into place when the block ends, removed if it raises."""
     # No fsync: a file lost to a power cut fails its checksum on the next load and is rebuilt.
     tmp = _temp_path(path)
     try:
         with open(tmp, "xb") as f:  # "x" creates the file with the mode the user's umask gives
-            write(f)
+            yield f
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _atomic_write(path: Path, write: Callable) -> None:
+    with writing(path) as f:
+        write(f)

@@ -15,10 +15,11 @@ import numpy as np
 
 from normtrain.data import cache, sources
 from normtrain.data.encode import SEPARATOR, encode_splits
+from normtrain.data.shards import TokenCorpus, load_shards
 from normtrain.data.unigram import token_counts
 from normtrain.errors import DataError
 
-CORPORA = ("python_stdlib", "local_text")
+CORPORA = ("python_stdlib", "local_text", "tokens")
 # Bump when the token layout changes (separator, decoding, split rule) so old caches are not reused.
 # 2: raw bytes (1 decoded UTF-8 with replacement and translated newlines); meta.json holds checksums.
 FORMAT_VERSION = 2
@@ -42,6 +43,10 @@ class Corpus:
         """Occurrences of each token id in the train split (for the unigram baseline)."""
         return token_counts(self.train, self.vocab_size)
 
+    @property
+    def val_bytes_per_token(self) -> float:
+        return 1.0  # a byte token is one byte: val/bpb = val/loss / ln 2
+
     def describe(self) -> dict:
         return {
             "name": self.name,
@@ -61,8 +66,10 @@ def load_corpus(
     val_fraction: float = 0.05,
     cache_dir: str | None = None,
     progress: bool = True,
-) -> Corpus:
-    """Load a corpus by name, building its token cache the first time."""
+) -> Corpus | TokenCorpus:
+    """Load a corpus by name, building its token cache the first time (``tokens``: prepared shards, mapped)."""
+    if name == "tokens":
+        return load_shards(path)
     if not 0 < val_fraction < 1:
         raise DataError(f"data.val_fraction={val_fraction}: must lie in (0, 1)")
     source = _find(name, path)

@@ -115,7 +115,7 @@ def test_describe_is_json(tmp_path):
 def test_bad_arguments_are_data_errors(tmp_path, name, path, val_fraction, says):
     with pytest.raises(DataError, match=says):
         load_corpus(name, path, val_fraction=val_fraction, cache_dir=str(tmp_path), progress=False)
-    assert CORPORA == ("python_stdlib", "local_text")
+    assert CORPORA == ("python_stdlib", "local_text", "tokens")
 
 
 def test_python_stdlib_end_to_end(tmp_path):

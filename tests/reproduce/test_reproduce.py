@@ -150,15 +150,18 @@ def test_index_table_is_rebuilt_between_markers(tmp_path):
 
 
 def test_a_finished_run_is_reused_across_new_neutral_keys_but_not_across_changed_ones():
+    from normtrain.config import compose, to_container
     from normtrain.reproduce.runner import same_run
 
-    old = {"model": {"n_layers": 6}, "optim": {"lr": 1e-3}, "monitor": {"every": 10}, "logger": {"name": "wandb"}}
-    new = {"model": {"n_layers": 6, "qk_norm": False}, "optim": {"lr": 1e-3, "z_loss": 0.0},
-           "monitor": {"every": 10, "spike_score": True}, "logger": {"name": "none", "backends": ["csv"]}}
+    new = to_container(compose(["experiment=deepnet_depth"]))
+    old = {group: dict(values) for group, values in new.items()}
+    del old["model"]["qk_norm"], old["optim"]["z_loss"], old["monitor"]["spike_score"]  # keys added since the run
+    old["logger"] = {"name": "wandb"}  # logged elsewhere: the same run
     assert same_run(old, new)
-    assert not same_run(old, {**new, "model": {"n_layers": 6, "qk_norm": True}})  # a new key, not neutral
-    assert not same_run(old, {**new, "optim": {"lr": 3e-3, "z_loss": 0.0}})
-    assert not same_run(old, {**new, "monitor": {"every": 5, "spike_score": True}})
+    changed = {**new, "model": {**new["model"], "qk_norm": True}}  # a new key set to what the run did not have
+    assert not same_run(old, changed)
+    assert not same_run(old, {**new, "optim": {**new["optim"], "lr": 3e-3}})
+    assert not same_run(old, {**new, "monitor": {**new["monitor"], "every": 5}})
 
 
 def test_lr_sensitivity_runs_qk_norm_with_pre_ln_only_and_scores_by_the_paper_formula():

@@ -1,0 +1,3 @@
+from normtrain.export.cli import main
+
+main()

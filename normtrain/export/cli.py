@@ -1,0 +1,53 @@
+"""The normtrain-export command line: RUN_DIR OUT_DIR, a report of what was written and how it was checked."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="normtrain-export",
+        description="Write a run's final weights as a Hugging Face checkpoint (model.safetensors, config.json, "
+                    "the tokenizer) when the model is a LlamaForCausalLM (Pre-LN, RMSNorm, SwiGLU, RoPE) or a "
+                    "GPT2LMHeadModel (Pre-LN, LayerNorm, GELU, learned positions); in normtrain's own format "
+                    "(model.safetensors + normtrain.json, read by normtrain.load) otherwise.")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (with ckpt.pt)")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="the folder to write (new, empty, or an earlier export)")
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="skip loading the export back with transformers to compare logits")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+
+    def body() -> None:
+        from normtrain.export import export_run
+
+        print(summary(export_run(args.run_dir, args.out_dir, verify=args.verify)))
+
+    from normtrain.commands import run_command
+
+    run_command("normtrain-export", body)
+
+
+def summary(report: dict[str, Any]) -> str:
+    lines = [f"normtrain-export: wrote {report['out_dir']} (step {report['step']})"]
+    if report["format"] == "normtrain":
+        why = "; ".join(f"{cls}: {', '.join(r)}" for cls, r in report["why_not_hf"].items())
+        lines.append(f"  format     normtrain (model.safetensors + normtrain.json; load with normtrain.load) — "
+                     f"no transformers class expresses it ({why})")
+    else:
+        check = report["max_logit_diff"]
+        verified = ("not checked (transformers is not installed)" if check is None
+                    else f"from_pretrained logits match to {check:.2g}")
+        lines.append(f"  format     {report['format']} (transformers from_pretrained); {verified}")
+    lines.append(f"  tokenizer  {report['tokenizer']}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,3 @@
+from normtrain.prepare.cli import main
+
+main()

@@ -1,0 +1,131 @@
+"""normtrain-export: Llama and GPT-2 checkpoints that transformers loads with the same logits, normtrain's own
+format for the rest, normtrain.load for both, and the tokenizer the run was trained with."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import normtrain
+from normtrain.errors import DataError
+from normtrain.export import export_run
+
+transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.slow
+
+LLAMA = ["placement=pre", "norm=rmsnorm", "model.mlp=swiglu", "model.pos=rope"]
+GPT2 = ["placement=pre", "norm=layernorm", "model.mlp=gelu", "model.pos=learned", "model.bias=true",
+        "norm.eps=1e-5"]
+
+
+def trained(overrides, run_dir):
+    normtrain.train(normtrain.compose([*overrides, "train.max_steps=6", "optim.lr=1e-2"]), run_dir=run_dir)
+    return normtrain.load(run_dir)
+
+
+def logits_of(model, tokens):
+    with torch.no_grad():
+        out = model(tokens)
+    return (out.logits if hasattr(out, "logits") else out[0]).float()
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_the_export_loads_in_transformers_with_the_same_logits(arch, tiny, tmp_path):
+    overrides = {"llama": LLAMA + ["norm.eps=1e-5"], "gpt2": GPT2}[arch]
+    ours = trained([*tiny, *overrides], tmp_path / "run")
+    report = export_run(tmp_path / "run", tmp_path / "hf")
+    hf_class = {"llama": "LlamaForCausalLM", "gpt2": "GPT2LMHeadModel"}[arch]
+    assert report["format"] == hf_class and report["max_logit_diff"] < 1e-4
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    assert type(hf).__name__ == hf_class and not hf.config.tie_word_embeddings
+    tokens = torch.randint(0, 256, (3, 32), generator=torch.Generator().manual_seed(1))
+    assert (logits_of(hf, tokens) - logits_of(ours, tokens)).abs().max() < 1e-4
+    back = normtrain.load(tmp_path / "hf")  # the Hugging Face names mapped back
+    assert all(torch.equal(a, b) for a, b in zip(back.state_dict().values(), ours.state_dict().values(),
+                                                 strict=True))
+    # the byte-level tokenizer: token i is byte i, whatever the text
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    text = "naïve\tcode ✓\n"
+    assert tokenizer(text)["input_ids"] == list(text.encode())
+    assert tokenizer.decode(list(text.encode())) == text
+
+
+def test_other_architectures_export_in_normtrains_format(tiny, tmp_path):
+    ours = trained([*tiny, "placement=post", "norm.affine=false"], tmp_path / "run")
+    report = export_run(tmp_path / "run", tmp_path / "out")
+    assert report["format"] == "normtrain"
+    assert "placement=post (needs pre)" in report["why_not_hf"]["LlamaForCausalLM"]
+    assert not (tmp_path / "out" / "config.json").exists()
+    back = normtrain.load(tmp_path / "out")
+    tokens = torch.randint(0, 256, (2, 16))
+    assert torch.equal(logits_of(back, tokens), logits_of(ours, tokens))
+    assert json.loads((tmp_path / "out" / "normtrain.json").read_text())["model"]["placement"] == "post"
+
+
+def test_unit_norms_and_no_biases_map_too(tiny, tmp_path):
+    """norm.affine=false has no weights to copy (unit gains are written) and model.bias=false no biases
+    (zeros are written): the logits still agree, and normtrain.load drops them again."""
+    ours = trained([*tiny, *GPT2[:-2], "norm.affine=false"], tmp_path / "run")
+    report = export_run(tmp_path / "run", tmp_path / "hf")
+    assert report["format"] == "GPT2LMHeadModel" and report["max_logit_diff"] < 1e-4
+    assert set(normtrain.load(tmp_path / "hf").state_dict()) == set(ours.state_dict())
+
+
+def test_a_bpe_run_exports_its_tokenizer(text_corpus, tiny, tmp_path):
+    from normtrain.prepare import PrepareRequest, prepare
+
+    shards = tmp_path / "shards"
+    prepare(PrepareRequest(str(text_corpus), str(shards), tokenizer="bpe", vocab_size=300, progress=False))
+    trained([*tiny, *LLAMA, "data=tokens", f"data.path={shards}"], tmp_path / "run")
+    report = export_run(tmp_path / "run", tmp_path / "hf")
+    assert report["format"] == "LlamaForCausalLM" and "bpe-300" in report["tokenizer"]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    ids = tokenizer("def function_1(x):\n")["input_ids"]
+    from tokenizers import Tokenizer
+
+    assert ids == Tokenizer.from_file(str(shards / "tokenizer.json")).encode("def function_1(x):\n").ids
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["vocab_size"] == 300 and config["eos_token_id"] == 0 == tokenizer.eos_token_id
+
+
+def test_the_command_line(tiny, tmp_path):
+    trained([*tiny, *LLAMA], tmp_path / "run")
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    run = lambda *a: subprocess.run([sys.executable, "-m", "normtrain.export", *map(str, a)],  # noqa: E731
+                                    capture_output=True, text=True, env=env, timeout=300)
+    proc = run(tmp_path / "run", tmp_path / "hf")
+    assert proc.returncode == 0, proc.stderr
+    assert "LlamaForCausalLM" in proc.stdout and "logits match" in proc.stdout and proc.stderr == ""
+    missing = run(tmp_path / "nothing", tmp_path / "x")
+    assert missing.returncode == 2 and "holds no checkpoint" in missing.stderr and "Traceback" not in missing.stderr
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "theirs" / "data.csv").write_text("1,2")
+    with pytest.raises(DataError, match=r"did not write \(data.csv\)"):
+        export_run(tmp_path / "run", tmp_path / "theirs")
+
+
+def test_a_tiktoken_run_exports_a_converted_tokenizer(toy_tiktoken, text_corpus, tiny, tmp_path):
+    from normtrain.prepare import PrepareRequest, prepare
+
+    shards = tmp_path / "shards"
+    meta = prepare(PrepareRequest(str(text_corpus), str(shards), tokenizer="tiktoken:toy", progress=False))
+    assert (meta["vocab_size"], meta["tokenizer"]["eot"], meta["dtype"]) == (259, 258, "uint16")
+    trained([*tiny, *LLAMA, "data=tokens", f"data.path={shards}"], tmp_path / "run")
+    report = export_run(tmp_path / "run", tmp_path / "hf")
+    assert "tiktoken:toy, converted" in report["tokenizer"]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert tokenizer("return x")["input_ids"][0] == 257 and tokenizer.eos_token_id == 258
+
+
+@pytest.mark.parametrize("option", ["model.qk_norm=true", "norm.depth_scaled=true"])
+def test_catalog_options_transformers_lacks_fall_back_to_normtrains_format(option, tiny, tmp_path):
+    """A Pre-LN RMSNorm SwiGLU RoPE model is a Llama, unless an option Llama does not have is on."""
+    ours = trained([*tiny, *LLAMA, option], tmp_path / "run")
+    report = export_run(tmp_path / "run", tmp_path / "out")
+    assert report["format"] == "normtrain"
+    assert any(option.split("=")[0].split(".")[-1] in why for why in report["why_not_hf"]["LlamaForCausalLM"])
+    tokens = torch.randint(0, 256, (2, 16))
+    assert torch.equal(logits_of(normtrain.load(tmp_path / "out"), tokens), logits_of(ours, tokens))
