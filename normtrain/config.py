@@ -13,15 +13,14 @@ import math
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from normtrain.distributed import STRATEGIES
 from normtrain.errors import ConfigError
-from normtrain.model import GPT, NORMS, PLACEMENTS, GPTConfig, NormSpec
-from normtrain.model.mlp import MLPS
-from normtrain.ops.rmsnorm import IMPLS
+
+if TYPE_CHECKING:  # the model (and torch) load on first validation, not on import: `normtrain --help` stays fast
+    from normtrain.model import GPT, GPTConfig
 
 SCHEDULES = ("cosine", "constant", "inverse_sqrt")
 DEVICES = ("auto", "cpu", "cuda")
@@ -227,6 +226,10 @@ def unknown_key_problem(dotted: str) -> str | None:
 
 
 def _model_problems(cfg: DictConfig) -> list[str]:
+    from normtrain.model import NORMS, PLACEMENTS
+    from normtrain.model.mlp import MLPS
+    from normtrain.ops.rmsnorm import IMPLS
+
     p: list[str] = []
     m, n, pl = cfg.model, cfg.norm, cfg.placement
     if m.n_layers < 1:
@@ -278,6 +281,8 @@ def _optim_problems(o: DictConfig) -> list[str]:
 
 
 def _run_problems(t: DictConfig, mon: DictConfig) -> list[str]:
+    from normtrain.distributed import STRATEGIES
+
     p: list[str] = []
     for key in ("max_steps", "batch_size", "eval_batches"):
         if t[key] < 1:
@@ -330,6 +335,8 @@ def validate(cfg: DictConfig, training: bool = True) -> None:
 
 def model_config(cfg: DictConfig) -> GPTConfig:
     """Translate the composed config into the model's own plain config."""
+    from normtrain.model import GPTConfig, NormSpec
+
     m, n, pl = cfg.model, cfg.norm, cfg.placement
     scale = lambda v: None if v in (None, "auto") else float(v)  # noqa: E731
     return GPTConfig(
@@ -341,6 +348,8 @@ def model_config(cfg: DictConfig) -> GPTConfig:
 
 
 def build_model(cfg: DictConfig) -> GPT:
+    from normtrain.model import GPT
+
     validate(cfg, training=False)
     return GPT(model_config(cfg))
 

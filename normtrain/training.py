@@ -119,7 +119,8 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
 
 
 class Throughput:
-    """Tokens per second between log steps, evaluation time left out."""
+    """Tokens per second between log steps, evaluation time left out; ``tick`` takes the number of updates done
+    (row ``step = k`` follows update k + 1), so the first row already has a rate."""
 
     def __init__(self, tokens_per_step: int, step: int):
         self.tokens_per_step = tokens_per_step
@@ -319,7 +320,7 @@ class Trainer:
     def log(self, step: int, row: dict[str, Any], lr: float) -> bool:
         """Write the row of a log or eval step; True when the run has diverged."""
         metrics, diverged_at = self.monitor.read()
-        tokens_per_s = self.throughput.tick(step)
+        tokens_per_s = self.throughput.tick(self.steps_done)  # updates done, so the first interval counts too
         row.update(metrics, lr=lr, tokens_per_s=tokens_per_s)
         if self.peak and tokens_per_s:
             row["mfu"] = mfu(tokens_per_s, self.flops_per_token, self.peak, self.ctx.world_size)

@@ -36,6 +36,8 @@ class Run:
     rows: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
     label: str = ""
+    group: str = ""  # the label of its seed group (normtrain.compare.groups)
+    color: str = ""  # its group's colour, the same in every figure
 
     @property
     def status(self) -> str:
