@@ -26,7 +26,8 @@ SCHEDULES = ("cosine", "constant", "inverse_sqrt")
 DEVICES = ("auto", "cpu", "cuda")
 POSITIONS = ("rope", "learned")
 CORPORA = ("python_stdlib", "local_text")
-LOGGERS = ("wandb", "none")
+LOGGERS = ("wandb", "tensorboard", "csv", "none")  # logger=NAME, or several: logger=[wandb,tensorboard]
+BACKENDS = ("wandb", "tensorboard", "csv")  # normtrain.loggers.BACKENDS
 WANDB_MODES = ("auto", "online", "offline", "disabled")
 OPTIMIZERS = ("adamw",)
 MAX_SEED = 2**32 - 1  # numpy's seed range
@@ -97,6 +98,7 @@ class TrainSchema:
     compile: bool = False  # torch.compile the model (log steps run eagerly for the diagnostics)
     strategy: str = "ddp"  # under torchrun: ddp | fsdp
     progress: bool = True
+    progress_every_s: float = 30.0  # not a terminal (batch jobs): a progress line this often, not a bar
 
 
 @dataclass
@@ -113,7 +115,8 @@ class MonitorSchema:
 
 @dataclass
 class LoggerSchema:
-    name: str = "wandb"
+    name: str = "wandb"  # the option picked (the last one when several are)
+    backends: dict[str, bool] = field(default_factory=dict)  # each picked option adds itself: {wandb: true, ...}
     project: str = "normtrain"
     entity: str | None = None
     group: str | None = None  # default: the multirun's sweep folder name
@@ -305,12 +308,15 @@ def _run_problems(t: DictConfig, mon: DictConfig) -> list[str]:
         p.append(f"monitor.probe_batch={mon.probe_batch}: must be at least 1")
     _number("monitor.divergence_factor", mon.divergence_factor, mon.divergence_factor > 1,
             "must be a finite number > 1", p)
+    _number("train.progress_every_s", t.progress_every_s, t.progress_every_s >= 0, "must be a finite number >= 0", p)
     return p
 
 
 def _data_problems(d: DictConfig, lg: DictConfig) -> list[str]:
     p: list[str] = []
     _choice(lg.name, "logger.name", LOGGERS, p)
+    for backend in lg.backends:
+        _choice(backend, "logger.backends", BACKENDS, p)
     _choice(lg.mode, "logger.mode", WANDB_MODES, p)
     _choice(d.name, "data.name", CORPORA, p)
     _number("data.val_fraction", d.val_fraction, 0 < d.val_fraction < 1, "must lie in (0, 1)", p)

@@ -108,17 +108,18 @@ def _not_recorded(ax, what: str) -> None:
 def save_png(fig, path: Path) -> Path:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})  # no version string (or URL) in it
-    path.write_bytes(_palette_png(buf.getvalue()))
+    path.write_bytes(palette_png(buf.getvalue()))
     return path
 
 
-def _palette_png(data: bytes) -> bytes:
-    """The PNG with its colours reduced to a 256-colour palette: plots have few colours, and the report, which
-    embeds every figure, gets 2-3 times smaller. Pillow comes with matplotlib; any failure keeps the original."""
+def palette_png(data: bytes, method: int = 0) -> bytes:
+    """The PNG with its colours reduced to a 256-colour palette: plots have few colours, and the files get 2-3
+    times smaller. ``method``: Pillow's median cut (0) for plots; fast octree (2) keeps the exact colours of a
+    screenshot's small swatches. Pillow comes with matplotlib; any failure keeps the original."""
     try:
         from PIL import Image
 
-        image = Image.open(io.BytesIO(data)).convert("RGB").quantize(colors=256, method=0, dither=0)  # median cut
+        image = Image.open(io.BytesIO(data)).convert("RGB").quantize(colors=256, method=method, dither=0)
         out = io.BytesIO()
         image.save(out, format="PNG", optimize=True)
     except Exception:  # a smaller file is a nicety, never a reason to fail
