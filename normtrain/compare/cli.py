@@ -149,7 +149,8 @@ def _figures(runs: list[Run], out: Path, result: Comparison) -> list[Path]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog=PROG, description="Compare normtrain runs: loss and per-layer figures, a table and an HTML report.",
+        prog=PROG, description="Compare normtrain runs: an interactive HTML report (one file, works offline), PNG "
+                               "figures for papers and a table.",
         epilog="PATH is a multirun folder, run folders, or globs (quote them), searched recursively for folders "
                "with summary.json or metrics.jsonl. Example: normtrain-compare multirun/2026-01-01/12-00-00")
     p.add_argument("paths", nargs="+", metavar="PATH", help="multirun folder, run folder or glob")
@@ -158,8 +159,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="sort key, best first: val/loss (final; default), val/best_loss, val/bpb, tokens_per_s, "
                         "wall_time_s, or any metrics.jsonl key (its last value)")
     p.add_argument("--by", metavar="KEYS",
-                   help="comma-separated config keys that make the labels, e.g. norm,placement,model.n_layers "
-                        "(default: every config value that differs between the runs)")
+                   help="comma-separated config keys that make the labels and group the runs, e.g. "
+                        "norm,placement,model.n_layers (default: every config value that differs between the runs; "
+                        "runs that differ only in train.seed form one group: mean and band)")
     p.add_argument("--table-only", action="store_true", help="write and print the table only: no figures")
     return p.parse_args(argv)
 
