@@ -64,3 +64,35 @@ def test_help_never_imports_torch(entry):
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "usage" in proc.stdout.lower() or "normtrain" in proc.stdout
+
+
+SWALLOWED = """
+import os, signal, sys, time
+from normtrain import cli
+
+def app():
+    def job():
+        try:  # a library that catches everything while it sets up
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except BaseException:
+            pass
+        if sys.argv[1] == "wrapped":
+            try:
+                raise KeyboardInterrupt
+            except KeyboardInterrupt:
+                raise AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'")
+        cli.main(None)  # the job starts: it must not train
+    return job
+
+cli._hydra_app = app
+cli.run()
+"""
+
+
+@pytest.mark.parametrize("how", ["swallowed", "wrapped"])
+def test_ctrl_c_hidden_by_a_library_at_start_up_still_ends_in_one_line(how):
+    proc = subprocess.run([sys.executable, "-c", SWALLOWED, how], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip() in ("normtrain: interrupted during start-up",
+                                   "normtrain: interrupted while setting up the run")  # one line, no traceback
