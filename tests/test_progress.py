@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -90,9 +91,15 @@ cli.run()
 """
 
 
+def ctrl_c_default() -> None:
+    """In the child: Ctrl-C as on a terminal, even when the suite runs as a background job (which ignores it)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("how", ["swallowed", "wrapped"])
 def test_ctrl_c_hidden_by_a_library_at_start_up_still_ends_in_one_line(how):
-    proc = subprocess.run([sys.executable, "-c", SWALLOWED, how], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", SWALLOWED, how], capture_output=True, text=True, timeout=120,
+                          preexec_fn=ctrl_c_default)
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr.strip() in ("normtrain: interrupted during start-up",
                                    "normtrain: interrupted while setting up the run")  # one line, no traceback
