@@ -26,6 +26,7 @@ from types import CodeType
 from typing import TYPE_CHECKING, NoReturn
 
 from normtrain.errors import NormtrainError
+from normtrain.runlog import say
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -33,17 +34,19 @@ if TYPE_CHECKING:
 
 def main(cfg: DictConfig) -> float | None:
     """Hydra's task function: one job, one run."""
+    if StartUp.interrupted:  # a Ctrl-C that a library's start-up code swallowed (see StartUp)
+        raise KeyboardInterrupt
     from normtrain.training import train
 
     try:
         summary = train(cfg)
     except NormtrainError as err:
-        print(f"normtrain: {err}", file=sys.stderr)
+        say(f"normtrain: {err}")
         sys.exit(2)
     val = summary["final_val_loss"]
     if int(os.environ.get("RANK", "0")) == 0:
-        print(f"normtrain: {summary['status']} after {summary['steps']} steps; final val loss "
-              f"{'n/a' if val is None else f'{val:.4f}'}; run folder {summary['run_dir']}", file=sys.stderr)
+        say(f"normtrain: {summary['status']} after {summary['steps']} steps; final val loss "
+            f"{'n/a' if val is None else f'{val:.4f}'}; run folder {summary['run_dir']}")
     if summary["status"] == "interrupted":
         sys.exit(130)
     return summary["final_val_loss"]  # for Hydra sweepers that optimize a value
@@ -53,12 +56,15 @@ def run() -> None:
     """Console-script entry point: Hydra's app, with its exit codes mapped onto ours (see the module doc)."""
     full_error_asked = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises instead of printing: we decide how each error is shown
+    StartUp.watch()
     try:
         _quiet_non_zero_ranks()
         _hydra_app()()
     except KeyboardInterrupt as err:  # the training loop handles its own; this is before it (or between jobs)
         _interrupted(err)
     except Exception as err:
+        if StartUp.interrupted or _caused_by_interrupt(err):  # e.g. OmegaConf failing half-way through a node
+            _interrupted(KeyboardInterrupt())
         if not hydra_user_error(err):
             raise  # a bug: its whole traceback, exit 1
         if full_error_asked:
@@ -69,6 +75,35 @@ def run() -> None:
                 print(err.__cause__, file=sys.stderr)
         _add_to_hydras_message(err)
         sys.exit(2)
+
+
+class StartUp:
+    """Ctrl-C before the training loop. Python raises KeyboardInterrupt wherever the main thread is, and during
+    start-up that can be inside Hydra's or OmegaConf's own set-up, which then fails with another error (an
+    AttributeError from a half-built config node) or, where it imports plugins under ``except Exception``,
+    swallows it and goes on to train. The handler remembers the signal, so each of those ends in one line, 130."""
+
+    interrupted = False
+
+    @classmethod
+    def watch(cls) -> None:
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not if the caller ignores Ctrl-C
+            signal.signal(signal.SIGINT, cls._handle)
+
+    @classmethod
+    def _handle(cls, signum: int, frame) -> None:
+        cls.interrupted = True
+        raise KeyboardInterrupt
+
+
+def _caused_by_interrupt(err: BaseException | None) -> bool:
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, KeyboardInterrupt):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def _hydra_app():
@@ -162,7 +197,11 @@ def _interrupted(err: KeyboardInterrupt) -> NoReturn:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while we exit must not add a traceback
     where = "while setting up the run" if _passed_through(err, main.__code__) else "during start-up"
     print(f"normtrain: interrupted {where}", file=sys.stderr)
-    sys.exit(130)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Not sys.exit: an interrupt that landed in an import can leave Python's "unhandled KeyboardInterrupt" mark,
+    # and the interpreter then ends itself by SIGINT (status -2) instead of 130. Nothing is open that needs closing.
+    os._exit(130)
 
 
 if __name__ == "__main__":

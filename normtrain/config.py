@@ -13,21 +13,21 @@ import math
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from normtrain.distributed import STRATEGIES
 from normtrain.errors import ConfigError
-from normtrain.model import GPT, NORMS, PLACEMENTS, GPTConfig, NormSpec
-from normtrain.model.mlp import MLPS
-from normtrain.ops.rmsnorm import IMPLS
+
+if TYPE_CHECKING:  # the model (and torch) load on first validation, not on import: `normtrain --help` stays fast
+    from normtrain.model import GPT, GPTConfig
 
 SCHEDULES = ("cosine", "constant", "inverse_sqrt")
 DEVICES = ("auto", "cpu", "cuda")
 POSITIONS = ("rope", "learned")
 CORPORA = ("python_stdlib", "local_text", "tokens")
-LOGGERS = ("wandb", "none")
+LOGGERS = ("wandb", "tensorboard", "csv", "none")  # logger=NAME, or several: logger=[wandb,tensorboard]
+BACKENDS = ("wandb", "tensorboard", "csv")  # normtrain.loggers.BACKENDS
 WANDB_MODES = ("auto", "online", "offline", "disabled")
 OPTIMIZERS = ("adamw",)
 MAX_SEED = 2**32 - 1  # numpy's seed range
@@ -125,6 +125,7 @@ class TrainSchema:
     compile: bool = False  # torch.compile the model (log steps run eagerly for the diagnostics)
     strategy: str = "ddp"  # under torchrun: ddp | fsdp
     progress: bool = True
+    progress_every_s: float = 30.0  # not a terminal (batch jobs): a progress line this often, not a bar
 
 
 @dataclass
@@ -147,7 +148,8 @@ class MonitorSchema:
 
 @dataclass
 class LoggerSchema:
-    name: str = "wandb"
+    name: str = "wandb"  # the option picked (the last one when several are)
+    backends: dict[str, bool] = field(default_factory=dict)  # each picked option adds itself: {wandb: true, ...}
     project: str = "normtrain"
     entity: str | None = None
     group: str | None = None  # default: the multirun's sweep folder name
@@ -260,6 +262,10 @@ def unknown_key_problem(dotted: str) -> str | None:
 
 
 def _model_problems(cfg: DictConfig) -> list[str]:
+    from normtrain.model import NORMS, PLACEMENTS
+    from normtrain.model.mlp import MLPS
+    from normtrain.ops.rmsnorm import IMPLS
+
     p: list[str] = []
     m, n, pl = cfg.model, cfg.norm, cfg.placement
     if m.n_layers < 1:
@@ -298,6 +304,8 @@ def _model_problems(cfg: DictConfig) -> list[str]:
 
 def _catalog_problems(m: DictConfig, n: DictConfig, pl: DictConfig) -> list[str]:
     """The keys of the newer norms, placements and stabilizers, alone and against each other."""
+    from normtrain.model import NORMS, PLACEMENTS
+
     p: list[str] = []
     _number("norm.alpha_init", n.alpha_init, n.alpha_init > 0, "DyT's initial α must be a finite number > 0", p)
     if pl.post_fraction is not None:
@@ -336,6 +344,8 @@ def _optim_problems(o: DictConfig) -> list[str]:
 
 
 def _run_problems(t: DictConfig, mon: DictConfig) -> list[str]:
+    from normtrain.distributed import STRATEGIES
+
     p: list[str] = []
     for key in ("max_steps", "batch_size", "eval_batches"):
         if t[key] < 1:
@@ -360,12 +370,15 @@ def _run_problems(t: DictConfig, mon: DictConfig) -> list[str]:
         p.append(f"monitor.spike_window={mon.spike_window}: must be at least 2 (a standard deviation needs two points)")
     _number("monitor.divergence_factor", mon.divergence_factor, mon.divergence_factor > 1,
             "must be a finite number > 1", p)
+    _number("train.progress_every_s", t.progress_every_s, t.progress_every_s >= 0, "must be a finite number >= 0", p)
     return p
 
 
 def _data_problems(d: DictConfig, lg: DictConfig) -> list[str]:
     p: list[str] = []
     _choice(lg.name, "logger.name", LOGGERS, p)
+    for backend in lg.backends:
+        _choice(backend, "logger.backends", BACKENDS, p)
     _choice(lg.mode, "logger.mode", WANDB_MODES, p)
     _choice(d.name, "data.name", CORPORA, p)
     _number("data.val_fraction", d.val_fraction, 0 < d.val_fraction < 1, "must lie in (0, 1)", p)
@@ -422,6 +435,7 @@ def model_config(cfg: DictConfig, vocab: int | None = None) -> GPTConfig:
     """Translate the composed config into the model's own plain config. The vocabulary: ``vocab``, else
     ``model.vocab_size``, else the corpus's (for token shards, read from their meta.json)."""
     from normtrain.data.shards import vocab_size_of
+    from normtrain.model import GPTConfig, NormSpec
 
     m, n, pl = cfg.model, cfg.norm, cfg.placement
     scale = lambda v: None if v in (None, "auto") else float(v)  # noqa: E731
@@ -437,6 +451,8 @@ def model_config(cfg: DictConfig, vocab: int | None = None) -> GPTConfig:
 
 
 def build_model(cfg: DictConfig) -> GPT:
+    from normtrain.model import GPT
+
     validate(cfg, training=False)
     return GPT(model_config(cfg))
 

@@ -17,13 +17,13 @@ import fcntl
 import json
 import os
 import socket
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from normtrain.atomic import TMP_GLOB, write_json
 from normtrain.errors import RunFolderError
+from normtrain.runlog import say
 
 LOCK_NAME = "normtrain.lock"
 SUMMARY_NAME = "summary.json"
@@ -72,8 +72,8 @@ class RunFolder:
     def _take_over(self, stale: str) -> None:
         """A non-empty lock file we could lock was left by a run that did not finish (killed or crashed)."""
         if stale:
-            print(f"normtrain: warning: taking over the run folder {self.path}, whose lock was left by "
-                  f"{stale}, no longer running", file=sys.stderr)
+            say(f"normtrain: warning: taking over the run folder {self.path}, whose lock was left by "
+                f"{stale}, no longer running")
 
     def _record_holder(self) -> None:
         me = f"pid {os.getpid()} on host {socket.gethostname()} (since {time.strftime('%Y-%m-%d %H:%M:%S')})"

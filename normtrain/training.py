@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import math
 import random
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,7 +30,6 @@ from typing import Any
 import numpy as np
 import torch
 from omegaconf import DictConfig
-from tqdm.auto import tqdm
 
 from normtrain.checkpoint import (
     load_checkpoint,
@@ -46,13 +44,16 @@ from normtrain.data import BatchSampler, eval_starts, load_corpus, window_batche
 from normtrain.data.unigram import collapsed, unigram_loss
 from normtrain.distributed import DistContext, init_distributed, wrap_model
 from normtrain.flops import mfu, model_flops_per_token, peak_flops
-from normtrain.loggers import JsonlLogger, Loggers, WandbLogger
+from normtrain.loggers import CsvLogger, JsonlLogger, Loggers, TensorBoardLogger, WandbLogger
+from normtrain.loggers.names import SweepJob, group_name, run_name, sweep_job
 from normtrain.model import GPT
 from normtrain.monitor import Monitor
 from normtrain.optim import build_optimizer, lr_at
 from normtrain.preemption import StopRequested
+from normtrain.progress import interactive, make_progress
 from normtrain.resume import config_changes
 from normtrain.run_folder import USER_ERRNOS, RunFolder, write_error
+from normtrain.runlog import say
 from normtrain.zloss import log_partition, z_loss
 
 LN2 = math.log(2)
@@ -69,27 +70,29 @@ def run_label(cfg: DictConfig) -> str:
     return f"{cfg.placement.name}-{cfg.norm.name}-L{cfg.model.n_layers}"
 
 
-def hydra_dirs() -> tuple[Path | None, str | None]:
-    """(this job's output folder, the sweep's name when in a multirun) if Hydra is running us."""
+def hydra_run_dir() -> Path | None:
+    """This job's output folder if Hydra is running us."""
     try:
         from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
     except ImportError:
-        return None, None
-    if not HydraConfig.initialized():
-        return None, None
-    hc = HydraConfig.get()
-    sweep = Path(hc.sweep.dir).name if hc.mode == RunMode.MULTIRUN else None
-    return Path(hc.runtime.output_dir), sweep
+        return None
+    return Path(HydraConfig.get().runtime.output_dir) if HydraConfig.initialized() else None
 
 
-def build_loggers(cfg: DictConfig, run_dir: Path, sweep: str | None, start_step: int) -> Loggers:
+def build_loggers(cfg: DictConfig, run_dir: Path, job: SweepJob | None, start_step: int) -> Loggers:
+    """metrics.jsonl, and each backend ``logger`` picked (``logger=[wandb,tensorboard]`` picks two)."""
     sinks: list = [JsonlLogger(run_dir / "metrics.jsonl", start_step=start_step)]
     lg = cfg.logger
-    if lg.name == "wandb" and lg.mode != "disabled":
+    picked = [name for name, on in lg.backends.items() if on]
+    if "tensorboard" in picked:
+        sinks.append(TensorBoardLogger(run_dir, start_step=start_step))
+    if "csv" in picked:
+        sinks.append(CsvLogger(run_dir / "metrics.csv", start_step=start_step))
+    if "wandb" in picked and lg.mode != "disabled":
+        label = run_label(cfg)
         sinks.append(WandbLogger(
-            run_dir=run_dir, project=lg.project, entity=lg.entity, group=lg.group or sweep,
-            name=lg.run_name or run_label(cfg),
+            run_dir=run_dir, project=lg.project, entity=lg.entity, group=lg.group or (job and group_name(job)),
+            name=lg.run_name or (run_name(label, job) if job else label),
             tags=[cfg.norm.name, cfg.placement.name, f"L{cfg.model.n_layers}", *lg.tags],
             job_type=f"{cfg.placement.name}-{cfg.norm.name}", mode=lg.mode, config=to_container(cfg)))
     return Loggers(sinks)
@@ -124,7 +127,8 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
 
 
 class Throughput:
-    """Tokens per second between log steps, evaluation time left out."""
+    """Tokens per second between log steps, evaluation time left out; ``tick`` takes the number of updates done
+    (row ``step = k`` follows update k + 1), so the first row already has a rate."""
 
     def __init__(self, tokens_per_step: int, step: int):
         self.tokens_per_step = tokens_per_step
@@ -146,7 +150,7 @@ class Trainer:
 
     def __init__(self, cfg: DictConfig, ctx: DistContext, run_dir: str | Path | None):
         self.cfg, self.ctx, self.started = cfg, ctx, time.time()
-        hydra_dir, self.sweep = hydra_dirs()
+        hydra_dir = hydra_run_dir()
         default_dir = Path("outputs") / time.strftime("%Y-%m-%d") / f"{time.strftime('%H-%M-%S')}_{run_label(cfg)}"
         self.run_dir = Path(ctx.broadcast(str(run_dir or hydra_dir or default_dir)))  # every rank: rank 0's folder
         self.folder = RunFolder(self.run_dir)
@@ -189,7 +193,7 @@ class Trainer:
         for turn in ("main", "others"):  # rank 0 tokenizes and caches first; the others then read the cache
             if ctx.is_main == (turn == "main"):
                 self.corpus = load_corpus(cfg.data.name, cfg.data.path, cfg.data.val_fraction, cfg.data.cache_dir,
-                                          progress=t.progress and ctx.is_main)
+                                          progress=t.progress and ctx.is_main and interactive())
             ctx.barrier()
         self.vocab_size = vocab_size(cfg, self.corpus.vocab_size)  # the corpus's, unless model.vocab_size pads it
         plain = GPT(model_config(cfg, vocab=self.vocab_size)).to(ctx.device)
@@ -256,9 +260,9 @@ class Trainer:
                        self.experiment(self.summary["config"], self.ctx.world_size, self.corpus.fingerprint,
                                        self.vocab_size),
                        step=previous.get("steps") or 0)
-        print(f"normtrain: this run diverged at step {previous.get('diverged_at_step')} (recorded in "
-              f"{self.run_dir / 'summary.json'}); nothing to resume. To train it again, use train.resume=none "
-              "or a new folder", file=sys.stderr)
+        say(f"normtrain: this run diverged at step {previous.get('diverged_at_step')} (recorded in "
+            f"{self.run_dir / 'summary.json'}); nothing to resume. To train it again, use train.resume=none "
+            "or a new folder")
         return previous
 
     def resume(self) -> None:
@@ -280,8 +284,8 @@ class Trainer:
         self.summary["started_at"] = state.get("started_at", self.summary["started_at"])  # the run's first start
         if ctx.is_main:
             changed = "".join(f"\n  {k}: {v[0]!r} → {v[1]!r}" for k, v in changes.items())
-            print(f"normtrain: resuming from step {self.steps_done} ({path})"
-                  + (f"; changed since the checkpoint:{changed}" if changed else ""), file=sys.stderr)
+            say(f"normtrain: resuming from step {self.steps_done} ({path})"
+                + (f"; changed since the checkpoint:{changed}" if changed else ""))
 
     def init_from_data(self) -> None:
         """A data-dependent init (Admin's ω, ``GPT.data_init``) on a fresh run, never on a resumed one (its
@@ -302,10 +306,10 @@ class Trainer:
                             resumed_from_step=self.resumes[-1]["step"] if self.resumes else None)
         if self.ctx.is_main:
             self.folder.write_summary(self.summary)
-        self.loggers = (build_loggers(self.cfg, self.run_dir, self.sweep, self.steps_done) if self.ctx.is_main
+        self.loggers = (build_loggers(self.cfg, self.run_dir, sweep_job(), self.steps_done) if self.ctx.is_main
                         else Loggers([]))
-        self.bar = tqdm(total=t.max_steps, initial=self.steps_done, desc=run_label(self.cfg),
-                        disable=not (t.progress and self.ctx.is_main), dynamic_ncols=True)
+        self.bar = make_progress(t.max_steps, self.steps_done, run_label(self.cfg), t.progress and self.ctx.is_main,
+                                 t.progress_every_s)
         self.throughput = Throughput(t.batch_size * self.cfg.model.seq_len * self.ctx.world_size, self.steps_done)
         device = self.ctx.device
         self.peak = peak_flops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
@@ -371,7 +375,7 @@ class Trainer:
     def log(self, step: int, row: dict[str, Any], lr: float) -> bool:
         """Write the row of a log or eval step; True when the run has diverged."""
         metrics, diverged_at = self.monitor.read()
-        tokens_per_s = self.throughput.tick(step)
+        tokens_per_s = self.throughput.tick(self.steps_done)  # updates done, so the first interval counts too
         row.update(metrics, lr=lr, tokens_per_s=tokens_per_s)
         if self.peak and tokens_per_s:
             row["mfu"] = mfu(tokens_per_s, self.flops_per_token, self.peak, self.ctx.world_size)

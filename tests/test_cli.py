@@ -183,7 +183,8 @@ def wait_until_importing(pid: int, limit: float = 10.0) -> None:
 def test_ctrl_c_during_start_up_exits_130_with_one_line(tiny_base, tmp_path):
     env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONWARNINGS": "ignore"}
     proc = subprocess.Popen([sys.executable, "-m", "normtrain", *tiny_base, f"hydra.run.dir={tmp_path / 'run'}"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # even as a bg job
     started = time.monotonic()
     wait_until_importing(proc.pid)
     proc.send_signal(signal.SIGINT)

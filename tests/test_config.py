@@ -139,7 +139,7 @@ def test_every_shipped_config_validates(tmp_path):
     ("+n_layers=3", ["n_layers is not a key of the config; did you mean model.n_layers?"]),
     ("+model.lr=1", ["model.lr is not a key of model; did you mean optim.lr?"]),
     ("+train.sed=1", ["train.sed", "did you mean train.seed?"]),
-    ("+logger.colour=red", ["logger.colour is not a key of logger; allowed: name, project"]),
+    ("+logger.colour=red", ["logger.colour is not a key of logger; allowed: name, backends, project"]),
     ("+monitor.extra.deep=1", ["monitor.extra is not a key of monitor"]),
 ])
 def test_keys_forced_in_with_plus_are_reported(override, needles):
@@ -170,7 +170,8 @@ def float_keys() -> list[str]:
 def test_the_float_keys_are_known():
     assert {"model.emb_std", "norm.eps", "norm.p", "optim.lr", "optim.eps", "optim.weight_decay",
             "optim.min_lr_ratio", "optim.grad_clip", "monitor.divergence_factor", "data.val_fraction",
-            "norm.alpha_init", "optim.z_loss"} == set(
+            "norm.alpha_init", "optim.z_loss",
+            "train.progress_every_s"} == set(
         float_keys())
 
 

@@ -34,7 +34,8 @@ def test_tiny_run_writes_metrics_and_summary(tiny, tmp_path):
             assert math.isfinite(first[f"{prefix}/layer_{i}"])
     assert first["update/output_change"] == 0.0 and rows[-2]["update/output_change"] > 0
     assert "grad_norm/layer_2" not in first and "grad_norm/layer_00" not in first
-    assert rows[1]["tokens_per_s"] > 0
+    # every training row has a real throughput, the first included (it covers update 1); the final eval row has none
+    assert all(r["tokens_per_s"] > 0 for r in rows[:-1]) and rows[-1].get("tokens_per_s") is None
     vals = [r["val/loss"] for r in rows if "val/loss" in r]
     assert len(vals) == 5  # steps 0, 10, 20, 30, 40
     assert vals[-1] < vals[0] - 1.0, vals  # ln 256 ≈ 5.5 at init; a tiny model learns bytes quickly

@@ -3,11 +3,12 @@
 This package reads ``summary.json`` and ``metrics.jsonl`` only; it never imports torch, the model or
 Hydra, so it runs anywhere matplotlib and numpy do.
 
-    from normtrain.compare import compare
+    from normtrain.compare import compare, write_report
     result = compare(["multirun/2026-01-01/12-00-00"], out="cmp")   # result.runs, result.table, result.files
+    write_report(["multirun/sweep"], "sweep.html", by=["norm", "placement"])   # the interactive page alone
 """
 
-from normtrain.compare.cli import CompareError, Comparison, compare, main
+from normtrain.compare.cli import CompareError, Comparison, compare, main, write_report
 from normtrain.compare.runs import Run, load_runs
 
-__all__ = ["compare", "main", "Comparison", "CompareError", "Run", "load_runs"]
+__all__ = ["compare", "write_report", "main", "Comparison", "CompareError", "Run", "load_runs"]

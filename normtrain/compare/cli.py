@@ -1,20 +1,23 @@
-"""``normtrain-compare PATH... [--out DIR] [--metric val/loss] [--by KEYS]`` and its Python twin ``compare()``.
+"""``normtrain-compare PATH... [--out DIR] [--metric val/loss] [--by KEYS]``, its Python twin ``compare()``, and
+``write_report()``, the interactive page alone.
 
-Reads run folders only (JSON and JSONL; matplotlib for the figures): it needs neither torch nor Hydra, so
-a sweep copied from a cluster can be compared on a laptop. Exit codes: 0 when a report was written,
-2 for bad input (no runs found, an unknown ``--by`` key or ``--metric``).
+Reads run folders only (JSON and JSONL; matplotlib for the PNGs, Vega inlined for the interactive page): it
+needs neither torch nor Hydra, so a sweep copied from a cluster can be compared on a laptop. Exit codes: 0 when
+a report was written, 2 for bad input (no runs found, an unknown ``--by`` key or ``--metric``).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from normtrain.compare import report
-from normtrain.compare.labels import SEP, LabelError, label_runs, unique_slugs
+from normtrain.compare import page, report, specs, vega
+from normtrain.compare.groups import group_runs
+from normtrain.compare.labels import LabelError, label_runs, unique_slugs
 from normtrain.compare.runs import Run, load_runs
 
 PROG = "normtrain-compare"
@@ -43,20 +46,15 @@ def default_out(paths: Sequence[str]) -> Path:
 
 def compare(paths: Sequence[str], out: str | Path | None = None, metric: str = "val/loss",
             by: Sequence[str] | None = None, figures: bool = True) -> Comparison:
-    """Read every run under ``paths`` and write the table, the figures and ``report.html`` into ``out``."""
+    """Read every run under ``paths`` and write the table, the PNG figures and ``report.html`` into ``out``."""
     out = Path(out) if out is not None else default_out(paths)
     runs, skipped = load_runs(list(paths), exclude=out)
     if not runs:
         why = "".join(f"\n  skipped: {s}" for s in skipped)
         raise CompareError(f"no runs found in {', '.join(paths)} (a run folder holds summary.json or "
                            f"metrics.jsonl){why}")
-    try:
-        keys = label_runs(runs, by)
-        value, higher, sorted_by = report.metric(metric, runs)
-    except (LabelError, report.MetricError) as err:
-        raise CompareError(str(err)) from None
-    runs = report.sort_runs(runs, value, higher)
-    cols = report.columns(keys)
+    runs, keys, groups, sorted_by = _prepare(runs, metric, by)
+    cols = report.columns(keys, runs)
     table = report.markdown(runs, cols)
     notes = [f"{run.label}: {note}" for run in runs for note in run.notes]
     result = Comparison(runs=runs, keys=keys, table=table, skipped=skipped, notes=notes)
@@ -65,44 +63,94 @@ def compare(paths: Sequence[str], out: str | Path | None = None, metric: str = "
     (out / "table.md").write_text(f"Sorted by {sorted_by}.\n\n{table}", encoding="utf-8")
     report.write_csv(runs, cols, out / "table.csv")
     result.files += [out / "table.md", out / "table.csv"]
-    images: dict[str, list[Path]] = {}
+    pngs = _figures(runs, out, result) if figures else []
+    view = page.Page(title=f"Comparison of {len(runs)} runs", sorted_by=sorted_by, sources=list(paths),
+                     pngs=[p.name for p in pngs])
     if figures:
-        images = _figures(runs, out, result)
-    page_notes = [f"skipped: {s}" for s in skipped] + result.notes
-    report.write_html(runs, cols, sorted_by=sorted_by, sources=list(paths), notes=page_notes, images=images,
-                      path=out / "report.html")
-    result.files.append(out / "report.html")
+        _interactive(view, groups, runs, result.notes)
+    view.notes = [f"skipped: {s}" for s in skipped] + result.notes
+    result.files.append(page.write(out / "report.html", runs, cols, groups, view))
     return result
 
 
-def _figures(runs: list[Run], out: Path, result: Comparison) -> dict[str, list[Path]]:
+def write_report(runs: Sequence[Run | str | Path], out_path: str | Path, by: Sequence[str] | None = None,
+                 title: str | None = None, metric: str = "val/loss") -> Path:
+    """Write just the interactive report (table and figures, one HTML file) of ``runs`` (run folders, sweep
+    folders or globs, or ``Run`` objects, which are left as they are) to ``out_path``; returns its path.
+
+    ``by`` picks the grouping keys as ``--by`` does; ``metric`` sorts the table. Raises CompareError for bad
+    input (no runs, an unknown key or metric).
+    """
+    loaded = [copy.copy(r) for r in runs if isinstance(r, Run)]
+    paths = [str(r) for r in runs if not isinstance(r, Run)]
+    found, skipped = load_runs(paths) if paths else ([], [])
+    if not loaded + found:
+        raise CompareError(f"no runs to report{''.join(f'; skipped: {s}' for s in skipped)}")
+    ready, keys, groups, sorted_by = _prepare(loaded + found, metric, by)
+    notes = [f"skipped: {s}" for s in skipped] + [f"{r.label}: {n}" for r in ready for n in r.notes]
+    view = page.Page(title=title or f"Comparison of {len(ready)} runs", sorted_by=sorted_by,
+                     sources=paths or sorted({str(r.path.parent) for r in loaded}))
+    _interactive(view, groups, ready, notes)
+    view.notes = notes
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    return page.write(out_path, ready, report.columns(keys, ready), groups, view)
+
+
+def _prepare(runs: list[Run], metric: str, by: Sequence[str] | None) -> tuple[list[Run], list[str], list, str]:
+    """Label, sort and group the runs: (runs in table order, the table's config keys, the groups, the sort)."""
+    try:
+        keys = label_runs(runs, list(by) if by else None)
+        value, higher, sorted_by = report.metric(metric, runs)
+    except (LabelError, report.MetricError) as err:
+        raise CompareError(str(err)) from None
+    groups = group_runs(runs)  # before sorting: colours follow the fixed group order, not the table's
+    return report.sort_runs(runs, value, higher), keys, groups, sorted_by
+
+
+def _interactive(view: page.Page, groups: list, runs: list[Run], notes: list[str]) -> None:
+    """The interactive figures and their data into ``view``; odd data or a missing library costs a note."""
+    try:
+        view.figures, view.data = specs.build(groups, runs)
+        if view.figures:
+            vega.bundle()
+    except vega.VegaUnavailable as err:
+        view.figures, view.data = [], {}
+        notes.append(f"no interactive figures: {err}")
+    except Exception as err:  # never the table
+        view.figures, view.data = [], {}
+        notes.append(f"the interactive figures could not be drawn ({type(err).__name__}: {err})")
+
+
+def _figures(runs: list[Run], out: Path, result: Comparison) -> list[Path]:
+    """The PNGs (for papers), in the groups' colours."""
     from normtrain.compare import figures
 
     for stale in out.glob("grad_norm_heatmap_*.png"):  # from an earlier comparison of other runs
         stale.unlink()
-    parts = [run.label.split(SEP, 1) for run in runs]
-    cols = figures.colors([p[0] for p in parts], [p[-1] for p in parts])
-    images: dict[str, list[Path]] = {}
+    cols = [run.color for run in runs]
+    pngs: list[Path] = []
     for name, draw in (("loss.png", figures.loss), ("grad_norm_by_layer.png", figures.grad_norm_by_layer),
                        ("activations.png", figures.activations), ("update.png", figures.update)):
         try:
             result.notes += draw(runs, cols, out / name)
-            images[name] = [out / name]
+            pngs.append(out / name)
         except Exception as err:  # odd data costs one figure, never the report
             result.notes.append(f"{name} could not be drawn ({type(err).__name__}: {err})")
     try:
         heatmaps, notes = figures.grad_norm_heatmaps(runs, unique_slugs([r.label for r in runs]), out)
         result.notes += notes
-        images["grad_norm_heatmap_*.png"] = heatmaps
+        pngs += heatmaps
     except Exception as err:  # likewise
         result.notes.append(f"grad_norm_heatmap_*.png could not be drawn ({type(err).__name__}: {err})")
-    result.files += [p for files in images.values() for p in files]
-    return images
+    result.files += pngs
+    return pngs
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog=PROG, description="Compare normtrain runs: loss and per-layer figures, a table and an HTML report.",
+        prog=PROG, description="Compare normtrain runs: an interactive HTML report (one file, works offline), PNG "
+                               "figures for papers and a table.",
         epilog="PATH is a multirun folder, run folders, or globs (quote them), searched recursively for folders "
                "with summary.json or metrics.jsonl. Example: normtrain-compare multirun/2026-01-01/12-00-00")
     p.add_argument("paths", nargs="+", metavar="PATH", help="multirun folder, run folder or glob")
@@ -111,8 +159,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="sort key, best first: val/loss (final; default), val/best_loss, val/bpb, tokens_per_s, "
                         "wall_time_s, or any metrics.jsonl key (its last value)")
     p.add_argument("--by", metavar="KEYS",
-                   help="comma-separated config keys that make the labels, e.g. norm,placement,model.n_layers "
-                        "(default: every config value that differs between the runs)")
+                   help="comma-separated config keys that make the labels and group the runs, e.g. "
+                        "norm,placement,model.n_layers (default: every config value that differs between the runs; "
+                        "runs that differ only in train.seed form one group: mean and band)")
     p.add_argument("--table-only", action="store_true", help="write and print the table only: no figures")
     return p.parse_args(argv)
 

@@ -2,8 +2,8 @@
 
 matplotlib is imported inside the functions and used through ``Figure`` objects (rendered by Agg, the PNG
 backend), never through ``pyplot``: no global backend is switched, no window opens, and a notebook that
-calls this keeps its own backend. Every run keeps one colour in every figure; with more than six runs that
-fall into groups (the first label key, e.g. the placement) each group gets a colour map, its runs shades of it.
+calls this keeps its own backend. Each run is drawn in its group's colour (normtrain.compare.groups), the same
+in every figure, and the legend has one entry per group.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from normtrain.compare.runs import Run, natural_key
+from normtrain.compare.runs import Run
 
 DPI = 100
-GROUP_CMAPS = ("Blues", "Oranges", "Greens", "Purples", "Reds", "Greys", "YlOrBr", "PuRd", "BuGn")
 # (metrics prefix, panel title, log y)
 LAYER_STATS = (
     ("act_std", "activation std (block output)", True),
@@ -29,22 +28,6 @@ LAYER_STATS = (
 )
 CHOSEN_STEPS = ("first logged step", "middle logged step", "last logged step")  # the columns of activations.png
 TITLE_CHARS, LEGEND_CHARS = 60, 80  # the most of a run label shown in a heatmap's title, in a legend entry
-
-
-def colors(groups: Sequence[str], members: Sequence[str]) -> list:
-    """One colour per run. With more than six runs in groups (the first part of the labels, e.g. the placement),
-    each group gets a colour map and each member (the rest of the label, e.g. the norm) a shade of it, the same
-    shade in every group; otherwise tab10 (turbo beyond ten runs)."""
-    from matplotlib import colormaps
-
-    n, order = len(groups), sorted(set(groups), key=natural_key)  # not the table's order: --metric keeps colours
-    if not (6 < n and len(order) < n and len(order) <= len(GROUP_CMAPS)):
-        return [colormaps["tab10"](i) for i in range(n)] if n <= 10 else \
-            [colormaps["turbo"](x) for x in np.linspace(0.05, 0.95, n)]
-    shades = sorted(set(members), key=natural_key)
-    k = len(shades)
-    return [colormaps[GROUP_CMAPS[order.index(g)]](0.7 if k == 1 else 0.5 + 0.45 * shades.index(m) / (k - 1))
-            for g, m in zip(groups, members, strict=True)]
 
 
 def _figure(width: float, height: float, legend: Sequence[str], ncols: int = 1, nrows: int = 1, **subplots):
@@ -63,12 +46,19 @@ def _legend_cols(texts: Sequence[str], width: float) -> int:
     return max(1, min(len(texts), int(width * 15 // longest), 5))
 
 
+def _legend_labels(runs: Sequence[Run]) -> list[str]:
+    """One legend entry per group of seeds (``run.group``), or per run where runs are not grouped."""
+    return list(dict.fromkeys(r.group or r.label for r in runs))
+
+
 def _legend(fig, runs: Sequence[Run], cols: Sequence, extra: Sequence = ()) -> None:
-    """Runs by colour, then the style entries (line kinds, markers), below every panel."""
+    """Groups by colour (the seeds of a group share theirs), then the style entries (line kinds, markers), below
+    every panel."""
     from matplotlib.lines import Line2D
 
-    handles = [Line2D([], [], color=c, lw=2) for c in cols] + [h for h, _ in extra]
-    labels = [_shortened(r.label, LEGEND_CHARS) for r in runs] + [t for _, t in extra]
+    entries = dict(zip((r.group or r.label for r in runs), cols, strict=True))
+    handles = [Line2D([], [], color=c, lw=2) for c in entries.values()] + [h for h, _ in extra]
+    labels = [_shortened(t, LEGEND_CHARS) for t in entries] + [t for _, t in extra]
     fig.legend(handles, labels, loc="outside lower center", ncol=_legend_cols(labels, fig.get_figwidth()),
                fontsize="small", frameon=False)
 
@@ -119,17 +109,18 @@ def _not_recorded(ax, what: str) -> None:
 def save_png(fig, path: Path) -> Path:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})  # no version string (or URL) in it
-    path.write_bytes(_palette_png(buf.getvalue()))
+    path.write_bytes(palette_png(buf.getvalue()))
     return path
 
 
-def _palette_png(data: bytes) -> bytes:
-    """The PNG with its colours reduced to a 256-colour palette: plots have few colours, and the report, which
-    embeds every figure, gets 2-3 times smaller. Pillow comes with matplotlib; any failure keeps the original."""
+def palette_png(data: bytes, method: int = 0) -> bytes:
+    """The PNG with its colours reduced to a 256-colour palette: plots have few colours, and the files get 2-3
+    times smaller. ``method``: Pillow's median cut (0) for plots; fast octree (2) keeps the exact colours of a
+    screenshot's small swatches. Pillow comes with matplotlib; any failure keeps the original."""
     try:
         from PIL import Image
 
-        image = Image.open(io.BytesIO(data)).convert("RGB").quantize(colors=256, method=0, dither=0)  # median cut
+        image = Image.open(io.BytesIO(data)).convert("RGB").quantize(colors=256, method=method, dither=0)
         out = io.BytesIO()
         image.save(out, format="PNG", optimize=True)
     except Exception:  # a smaller file is a nicety, never a reason to fail
@@ -146,7 +137,7 @@ def loss(runs: Sequence[Run], cols: Sequence, path: Path) -> list[str]:
     """Train (solid) and validation (dashed, dots) loss against step; an x where a diverged run stopped."""
     from matplotlib.lines import Line2D
 
-    fig, (ax,) = _figure(9, 5, [r.label for r in runs] + ["validation"] * 3)
+    fig, (ax,) = _figure(9, 5, _legend_labels(runs) + ["validation"] * 3)
     seen, firsts = [], []
     for run, c in zip(runs, cols, strict=True):
         tx, ty = _finite(*run.series("train/loss"))
@@ -188,7 +179,7 @@ def _first_last_rows(steps: np.ndarray, values: np.ndarray) -> list[tuple[float,
 
 def grad_norm_by_layer(runs: Sequence[Run], cols: Sequence, path: Path) -> list[str]:
     """Per-layer gradient norm at the first logged step (Xiong et al. 2020, Fig. 3) and at the last finite one."""
-    fig, axes = _figure(11, 4.5, [r.label for r in runs], ncols=2)
+    fig, axes = _figure(11, 4.5, _legend_labels(runs), ncols=2)
     notes, allv, steps_at = [], [], ([], [])
     for run, c in zip(runs, cols, strict=True):
         rows = _first_last_rows(*run.layer_matrix("grad_norm"))
@@ -291,7 +282,7 @@ def activations(runs: Sequence[Run], cols: Sequence, path: Path) -> list[str]:
         _not_recorded(ax, "per-layer activation statistics (monitor.activations)")
         save_png(fig, path)
         return ["activations.png: no per-layer activation statistics recorded by any run"]
-    fig, axes = _figure(12, 2.9 * len(recorded), [r.label for r in runs], ncols=3, nrows=len(recorded),
+    fig, axes = _figure(12, 2.9 * len(recorded), _legend_labels(runs), ncols=3, nrows=len(recorded),
                         sharey="row", sharex=True)
     grid = axes.reshape(len(recorded), 3)
     for row, (prefix, title, log) in zip(grid, recorded, strict=True):
@@ -321,7 +312,7 @@ def activations(runs: Sequence[Run], cols: Sequence, path: Path) -> list[str]:
 def update(runs: Sequence[Run], cols: Sequence, path: Path) -> list[str]:
     """The model update ‖F(x,θt) − F(x,θ0)‖ on a probe batch (DeepNet) and the per-step relative parameter
     update ‖Δθ‖/‖θ‖ averaged over blocks, against step. A panel with no data says "not recorded"."""
-    fig, axes = _figure(11, 4.5, [r.label for r in runs], ncols=2)
+    fig, axes = _figure(11, 4.5, _legend_labels(runs), ncols=2)
     notes = []
     out_ax, rel_ax = axes
     plotted = [], []

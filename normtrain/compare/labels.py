@@ -18,6 +18,8 @@ LEADING = ("placement.name", "norm.name", "model.n_layers")
 BARE = ("placement.name", "norm.name", "model.mlp", "model.pos", "data.name", "optim.schedule")
 PREFIXED = {"model.n_layers": "L", "model.d_model": "d"}
 SEP = " · "
+SEED_KEYS = ("train.seed",)  # runs that differ only in these form one group (unless --by names them)
+ALL_RUNS = "all runs"  # the group of runs that differ in their seed alone
 MAX_SLUG, HASH_CHARS = 80, 8  # file names made of labels: grad_norm_heatmap_<slug>.png
 
 
@@ -74,9 +76,15 @@ def resolve_keys(requested: Iterable[str], available: Iterable[str]) -> list[str
     return keys
 
 
+def short_exponent(text: str) -> str:
+    """``1e-05`` -> ``1e-5``, ``2.5e+07`` -> ``2.5e7``: shorter, and nothing for a browser to break a line at."""
+    mantissa, e, exponent = text.partition("e")
+    return f"{mantissa}e{int(exponent)}" if e and exponent.lstrip("+-").isdigit() else text
+
+
 def format_value(value: Any) -> str:
     if isinstance(value, float):
-        return f"{value:g}"
+        return short_exponent(f"{value:g}")
     if isinstance(value, tuple):
         return "[" + ", ".join(format_value(v) for v in value) + "]"
     return "—" if value is None else str(value)
@@ -98,11 +106,13 @@ def part(key: str, value: Any, short: str) -> str:
 
 
 def label_runs(runs: list[Run], by: list[str] | None = None) -> list[str]:
-    """Set ``run.label`` for every run; return the config keys for the table: the label's, then other varied ones.
+    """Set ``run.label`` and ``run.group`` for every run; return the config keys for the table: the label's, then
+    other varied ones.
 
     Labels are made of ``by`` (resolved) or else of every config value that differs between the runs, less
     those a varied group choice implies (``norm.eps`` follows ``norm.name``). Runs whose labels would collide
-    get the other differing values in parentheses, then their folder name.
+    get the other differing values in parentheses, then their folder name. A run's group is its label without
+    the seed (with ``by``: exactly the ``by`` values), so the seeds of one configuration form one group.
     """
     flats = {id(r): flatten(r.config) for r in runs}
     configured = [flats[id(r)] for r in runs if r.config]
@@ -116,12 +126,16 @@ def label_runs(runs: list[Run], by: list[str] | None = None) -> list[str]:
         flat = flats[id(run)]
         return [part(k, flat[k], names[k]) for k in which if k in flat]
 
+    grouping = keys if by else [k for k in keys if k not in SEED_KEYS]
     for run in runs:
         own = parts(run, keys) if run.config else []
         run.label = SEP.join(own) or str(run.summary.get("name") or run.path.name)
+        run.group = (SEP.join(parts(run, grouping)) or (ALL_RUNS if len(runs) > 1 else "")) if run.config else ""
     extra = [k for k in varied if k not in keys]
     _disambiguate(runs, lambda r: SEP.join(parts(r, extra)))
     _disambiguate(runs, lambda r: r.path.name)
+    for run in runs:
+        run.group = run.group or run.label  # a run without a config is a group of its own
     return [*keys, *extra]
 
 

@@ -1,4 +1,4 @@
-"""The table (Markdown, CSV, terminal) and the self-contained HTML report.
+"""The table: its columns, their formatting, and its Markdown, CSV and terminal forms (the HTML one is in page.py).
 
 Rows are sorted by the chosen metric, best first: completed runs, then runs that stopped early
 (incomplete, interrupted), then diverged runs (the longest-lived first), then failed ones.
@@ -6,16 +6,14 @@ Rows are sorted by the chosen metric, best first: completed runs, then runs that
 
 from __future__ import annotations
 
-import base64
 import csv
-import html
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from normtrain.compare.labels import format_value, short_names
+from normtrain.compare.labels import format_value, short_exponent, short_names
 from normtrain.compare.runs import Run, natural_key
 
 STATUS_RANK = {"completed": 0, "diverged": 2, "failed": 3}  # anything else (running, incomplete, interrupted): 1
@@ -73,7 +71,16 @@ def sort_runs(runs: Sequence[Run], value: Callable[[Run], float | None], higher:
     return sorted(runs, key=key)
 
 
-def columns(keys: Sequence[str]) -> list[Column]:
+# summary keys that only some runs record (issue 11's collapse check, issue 12's spike score): a column when present
+OPTIONAL: tuple[tuple[str, str, str], ...] = (
+    ("collapsed", "collapsed", ""),
+    ("unigram_val_loss", "unigram loss", ".4f"),
+    ("spike_score", "spike score", ".3g"),
+)
+
+
+def columns(keys: Sequence[str], runs: Sequence[Run] = ()) -> list[Column]:
+    """The run label, the config ``keys``, the results; and each optional summary value any of ``runs`` has."""
     names = short_names(list(keys))
     config_cols = [Column(k, names[k], lambda r, k=k: _config_value(r, k)) for k in keys]
     summary = lambda key: (lambda r: r.summary.get(key))
@@ -89,6 +96,8 @@ def columns(keys: Sequence[str]) -> list[Column]:
         Column("tokens_per_s", "tokens/s", Run.tokens_per_s, ".0f"),
         Column("wall_time_s", "wall time (s)", summary("wall_time_s"), ".1f"),
         Column("n_params", "params", summary("n_params")),
+        *[Column(key, title, summary(key), fmt) for key, title, fmt in OPTIONAL
+          if any(key in r.summary for r in runs)],
     ]
 
 
@@ -101,19 +110,25 @@ def _config_value(run: Run, dotted: str) -> Any:
     return tuple(node) if isinstance(node, list) else node
 
 
-def _cell(value: Any, fmt: str) -> str:
+def cell(value: Any, fmt: str) -> str:
+    """A table cell: ``fmt`` for floats, but scientific with a short exponent (``2.5e-5``) for the tiny and huge
+    values it would show as 0.0000 or a wall of digits; config values as their labels show them."""
     if value is None:
         return "—"
     if isinstance(value, float) and fmt:
-        return format(value, fmt) if math.isfinite(value) else str(value)
+        if not math.isfinite(value):
+            return str(value)
+        if value != 0 and not 1e-3 <= abs(value) < 1e7:
+            return short_exponent(f"{value:.3g}")
+        return format(value, fmt)
     return format_value(value)
 
 
 def markdown(runs: Sequence[Run], cols: Sequence[Column]) -> str:
     """A Markdown table padded so that it also reads as a plain table in a terminal."""
-    cells = [[c.title for c in cols]] + [[_cell(c.value(r), c.fmt).replace("|", "\\|") for c in cols] for r in runs]
+    cells = [[c.title for c in cols]] + [[cell(c.value(r), c.fmt).replace("|", "\\|") for c in cols] for r in runs]
     widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
-    numeric = [i > 0 and all(_is_number(c.value(r)) or c.value(r) is None for r in runs) for i, c in enumerate(cols)]
+    numeric = [i > 0 and all(is_number(c.value(r)) or c.value(r) is None for r in runs) for i, c in enumerate(cols)]
     aligned = list(zip(widths, numeric, strict=True))
 
     def line(row: list[str]) -> str:
@@ -124,7 +139,7 @@ def markdown(runs: Sequence[Run], cols: Sequence[Column]) -> str:
     return "\n".join([line(cells[0]), rule, *map(line, cells[1:])]) + "\n"
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -145,79 +160,3 @@ def write_csv(runs: Sequence[Run], cols: Sequence[Column], path: Path) -> None:
             values = [c.value(run) for c in cols]
             writer.writerow(["" if v is None else format_value(v) if isinstance(v, tuple) else v for v in values]
                             + [shown_path(run.path)])
-
-
-# (file or glob, heading, caption) in the order the report shows them
-FIGURES = (
-    ("loss.png", "Loss",
-     "Training loss (solid) and validation loss (dashed, dots) against step, one colour per run, log scale. "
-     "A cross marks where a diverged run stopped (at its last finite training loss)."),
-    ("grad_norm_by_layer.png", "Gradient norm per layer",
-     "L2 norm of each block's gradient (before clipping) against layer index, at the first logged step (left; "
-     "Xiong et al. 2020, Fig. 3, found Post-LN's gradients at initialization largest near the output and "
-     "Pre-LN's about equal across layers) and at the last logged step whose values are all finite (right)."),
-    ("activations.png", "Activations per layer",
-     "Per-block statistics against layer index, one row per statistic the runs recorded (output std and mean, "
-     "the norm of the residual stream entering the block, the mean attention entropy: a collapse toward 0 is "
-     "an instability signal) and one column per chosen step: each run's first, middle and last logged step "
-     "whose values are all finite."),
-    ("update.png", "Model update",
-     "Left: ‖F(x,θt) − F(x,θ0)‖, the change of the final hidden state on a fixed probe batch since "
-     "initialization (the DeepNet measure; step 0 is 0 and left off the log axis). Right: the relative "
-     "parameter update ‖Δθ‖/‖θ‖ per optimizer step, averaged over blocks."),
-    ("grad_norm_heatmap_*.png", "Gradient norm by layer and step",
-     "One map per run: block (row) × logged step (column), log colour on one scale shared by all runs "
-     "(1st to 99th percentile; grey = not finite). A red dashed line marks divergence."),
-)
-
-CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; padding: 0 1em; color: #222; }
-table { border-collapse: collapse; font-size: 0.9em; margin: 1em 0; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-tr.diverged td, tr.failed td { background: #fde8e8; }
-tr.incomplete td, tr.running td, tr.interrupted td { background: #fff7e0; }
-img { max-width: 100%; border: 1px solid #eee; }
-.heatmaps { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr)); gap: 0.5em; }
-figure { margin: 0; } figcaption { font-size: 0.85em; color: #555; }
-"""
-
-
-def _img(path: Path) -> str:
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return f'<img alt="{html.escape(path.name)}" src="data:image/png;base64,{data}">'
-
-
-def write_html(runs: Sequence[Run], cols: Sequence[Column], *, sorted_by: str, sources: Sequence[str],
-               notes: Sequence[str], images: dict[str, list[Path]], path: Path) -> None:
-    """One page with the table, the notes and every figure embedded as a data: URI (no external files)."""
-    e = html.escape
-    head = "".join(f"<th>{e(c.title)}</th>" for c in cols)
-    body = []
-    for run in runs:
-        cells = "".join(
-            f'<td class="num">{e(_cell(v, c.fmt))}</td>' if _is_number(v) else f"<td>{e(_cell(v, c.fmt))}</td>"
-            for c in cols for v in [c.value(run)])
-        body.append(f'<tr class="{e(run.status)}" title="{e(shown_path(run.path))}">{cells}</tr>')
-    parts = [
-        "<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>normtrain-compare: {len(runs)} runs</title><style>{CSS}</style></head><body>",
-        f"<h1>Comparison of {len(runs)} runs</h1>",
-        f"<p>From {e(', '.join(sources))}. Sorted by {e(sorted_by)}; runs that stopped early, diverged "
-        "(highlighted) and failed come last.</p>",
-        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>",
-    ]
-    if notes:
-        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(n)}</li>" for n in notes) + "</ul>")
-    for pattern, heading, caption in FIGURES:
-        files = images.get(pattern, [])
-        if not files:
-            continue
-        parts.append(f"<h2>{e(heading)}</h2><p>{e(caption)}</p>")
-        if len(files) == 1 and "*" not in pattern:
-            parts.append(_img(files[0]))
-        else:
-            parts.append('<div class="heatmaps">' + "".join(
-                f"<figure>{_img(f)}<figcaption>{e(f.name)}</figcaption></figure>" for f in files) + "</div>")
-    parts.append("</body></html>\n")
-    path.write_text("\n".join(parts), encoding="utf-8")

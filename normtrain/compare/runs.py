@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from normtrain.loggers.base import LAYER_KEY  # noqa: F401 - also compare's name for it (figdata, specs)
+
 RUN_FILES = ("summary.json", "metrics.jsonl")
 NOT_RUNS = {"wandb", "compare", "__pycache__"}  # folders that never hold runs of their own
 FAILED_STATUSES = ("diverged", "failed")  # sorted after every other run, in this order
-LAYER_KEY = re.compile(r"^(?P<prefix>.+)/layer_(?P<index>\d+)$")
 
 
 @dataclass
@@ -36,6 +37,8 @@ class Run:
     rows: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
     label: str = ""
+    group: str = ""  # the label of its seed group (normtrain.compare.groups)
+    color: str = ""  # its group's colour, the same in every figure
 
     @property
     def status(self) -> str:

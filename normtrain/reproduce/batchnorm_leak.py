@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Any
-
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING, Any
 
 from normtrain.compare.runs import Run
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, curve_points, validation_batches
 from normtrain.reproduce.writeup import markdown_table
+
+if TYPE_CHECKING:
+    import torch
 
 NORMS = ("batchnorm", "layernorm")
 MODES = ("own", "other", "eval")
@@ -119,8 +119,11 @@ class BatchNormLeak(Experiment):
 def borrowed_statistics(model: torch.nn.Module, source: torch.Tensor):
     """Inside, every BatchNorm layer normalizes with the batch statistics it saw on ``source`` (training mode,
     layer by layer) instead of its own batch's: batch statistics without the batch's own future tokens."""
+    import torch
+    import torch.nn.functional as F
+
     layers = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm1d)]
-    captured: dict[torch.nn.Module, tuple[torch.Tensor, torch.Tensor]] = {}
+    captured: dict = {}  # layer -> (mean, var) over the source batch
 
     def capture(module, args):
         x = args[0]
@@ -141,9 +144,15 @@ def borrowed_statistics(model: torch.nn.Module, source: torch.Tensor):
             m.forward = forward
 
 
-@torch.no_grad()
 def score_three_ways(run: Run) -> dict[str, float]:
     """Val loss with own-batch statistics, with another batch's, in evaluation mode; and the causality leak."""
+    import torch
+
+    with torch.no_grad():
+        return _score_three_ways(run)
+
+
+def _score_three_ways(run: Run) -> dict[str, float]:
     from omegaconf import OmegaConf
 
     import normtrain

@@ -5,10 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-import torch
-
 from normtrain.reproduce import plots, stats
-from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, Plan, Scale, present
+from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, Plan, Scale, each_run, present
 from normtrain.reproduce.writeup import markdown_table
 
 NORM_ORDER = ("layernorm", "rmsnorm")
@@ -28,11 +26,9 @@ class GradInit(Experiment):
                 grid={"model.n_layers": "6,12,24,48,96,192"})
 
     def measure(self, plan: Plan) -> list[dict[str, Any]]:
-        from tqdm.auto import tqdm
-
         rows = []
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        for combo in tqdm(plan.combos(), desc=plan.name, disable=not plan.progress, dynamic_ncols=True):
+        for combo in each_run(plan):
             profile = fc2_gradients(plan.compose(combo))
             rows.append({**combo, "started_at": started, "first": profile[0], "last": profile[-1],
                          "last_over_first": profile[-1] / profile[0], "profile": " ".join(f"{v:.5g}" for v in profile)})
@@ -114,6 +110,8 @@ class GradInit(Experiment):
 def fc2_gradients(cfg) -> list[float]:
     """‖∇W‖ of each block's FFN down-projection after one forward/backward of the seeded, fresh model on the
     first training batch its seed draws (what step 0 of a training run would see)."""
+    import torch
+
     import normtrain
     from normtrain.data import BatchSampler, load_corpus
     from normtrain.training import seed_everything

@@ -8,9 +8,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import torch
-import torch.nn.functional as F
-
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, curve_points, present, train_grid
 from normtrain.reproduce.writeup import markdown_table
@@ -21,6 +18,8 @@ REPEATS, CALLS = 7, 30  # timing: interleaved repeats, each the median of this m
 
 def composite(norm: str, d: int, eps: float) -> Callable:
     """Every norm in the same plain torch ops (what the paper's cost argument is about)."""
+    import torch
+
     k = max(1, math.ceil(0.0625 * d))
     if norm == "layernorm":
         return lambda x, w, b: ((x - x.mean(-1, keepdim=True)) * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True)
@@ -31,6 +30,9 @@ def composite(norm: str, d: int, eps: float) -> Callable:
 
 def best(norm: str, d: int, eps: float) -> tuple[str, Callable]:
     """Each norm's fastest implementation here: torch's fused ops, and normtrain's kernel where the model uses it."""
+    import torch
+    import torch.nn.functional as F
+
     from normtrain.ops import rms_norm
 
     k = max(1, math.ceil(0.0625 * d))
@@ -45,6 +47,8 @@ def best(norm: str, d: int, eps: float) -> tuple[str, Callable]:
 
 def time_norms(tokens: int, d: int, device: str = "cpu") -> list[dict[str, Any]]:
     """Forward + backward time (ms) of one call per norm and form, ``REPEATS`` interleaved repeats."""
+    import torch
+
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(tokens, d, generator=gen).to(device).requires_grad_()
     w, b = torch.ones(d, device=device, requires_grad=True), torch.zeros(d, device=device, requires_grad=True)
@@ -60,6 +64,8 @@ def time_norms(tokens: int, d: int, device: str = "cpu") -> list[dict[str, Any]]
 
 
 def _median_call(fn, x, w, b, grad, device) -> float:
+    import torch
+
     samples = []
     for i in range(CALLS + 3):
         x.grad = w.grad = b.grad = None
@@ -88,6 +94,8 @@ class NormTypes(Experiment):
 
     def measure(self, plan: Plan) -> list[dict[str, Any]]:
         """Train the grid; then time the norms (kept in ``self.timings`` for the analysis, and in timings.csv)."""
+        import torch
+
         rows = [{**combo, **self.row(run, combo)} for combo, run in train_grid(plan)]
         cfg = plan.compose(plan.combos()[0])
         device = "cuda" if torch.cuda.is_available() and cfg.train.device != "cpu" else "cpu"

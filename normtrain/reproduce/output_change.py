@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timezone
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.runner import (
@@ -15,10 +13,14 @@ from normtrain.reproduce.runner import (
     Findings,
     Plan,
     Scale,
+    each_run,
     present,
     validation_batches,
 )
 from normtrain.reproduce.writeup import markdown_table
+
+if TYPE_CHECKING:
+    import torch
 
 NOISE = 1e-3  # δ per entry of every block matrix: N(0, NOISE²), the same for every model
 DRAWS = 4  # perturbations averaged per model
@@ -47,14 +49,12 @@ class OutputChange(Experiment):
                 grid={"model.n_layers": "6,12,24,48,96,192,384"})
 
     def measure(self, plan: Plan) -> list[dict[str, Any]]:
-        from tqdm.auto import tqdm
-
         import normtrain
         from normtrain.training import seed_everything
 
         rows, batch = [], None
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        for combo in tqdm(plan.combos(), desc=plan.name, disable=not plan.progress, dynamic_ncols=True):
+        for combo in each_run(plan):
             cfg = plan.compose(combo)
             if batch is None:  # one batch for every model
                 batch = validation_batches(cfg)[0][0]
@@ -126,9 +126,17 @@ class OutputChange(Experiment):
         return Findings(table=table, measured=measured, key=key, ours=ours, figures={"output_change.png": draw})
 
 
-@torch.no_grad()
 def output_change(model, x: torch.Tensor, seed: int) -> float:
     """E‖F(x,W) − F(x,W+δ)‖² per token over ``DRAWS`` perturbations of every block matrix."""
+    import torch
+
+    with torch.no_grad():
+        return _output_change(model, x, seed)
+
+
+def _output_change(model, x, seed: int) -> float:
+    import torch
+
     clean = model(x, hidden_only=True).float()
     matrices = [p for block in model.blocks for p in block.parameters() if p.dim() >= 2]
     saved = [p.detach().clone() for p in matrices]

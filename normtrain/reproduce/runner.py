@@ -12,7 +12,7 @@ import importlib
 import itertools
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -150,18 +150,29 @@ class Findings:
     csv: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # more measurements than runs.csv holds
 
 
+def each_run(plan: Plan) -> Iterator[dict[str, str]]:
+    """The grid's runs one by one: a bar on a terminal, a plain line every 30 s in a batch job's log."""
+    from normtrain.progress import Lines, make_progress
+
+    combos = plan.combos()
+    bar = make_progress(len(combos), 0, plan.name, plan.progress, every_s=30.0)
+    try:
+        for combo in combos:
+            if not isinstance(bar, Lines):
+                bar.set_postfix_str(" ".join(f"{k.split('.')[-1]}={v}" for k, v in combo.items()), refresh=True)
+            yield combo
+            bar.update(1)
+    finally:
+        bar.close()
+
+
 def train_grid(plan: Plan, keep_checkpoints: bool = False) -> list[tuple[dict[str, str], Run]]:
     """Run (or reuse) every run of the grid in this process; a run already done with the same config is kept."""
-    from tqdm.auto import tqdm
-
     from normtrain.config import to_container
     from normtrain.training import train
 
     done = []
-    combos = plan.combos()
-    bar = tqdm(combos, desc=plan.name, disable=not plan.progress, dynamic_ncols=True)
-    for combo in bar:
-        bar.set_postfix_str(" ".join(f"{k.split('.')[-1]}={v}" for k, v in combo.items()), refresh=True)
+    for combo in each_run(plan):
         cfg = plan.compose(combo)
         run_dir = plan.run_dir(combo)
         previous = load_run(run_dir) if (run_dir / "summary.json").is_file() else None

@@ -22,6 +22,7 @@ from normtrain.reproduce.runner import Experiment, Findings, Plan
 BEGIN, END = "<!-- reproduce:begin -->", "<!-- reproduce:end -->"
 MARK = {True: "yes", False: "**no**", None: "n/a"}
 HISTORY = "CHECK_HISTORY.md"
+REPORT = "report.html"
 
 
 def fmt(value: Any, digits: int = 3) -> str:
@@ -84,6 +85,7 @@ def write(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findings: Fin
     write_csv(rows, out / "runs.csv")
     for filename, table in findings.csv.items():
         write_csv(table, out / filename)
+    report = interactive_report(exp, plan, out / REPORT)
     record = {**provenance, "first_run_at": first_run_at(rows, started_at)}
     record["before_runs"] = preregistered(provenance, record["first_run_at"])
     seeds = sorted(int(s) for s in plan.grid.get("train.seed", ["0"]))
@@ -95,14 +97,32 @@ def write(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findings: Fin
               "wall_time_s": round(wall_time_s, 1), "device": device, "command": plan.command,
               "preregistration": record, "checks": [c.as_dict() for c in checks]}
     write_json(out / "result.json", result)
-    text = readme(exp, plan, rows, findings, checks, result, figures, device)
+    text = readme(exp, plan, rows, findings, checks, result, figures, device, report)
     path = out / "README.md"
     path.write_text(text.replace("\n\n\n", "\n\n"))
     return path
 
 
+def interactive_report(exp: Experiment, plan: Plan, path: Path) -> str:
+    """normtrain-compare's interactive page of the experiment's training runs (seeds grouped, hover, zoom); a line
+    for the README saying where it is, or why there is none."""
+    from normtrain.compare import write_report
+    from normtrain.compare.cli import CompareError
+
+    folders = [plan.run_dir(c) for c in plan.combos() if (plan.run_dir(c) / "metrics.jsonl").is_file()]
+    if not folders:
+        path.unlink(missing_ok=True)
+        return "No interactive report: this experiment measures fresh models and trains no runs."
+    try:
+        write_report(folders, path, title=f"{exp.title}: every run")
+    except CompareError as err:
+        return f"No interactive report: {err}."
+    return (f"Every run, interactive (loss curves with seeds grouped, per-layer diagnostics, hover and zoom; "
+            f"open it from disk): [`{REPORT}`]({REPORT}).")
+
+
 def readme(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findings: Findings, checks: list[CheckResult],
-           result: dict[str, Any], figures: list[str], device: str) -> str:
+           result: dict[str, Any], figures: list[str], device: str, report: str) -> str:
     reg = exp.registration
     grid = "\n".join(f"- `{k}`: {', '.join(v)}" for k, v in plan.grid.items())
     notes = ("\nNotes:\n\n" + "".join(f"- {n}\n" for n in findings.notes)) if findings.notes else ""
@@ -153,6 +173,8 @@ from an earlier invocation counted with their own wall time).
 {findings.table}
 
 {baseline}{"".join(f"![{f}]({f})" + chr(10) + chr(10) for f in figures)}Per-run numbers: {data_files}.
+
+{report}
 
 ## Verdict: {result['verdict']}
 

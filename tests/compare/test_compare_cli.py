@@ -107,8 +107,11 @@ def test_every_file_with_the_right_rows(sweep, capsys):
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000, name
 
     page = (out / "report.html").read_text()
-    assert not re.search(r"https?:|src=\"(?!data:)|href=|url\(|@import", page)  # nothing outside the file
-    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', page)) == len(pngs)
+    assert not re.search(r"https?:|src=|url\(|@import", page)  # nothing outside the file...
+    assert sorted(re.findall(r'href="([^"]+)"', page)) == sorted(pngs)  # ...but links to the PNGs beside it
+    figures = json.loads(re.search(r'id="normtrain-data">(.*?)</script>', page, re.S)[1])["figures"]
+    ids = [f["id"] for f in figures]
+    assert ids[0] == "fig-loss" and {"fig-grad-norm-map", "fig-act-std-profile", "fig-update-output-change"} < set(ids)
     assert all(label in page for label in expected) and "4_pre-layernorm-L2" in page
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from normtrain.compare import figures, labels, report
+from normtrain.compare import figures, groups, labels, report
 from normtrain.compare.cli import compare
 from normtrain.compare.runs import Run, find_run_dirs, load_run, read_metrics
 
@@ -121,15 +121,27 @@ def test_sort_diverged_and_failed_last():
     assert table.splitlines()[1].startswith("|-----") and "| failed " in table
 
 
-def test_many_runs_get_a_colour_map_per_group():
-    groups = [p for p in ("pre", "post", "deepnorm") for _ in range(9)]
-    members = [f"{n} · L{layers}" for _ in range(3) for n in ("layernorm", "rmsnorm", "prmsnorm") for layers in
-               (6, 12, 48)]
-    cols = figures.colors(groups, members)
-    assert len(set(cols)) == 27
-    assert all(c[2] > c[0] for c, g in zip(cols, groups, strict=True) if g == "pre")  # shades of blue
-    assert sum(cols[0][:3]) > sum(cols[1][:3]) > sum(cols[2][:3])  # L6 lighter than L12 than L48
-    assert len(set(figures.colors(["a", "b", "c"], ["x", "y", "z"]))) == 3  # few runs: tab10
+def test_groups_keep_one_order_and_colour_whatever_the_run_order():
+    combos = [(p, n, layers) for p in ("pre", "post", "deepnorm") for n in ("rmsnorm", "layernorm")
+              for layers in (48, 6)]
+    runs = [Run(Path(f"/r/{i}"), {}, config(p, n, layers, seed=s), []) for i, (p, n, layers) in enumerate(combos)
+            for s in range(2)]
+    labels.label_runs(runs)
+    order = [g.label for g in groups.group_runs(runs)]
+    assert order[:4] == ["post · layernorm · L6", "post · layernorm · L48", "post · rmsnorm · L6",
+                         "post · rmsnorm · L48"]  # placement (post, pre, deepnorm), norm, depth
+    assert order[-1] == "deepnorm · rmsnorm · L48" and len(order) == 12
+    colour = {r.label: r.color for r in runs}
+    assert colour["post · layernorm · L6 · seed=0"] == colour["post · layernorm · L6 · seed=1"]
+    assert len(set(colour.values())) == 12
+
+    shuffled = [Run(r.path, {}, r.config, []) for r in reversed(runs)]  # another folder order, the same colours
+    labels.label_runs(shuffled)
+    groups.group_runs(shuffled)
+    assert {r.label: r.color for r in shuffled} == colour
+    families = groups.palette(groups.group_runs(runs))  # more than 10 groups: a colour family per placement
+    blue = [int(c[5:7], 16) > int(c[1:3], 16) for c in families[:4]]  # post's four groups: shades of blue
+    assert all(blue) and len(set(families)) == 12
 
 
 def grad_rows(n_steps: int = 4) -> list[dict]:

@@ -50,6 +50,7 @@ def test_every_experiment_runs_end_to_end_in_smoke_mode(name, local, tmp_path):
     assert len(record["digest"]) == 16 and "before_runs" in record and "## Check history" in readme
     trains = name not in ("xiong_grad_init", "admin_output_change")  # the two forward-only experiments
     assert (saved["unigram_val_loss"] is not None) == trains
+    assert (out / "report.html").is_file() == trains == ("[`report.html`](report.html)" in readme)
 
 
 @pytest.mark.slow

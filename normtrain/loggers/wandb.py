@@ -1,49 +1,21 @@
-"""Metric sinks, one class per backend: a local JSONL file (always) and Weights & Biases.
+"""``logger=wandb``: a Weights & Biases run, online with an API key and offline (in the run folder) without.
 
-Every sink has ``log(metrics, step)`` and ``finish(summary)``; ``finish`` is called even when the
-run fails, so W&B runs are always closed and the JSONL file is always flushed.
+Every metric is plotted against ``step``; keys share prefixes (``grad_norm/``, ``act_std/``, ...), which W&B
+turns into one panel section per prefix. Runs of one sweep share a group named by the sweep's date and
+name, and each job's run name is unique and says what the job varied (normtrain/loggers/names.py).
 """
 
 from __future__ import annotations
 
-import json
 import netrc
 import os
-import sys
 import uuid
 import warnings
 from pathlib import Path
 from typing import Any
 
-from normtrain.atomic import atomic_write, json_safe
-
-
-class JsonlLogger:
-    """``metrics.jsonl``: one JSON object per logged step, flushed as it is written."""
-
-    def __init__(self, path: str | os.PathLike, start_step: int = 0):
-        """``start_step`` > 0 continues a resumed run: rows from that step on (logged after the
-        checkpoint, before the stop) are dropped, so no step appears twice."""
-        self.path = Path(path)
-        if self.path.exists():
-            kept = [line for line in self.path.read_text(encoding="utf-8").splitlines(keepends=True)
-                    if _step_of(line) is not None and _step_of(line) < start_step]
-            atomic_write(self.path, lambda f: f.write("".join(kept).encode()))
-        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in finish()
-
-    def log(self, metrics: dict[str, Any], step: int) -> None:
-        self._file.write(json.dumps(json_safe({"step": step, **metrics}), allow_nan=False) + "\n")
-        self._file.flush()
-
-    def finish(self, summary: dict[str, Any]) -> None:
-        self._file.close()
-
-
-def _step_of(line: str) -> int | None:
-    try:
-        return int(json.loads(line)["step"])
-    except (ValueError, KeyError, TypeError):
-        return None  # a line cut short by a crash
+from normtrain.loggers.base import LAYER_KEY, finite_numbers
+from normtrain.runlog import say
 
 
 def wandb_mode(mode: str) -> str:
@@ -87,32 +59,34 @@ class WandbLogger:
             self.run = wandb.init(mode="offline", **kwargs)
         self.run.define_metric("step")
         self.run.define_metric("*", step_metric="step")
+        self.layers: dict[str, dict[int, list[tuple[int, float]]]] = {}  # for the by-layer charts at the end
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
         self.run.log({"step": step, **metrics})
+        for key, value in finite_numbers(metrics).items():
+            if m := LAYER_KEY.match(key):
+                self.layers.setdefault(m["prefix"], {}).setdefault(int(m["index"]), []).append((step, value))
+
+    def layer_panels(self) -> dict[str, Any]:
+        """One chart per per-layer family with a line per block (``<prefix>/by_layer``): W&B files each
+        ``<prefix>/layer_i`` in its own panel, which hides how the blocks compare."""
+        charts = {}
+        for prefix, by_layer in self.layers.items():
+            layers = sorted(by_layer)
+            charts[f"{prefix}/by_layer"] = self._wandb.plot.line_series(
+                xs=[[s for s, _ in by_layer[i]] for i in layers], ys=[[v for _, v in by_layer[i]] for i in layers],
+                keys=[f"layer {i}" for i in layers], title=f"{prefix} by layer", xname="step")
+        return charts
 
     def finish(self, summary: dict[str, Any]) -> None:
         keys = ("status", "steps", "diverged_at_step", "final_val_loss", "best_val_loss", "n_params", "alpha",
                 "beta", "wall_time_s")
         self.run.summary.update({k: summary.get(k) for k in keys})
+        if charts := self.layer_panels():
+            self.run.log({"step": summary.get("steps") or 0, **charts})
         offline = self.run.settings.mode == "offline"
         wandb_dir = Path(self.run.dir).parent.parent  # <run_dir>/wandb/offline-run-*/files
         self.run.finish(exit_code=0 if summary.get("status") in ("completed", "diverged") else 1)
         if offline:  # a resumed run has one offline folder per process that wrote it: sync them all
             folders = " ".join(str(p) for p in sorted(wandb_dir.glob("offline-run-*")))
-            print(f"W&B run saved offline; upload it with: wandb sync {folders}", file=sys.stderr)
-
-
-class Loggers:
-    """Fans each call out to every sink."""
-
-    def __init__(self, sinks: list):
-        self.sinks = sinks
-
-    def log(self, metrics: dict[str, Any], step: int) -> None:
-        for sink in self.sinks:
-            sink.log(metrics, step)
-
-    def finish(self, summary: dict[str, Any]) -> None:
-        for sink in self.sinks:
-            sink.finish(summary)
+            say(f"W&B run saved offline; upload it with: wandb sync {folders}")

@@ -1,0 +1,172 @@
+"""The numbers behind the interactive report: aggregates over each group's seeds, per-seed series, per-layer maps.
+
+Every series is one record of parallel arrays (``{"g": label, "step": [...], "v": [...]}``) that the page
+flattens into rows in the browser, so a point costs a number, not a JSON object. Numbers keep 4 significant
+digits (a figure cannot show more) and non-finite values are null. Long series and very large sweeps are
+thinned to a budget, so that 200 runs stay well below 10 MB.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from normtrain.compare.groups import Group
+from normtrain.compare.runs import LAYER_KEY, Run
+
+DIGITS = 4
+MAX_POINTS = 500  # per line series; a longer one is thinned evenly (its first and last points kept)
+LAYER_BUDGET = 300_000  # per-layer values in one report, over every prefix and group; beyond, fewer steps
+NOT_SCALARS = {"step"}
+
+
+def num(value: float) -> float | int | None:
+    """A value as the page stores it: 4 significant digits, None for NaN or ±inf."""
+    if value is None or not math.isfinite(value):
+        return None
+    rounded = float(f"{value:.{DIGITS}g}")
+    return int(rounded) if rounded.is_integer() and abs(rounded) < 1e15 else rounded
+
+
+def nums(values: Iterable[float]) -> list[float | int | None]:
+    return [num(float(v)) for v in values]
+
+
+def ints(values: Iterable[float]) -> list[int]:
+    return [int(v) for v in values]
+
+
+def thin(n: int, limit: int) -> np.ndarray:
+    """Indices of at most ``limit`` evenly spread items of ``n``, the first and last among them."""
+    if n <= limit:
+        return np.arange(n)
+    return np.unique(np.linspace(0, n - 1, limit).round().astype(int))
+
+
+def scalar_keys(runs: Sequence[Run]) -> list[str]:
+    """Every logged key that is not per-layer, in the order first logged."""
+    seen: dict[str, None] = {}
+    for run in runs:
+        for row in run.rows:
+            seen.update((k, None) for k in row if k not in NOT_SCALARS and not LAYER_KEY.match(k))
+    return list(seen)
+
+
+def layer_prefixes(runs: Sequence[Run]) -> list[str]:
+    """``grad_norm`` for ``grad_norm/layer_3``, and so on: every per-layer family logged, in first-logged order."""
+    seen: dict[str, None] = {}
+    for run in runs:
+        for row in run.rows:
+            seen.update((m["prefix"], None) for k in row if (m := LAYER_KEY.match(k)))
+    return list(seen)
+
+
+def stack(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """(the union of steps, values[series, step]) with NaN where a series did not log a step."""
+    steps = np.unique(np.concatenate([s for s, _ in series])) if series else np.empty(0)
+    table = np.full((len(series), steps.size), np.nan)
+    for i, (s, v) in enumerate(series):
+        table[i, np.searchsorted(steps, s)] = v
+    return steps, table
+
+
+def aggregate(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Per step over the series that have a finite value there: mean, min, max, std and their count."""
+    steps, table = stack(series)
+    finite = np.isfinite(table)
+    n = finite.sum(axis=0)
+    keep = n > 0
+    table, finite, n = table[:, keep], finite[:, keep], n[keep]
+    filled = np.where(finite, table, 0.0)
+    mean = filled.sum(axis=0) / n
+    std = np.sqrt(np.where(finite, (table - mean) ** 2, 0.0).sum(axis=0) / n)
+    return {"step": steps[keep], "mean": mean, "min": np.where(finite, table, np.inf).min(axis=0),
+            "max": np.where(finite, table, -np.inf).max(axis=0), "std": std, "n": n}
+
+
+def line_records(groups: Sequence[Group], key: str, kind: str | None) -> tuple[list[dict], list[dict]]:
+    """(one aggregate record per group, one record per run) of the scalar ``key``; ``kind`` tells curves of one
+    figure apart (train / validation)."""
+    tag = {"k": kind} if kind else {}
+    aggregates, seeds = [], []
+    for group in groups:
+        logged = [(run, *run.series(key)) for run in group.runs]
+        logged = [(run, s, v) for run, s, v in logged if np.isfinite(v).any()]
+        if not logged:
+            continue
+        agg = aggregate([(s, v) for _, s, v in logged])
+        pick = thin(agg["step"].size, MAX_POINTS)
+        aggregates.append({"g": group.label, **tag, "step": ints(agg["step"][pick]),
+                           **{f: nums(agg[f][pick]) for f in ("mean", "min", "max", "std")},
+                           "n": ints(agg["n"][pick])})
+        for run, s, v in logged:
+            pick = thin(s.size, MAX_POINTS)
+            seeds.append({"g": group.label, **tag, "run": run.label, "step": ints(s[pick]), "v": nums(v[pick])})
+    return aggregates, seeds
+
+
+def layer_stride(groups: Sequence[Group], prefixes: Sequence[str]) -> int:
+    """Every how many logged steps the per-layer maps keep, so that all of them fit ``LAYER_BUDGET``."""
+    cells = 0
+    for group in groups:
+        for prefix in prefixes:
+            cells += max((len(r.layer_keys(prefix)) * len(r.rows) for r in group.runs), default=0)
+    return max(1, math.ceil(cells / LAYER_BUDGET))
+
+
+def layer_records(groups: Sequence[Group], prefix: str, stride: int) -> list[dict]:
+    """One record per group and layer: the mean over the group's seeds of ``prefix/layer_i`` at each step."""
+    records = []
+    for group in groups:
+        mats = [run.layer_matrix(prefix) for run in group.runs]
+        mats = [(s, v) for s, v in mats if v.size]
+        if not mats:
+            continue
+        n_layers = max(v.shape[1] for _, v in mats)
+        steps, _ = stack([(s, s) for s, _ in mats])
+        pick = np.unique(np.append(np.arange(0, steps.size, stride), steps.size - 1))
+        for layer in range(n_layers):
+            _, table = stack([(s, v[:, layer] if layer < v.shape[1] else np.full(s.size, np.nan)) for s, v in mats])
+            finite = np.isfinite(table)
+            count = finite.sum(axis=0)
+            mean = np.where(count > 0, np.where(finite, table, 0.0).sum(axis=0) / np.maximum(count, 1), np.nan)
+            records.append({"g": group.label, "layer": layer, "step": ints(steps[pick]), "v": nums(mean[pick])})
+    return records
+
+
+def diverged_marks(groups: Sequence[Group]) -> list[dict[str, Any]]:
+    """Where each diverged run stopped: its divergence step at its last finite training loss."""
+    marks = []
+    for group in groups:
+        for run in group.runs:
+            if run.status != "diverged":
+                continue
+            steps, loss = run.series("train/loss")
+            finite = np.isfinite(loss)
+            if finite.any():
+                at = run.diverged_at if run.diverged_at is not None else steps[finite][-1]
+                marks.append({"g": group.label, "run": run.label, "step": int(at), "v": num(loss[finite][-1])})
+    return marks
+
+
+def unigram_levels(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """The unigram baseline loss of the runs' corpora (``summary.json``'s ``unigram_val_loss``), each once."""
+    values = sorted({num(v) for r in runs if isinstance(v := r.summary.get("unigram_val_loss"), (int, float))
+                     and math.isfinite(v)})
+    return [{"v": v, "text": "unigram baseline"} for v in values]
+
+
+def max_step(records: Sequence[dict]) -> int:
+    return max((s for r in records for s in r["step"]), default=0)
+
+
+def step_gcd(records: Sequence[dict]) -> int:
+    """The coarsest slider step that still reaches every logged step."""
+    g = 0
+    for r in records:
+        for s in r["step"]:
+            g = math.gcd(g, int(s))
+    return g or 1

@@ -1,0 +1,143 @@
+"""The report page: one HTML file with the table, the notes and the interactive figures, and nothing outside it.
+
+Layout: the sortable table (only the config keys that vary, every row marked by its group's colour, diverged
+and collapsed runs highlighted), the notes, then the loss, the per-layer maps, the by-layer profiles and a
+line chart per other logged value. The data (``<script type="application/json">``), Vega (gzipped, see
+vega.py) and the page's own script are inlined; the PNGs beside the page are linked for papers.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from normtrain.compare import report, specs, vega
+from normtrain.compare.groups import Group
+from normtrain.compare.runs import Run
+
+STATIC = Path(__file__).parent / "static"
+SEEDS_NOTE = ("Runs that differ only in their seed form a group: its line is the mean over the seeds, its band "
+              "their min–max (or ±1 std), and 'each seed' draws every run.")
+
+
+@dataclass
+class Page:
+    """What the page shows, besides the runs themselves."""
+
+    title: str
+    sorted_by: str
+    sources: Sequence[str] = ()
+    notes: Sequence[str] = ()
+    pngs: Sequence[str] = ()  # file names beside the page
+    figures: list[specs.Figure] = field(default_factory=list)
+    data: dict[str, list] = field(default_factory=dict)
+
+
+def _shown(col: report.Column, runs: Sequence[Run]) -> bool:
+    """Columns with a value somewhere; ``collapsed`` is a badge in the status column instead."""
+    return col.key == "label" or (col.key != "collapsed" and any(col.value(r) is not None for r in runs))
+
+
+def _status(run: Run) -> str:
+    e = html.escape
+    badges = ""
+    if run.status in ("diverged", "failed"):
+        at = f" at {run.diverged_at}" if run.diverged_at is not None else ""
+        badges += f'<span class="badge {e(run.status)}">{e(run.status)}{at}</span>'
+    if run.summary.get("collapsed") is True:
+        badges += '<span class="badge collapsed">collapsed</span>'
+    return badges or e(run.status)
+
+
+def table_html(runs: Sequence[Run], cols: Sequence[report.Column]) -> str:
+    """The runs as a sortable table: a column per config key that varies and per result any run has."""
+    e = html.escape
+    cols = [c for c in cols if _shown(c, runs)]
+    head = "".join(f'<th title="{e(c.key)}">{e(c.title)}</th>' for c in cols)
+    rows = []
+    for run in runs:
+        cells = []
+        for c in cols:
+            v = c.value(run)
+            sort = "" if v is None else f' data-v="{e(str(v))}"'
+            if c.key == "label":
+                cells.append(f'<td{sort}><span class="swatch" style="background:{e(run.color or "#999")}"></span>'
+                             f"{e(report.cell(v, c.fmt))}</td>")
+            elif c.key == "status":
+                cells.append(f"<td{sort}>{_status(run)}</td>")
+            else:
+                num = ' class="num"' if report.is_number(v) else ""
+                cells.append(f"<td{num}{sort}>{e(report.cell(v, c.fmt))}</td>")
+        kind = run.status + (" collapsed" if run.summary.get("collapsed") is True else "")
+        rows.append(f'<tr class="{e(kind)}" title="{e(report.shown_path(run.path))}">{"".join(cells)}</tr>')
+    return (f'<div class="table-wrap"><table class="runs sortable"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>')
+
+
+def _figure(fig: specs.Figure) -> str:
+    e = html.escape
+    checked = " checked" if fig.log else ""
+    scale = "colour" if fig.scale == "color" else "y"
+    return (f'<figure class="figure" id="{e(fig.id)}" data-state="waiting"><h3>{e(fig.title)}</h3>'
+            f'<div class="tools"><label><input type="checkbox" class="log"{checked}> log {scale} scale</label> · '
+            f"{e(fig.hint)}</div>"
+            f'<div class="chart"></div><figcaption>{e(fig.caption)}</figcaption></figure>')
+
+
+def _sections(figures: Sequence[specs.Figure]) -> str:
+    maps = [f for f in figures if f.id.endswith("-map")]
+    profiles = [f for f in figures if f.id.endswith("-profile")]
+    rest = [f for f in figures if f not in maps and f not in profiles and f.id != "fig-loss"]
+    loss = [f for f in figures if f.id == "fig-loss"]
+    parts = []
+    for heading, group, grid in (("Loss", loss, False), ("Per-layer diagnostics by block and step", maps, False),
+                                 ("Per-layer diagnostics by block", profiles, True),
+                                 ("Other logged values", rest, True)):
+        if group:
+            body = "".join(map(_figure, group))
+            parts.append(f"<h2>{html.escape(heading)}</h2>" + (f'<div class="grid">{body}</div>' if grid else body))
+    return "".join(parts)
+
+
+def render(runs: Sequence[Run], cols: Sequence[report.Column], groups: Sequence[Group], page: Page) -> str:
+    e = html.escape
+    script = (STATIC / "report.js").read_text(encoding="utf-8")
+    css = (STATIC / "report.css").read_text(encoding="utf-8")
+    packed, versions = vega.bundle() if page.figures else ("", "")
+    payload = json.dumps({"figures": [f.meta() for f in page.figures], "datasets": page.data},
+                         separators=(",", ":"), allow_nan=False, ensure_ascii=False).replace("<", "\\u003c")
+    legend = " ".join(f'<span class="swatch" style="background:{e(g.color)}"></span>{e(g.label)} '
+                      f'<small>({g.n} run{"s" if g.n != 1 else ""})</small> &nbsp;' for g in groups)
+    parts = [
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{e(page.title)}</title><style>{css}</style></head><body data-state=\"loading\">",
+        f"<h1>{e(page.title)}</h1>",
+        f'<p class="lead">{len(runs)} runs from {e(", ".join(page.sources)) or "—"}. The table is sorted by '
+        f"{e(page.sorted_by)} (click a column to sort by it); runs that stopped early, diverged and failed come "
+        "last.</p>",
+        f'<p class="lead">Groups: {legend}</p>' + (f'<p class="lead">{SEEDS_NOTE}</p>'
+                                                   if any(g.n > 1 for g in groups) else ""),
+        table_html(runs, cols),
+    ]
+    if page.notes:
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(n)}</li>" for n in page.notes) + "</ul>")
+    parts += ['<p id="figures-state" hidden></p>', _sections(page.figures)]
+    if page.pngs:
+        links = ", ".join(f'<a href="{e(p)}">{e(p)}</a>' for p in page.pngs)
+        parts.append(f"<h2>Figures for papers</h2><p>The same data as PNG files beside this page: {links}.</p>")
+    if versions:
+        parts.append(f"<footer>Figures drawn with {e(versions)}, inlined in this page.</footer>")
+    parts += [f'<script type="application/json" id="normtrain-data">{payload}</script>',
+              f'<script type="text/plain" id="normtrain-vega">{packed}</script>',
+              f"<script>{script}</script></body></html>\n"]
+    return "\n".join(parts)
+
+
+def write(path: Path, runs: Sequence[Run], cols: Sequence[report.Column], groups: Sequence[Group],
+          page: Page) -> Path:
+    path.write_text(render(runs, cols, groups, page), encoding="utf-8")
+    return path

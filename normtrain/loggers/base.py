@@ -1,0 +1,45 @@
+"""The one interface every metric sink has, and the fan-out the training loop talks to."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Protocol
+
+LAYER_KEY = re.compile(r"^(?P<prefix>.+)/layer_(?P<index>\d+)$")  # a per-layer metric: grad_norm/layer_3
+
+
+class Logger(Protocol):
+    """A backend: ``log`` one row of metrics at a step; ``finish`` once at the end, even when the run fails (so
+    files are flushed and remote runs closed)."""
+
+    def log(self, metrics: dict[str, Any], step: int) -> None: ...
+
+    def finish(self, summary: dict[str, Any]) -> None: ...
+
+
+def finite_numbers(metrics: dict[str, Any]) -> dict[str, float]:
+    """The metrics a plotting backend can draw: finite numbers (metrics.jsonl writes the others as null)."""
+    return {k: float(v) for k, v in metrics.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+
+
+class Loggers:
+    """Fans each call out to every sink; ``finish`` reaches every sink even if one of them fails."""
+
+    def __init__(self, sinks: list[Logger]):
+        self.sinks = sinks
+
+    def log(self, metrics: dict[str, Any], step: int) -> None:
+        for sink in self.sinks:
+            sink.log(metrics, step)
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        failed: BaseException | None = None
+        for sink in self.sinks:
+            try:
+                sink.finish(summary)
+            except BaseException as err:  # the others still close; the first error is raised afterwards
+                failed = failed or err
+        if failed is not None:
+            raise failed

@@ -1,0 +1,97 @@
+"""The interactive report on hand-made sweeps: seeds grouped (mean, band, count), every metric by its prefix,
+the table's columns and numbers, and 200 runs within 10 MB."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from synthetic_runs import UNIGRAM, many_runs, write_sweep
+
+from normtrain.compare import CompareError, write_report
+from normtrain.compare.labels import format_value
+from normtrain.compare.report import cell
+from normtrain.compare.runs import load_run
+
+slow = pytest.mark.slow
+
+
+def page_data(path: Path) -> tuple[str, dict]:
+    page = path.read_text(encoding="utf-8")
+    return page, json.loads(re.search(r'id="normtrain-data">(.*?)</script>', page, re.S)[1])
+
+
+def record(data: dict, name: str, group: str, **match) -> dict:
+    found = [r for r in data["datasets"][name] if r["g"] == group and all(r.get(k) == v for k, v in match.items())]
+    assert len(found) == 1, (name, group, match)
+    return found[0]
+
+
+def test_seeds_form_groups_with_mean_band_and_count(tmp_path):
+    folders = write_sweep(tmp_path / "sweep")
+    page, data = page_data(write_report(folders, tmp_path / "report.html"))
+
+    loss = next(f for f in data["figures"] if f["id"] == "fig-loss")
+    domain = loss["spec"]["layer"][0]["encoding"]["color"]["scale"]["domain"]
+    assert domain == ["post · layernorm", "post · rmsnorm", "pre · layernorm", "pre · rmsnorm"]  # fixed order
+
+    runs = [load_run(f) for f in folders if "pre-layernorm" in f.name]
+    train = np.array([[r["train/loss"] for r in run.rows] for run in runs])
+    agg = record(data, "loss:groups", "pre · layernorm", k="train")
+    assert agg["n"] == [3] * train.shape[1]
+    np.testing.assert_allclose(agg["mean"], train.mean(axis=0), rtol=1e-3)
+    np.testing.assert_allclose(agg["min"], train.min(axis=0), rtol=1e-3)
+    np.testing.assert_allclose(agg["std"], train.std(axis=0), rtol=1e-3, atol=1e-4)
+    seeds = [r for r in data["datasets"]["loss:runs"] if r["g"] == "pre · layernorm" and r["k"] == "train"]
+    assert sorted(r["run"] for r in seeds) == [f"pre · layernorm · seed={s}" for s in range(3)]
+
+    died = record(data, "loss:groups", "post · rmsnorm", k="train")  # seed 1 diverged at step 30
+    assert died["n"][died["step"].index(25)] == 3 and died["n"][died["step"].index(30)] == 2
+    assert [(m["run"], m["step"]) for m in data["datasets"]["loss:diverged"]] == [("post · rmsnorm · seed=1", 30)]
+    assert {"v": UNIGRAM, "text": "unigram baseline"} in loss["spec"]["layer"][-1]["data"]["values"]
+
+    ids = {f["id"] for f in data["figures"]}  # every per-layer prefix and scalar, known or not
+    for prefix in ("grad-norm", "attn-logit-max", "brand-new-stat"):
+        assert {f"fig-{prefix}-map", f"fig-{prefix}-profile"} <= ids
+    assert {"fig-output-log-z", "fig-train-z-loss", "fig-lr", "fig-tokens-per-s"} <= ids
+    heat = record(data, "layers:grad_norm", "post · layernorm", layer=3)
+    assert len(heat["v"]) == len(heat["step"]) == 13
+
+    header = re.search(r"<thead>(.*?)</thead>", page)[1]
+    assert re.findall(r"<th [^>]*>([^<]*)</th>", header)[:4] == ["run", "placement", "norm", "seed"]
+    assert ">lr<" not in header and ">L<" not in header  # keys that do not vary stay out of the table
+    assert page.count('<tr class="completed collapsed"') == 3 and page.count("badge collapsed") == 3
+    assert page.count('<tr class="diverged"') == 1 and "diverged at 30" in page
+    assert "e-0" not in re.search(r"<table.*?</table>", page, re.S)[0]
+
+
+def test_by_picks_the_grouping_keys(tmp_path):
+    folders = write_sweep(tmp_path / "sweep")
+    _, data = page_data(write_report(folders, tmp_path / "by.html", by=["norm"], title="by norm"))
+    assert {r["g"] for r in data["datasets"]["loss:groups"]} == {"layernorm", "rmsnorm"}
+    assert record(data, "loss:groups", "layernorm", k="train")["n"][0] == 6  # 2 placements x 3 seeds
+    with pytest.raises(CompareError, match="unknown config key 'nope'"):
+        write_report(folders, tmp_path / "bad.html", by=["nope"])
+    with pytest.raises(CompareError, match="no runs"):
+        write_report([tmp_path / "absent"], tmp_path / "none.html")
+
+
+@slow
+def test_200_runs_stay_under_10_mb(tmp_path):
+    runs = many_runs(n_placements=4, n_norms=5, depth=12, n_seeds=10, steps=1000, every=10)
+    path = write_report(runs, tmp_path / "report.html")
+    page, data = page_data(path)
+    assert path.stat().st_size < 10e6
+    assert len(data["datasets"]["loss:runs"]) == 200 * 2 and page.count("<tr class=") == 200
+    assert all(r.label == "" for r in runs)  # the caller's runs are left as they were
+
+
+def test_numbers_are_short_and_never_wrap():
+    assert format_value(1e-05) == "1e-5" and format_value(3e-4) == "0.0003" and format_value(2.5e7) == "2.5e7"
+    assert cell(2.5e-05, ".4f") == "2.5e-5" and cell(3.14159, ".4f") == "3.1416" and cell(None, ".4f") == "—"
+    assert cell(12345678.0, ".0f") == "1.23e7" and cell(float("inf"), ".4f") == "inf"
+    css = (Path(__import__("normtrain.compare.page").compare.page.STATIC) / "report.css").read_text()
+    assert re.search(r"table\.runs th, table\.runs td \{[^}]*white-space: nowrap", css)

@@ -1,0 +1,151 @@
+"""Loggers: TensorBoard event files and metrics.csv hold what metrics.jsonl holds; several backends at once;
+W&B group and run names; one interface, and every sink closed even when one fails."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import struct
+import time
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+import normtrain
+from normtrain.config import validate
+from normtrain.errors import ConfigError
+from normtrain.loggers import CsvLogger, Loggers, TensorBoardLogger
+from normtrain.loggers.names import SweepJob, group_name, run_name
+from normtrain.training import build_loggers
+
+
+def read_events(run_dir: Path) -> dict[str, dict[int, float]]:
+    """Scalars of the TensorBoard event files (TFRecord: length, crc, Event proto, crc) as {tag: {step: value}}."""
+    from tensorboardX.proto import event_pb2
+
+    scalars: dict[str, dict[int, float]] = {}
+    for path in sorted((run_dir / "tensorboard").glob("events.out.tfevents.*")):
+        data, i = path.read_bytes(), 0
+        while i < len(data):
+            (length,) = struct.unpack("<Q", data[i:i + 8])
+            event = event_pb2.Event()
+            event.ParseFromString(data[i + 12:i + 12 + length])
+            i += 12 + length + 4
+            for value in event.summary.value:
+                if value.HasField("simple_value"):
+                    scalars.setdefault(value.tag, {})[event.step] = value.simple_value
+    return scalars
+
+
+def jsonl(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_tensorboard_and_csv_hold_the_values_of_metrics_jsonl(tiny, tmp_path):
+    cfg = normtrain.compose([*tiny, "logger=[tensorboard,csv]", "placement=post"])
+    normtrain.train(cfg, run_dir=tmp_path)
+    rows = jsonl(tmp_path)
+    events = read_events(tmp_path)
+    expected = {(k, r["step"]): v for r in rows for k, v in r.items() if k != "step" and v is not None}
+    got = {(k, s): v for k, by_step in events.items() for s, v in by_step.items()}
+    assert got.keys() == expected.keys() and len(got) > 50  # same keys and steps; null (non-finite) left out
+    assert all(got[k] == pytest.approx(v, rel=1e-6, abs=1e-30) for k, v in expected.items())  # float32 in events
+
+    with open(tmp_path / "metrics.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in table] == [r["step"] for r in rows]
+    for row, record in zip(table, rows, strict=True):
+        assert {k for k, v in row.items() if v != ""} == {k for k, v in record.items() if v is not None}
+        assert all(float(row[k]) == v for k, v in record.items() if v is not None)  # full precision
+
+
+def test_tensorboard_leaves_out_what_metrics_jsonl_writes_as_null(tmp_path):
+    log = TensorBoardLogger(tmp_path)
+    log.log({"train/loss": math.nan, "grad_norm/total": math.inf, "lr": 1e-3, "grad_norm/layer_0": 2.0}, 4)
+    log.finish({"status": "diverged", "steps": 4})
+    assert read_events(tmp_path) == {"lr": {4: pytest.approx(1e-3)}, "grad_norm/layer_0": {4: 2.0}}
+
+
+def test_csv_adds_columns_as_keys_appear_and_a_resume_drops_later_rows(tmp_path):
+    path = tmp_path / "metrics.csv"
+    log = CsvLogger(path)
+    log.log({"train/loss": 3.0, "val/loss": 3.1}, 0)
+    log.log({"train/loss": 2.5, "tokens_per_s": 1e4}, 5)
+    log.log({"train/loss": math.nan, "tokens_per_s": 1e4}, 10)
+    log.finish({})
+    assert path.read_text().splitlines() == ["step,train/loss,val/loss,tokens_per_s", "0,3.0,3.1,",
+                                             "5,2.5,,10000.0", "10,,,10000.0"]
+    resumed = CsvLogger(path, start_step=10)  # the checkpoint was at step 10: its row is logged again
+    resumed.log({"train/loss": 2.0}, 10)
+    resumed.finish({})
+    assert path.read_text().splitlines()[-2:] == ["5,2.5,,10000.0", "10,2.0,,"]
+
+
+def test_every_sink_is_finished_even_when_one_fails():
+    finished = []
+
+    class Sink:
+        def __init__(self, name, fail=False):
+            self.name, self.fail = name, fail
+
+        def log(self, metrics, step):
+            pass
+
+        def finish(self, summary):
+            finished.append(self.name)
+            if self.fail:
+                raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        Loggers([Sink("a", fail=True), Sink("b")]).finish({})
+    assert finished == ["a", "b"]
+
+
+def test_logger_choices_compose_into_backends(tmp_path):
+    assert dict(normtrain.compose([]).logger.backends) == {"wandb": True}  # the default, as before
+    assert dict(normtrain.compose(["logger=none"]).logger.backends) == {}
+    both = normtrain.compose(["logger=[wandb,tensorboard]", "logger.project=p"])
+    assert dict(both.logger.backends) == {"wandb": True, "tensorboard": True} and both.logger.project == "p"
+    assert dict(normtrain.compose(["logger=[tensorboard,csv]"]).logger.backends) == {"tensorboard": True, "csv": True}
+    bad = normtrain.compose(["+logger.backends.mlflow=true"])
+    with pytest.raises(ConfigError, match="logger.backends='mlflow' is not known; allowed: csv, tensorboard, wandb"):
+        validate(bad)
+
+
+def test_wandb_group_has_the_date_and_the_name_and_runs_are_told_apart(tmp_path):
+    default = SweepJob(Path("multirun/2026-05-04/12-30-00"), 7, ["norm=rmsnorm", "train.seed=1", "optim.lr=0.01",
+                                                                 "train.max_steps=60"], ["norm", "train.seed"])
+    assert group_name(default) == "2026-05-04_12-30-00"
+    assert run_name("post-rmsnorm-L6", default) == "7_post-rmsnorm-L6 seed=1"  # norm is in the label; lr not swept
+    named = tmp_path / "depth"
+    named.mkdir()
+    (named / "multirun.yaml").write_text("hydra: {}\n")
+    made = time.strftime("%Y-%m-%d", time.localtime((named / "multirun.yaml").stat().st_mtime))
+    assert group_name(SweepJob(named, 0, experiment="deepnet_depth")) == f"{made}_depth_deepnet_depth"
+
+
+def test_build_loggers_names_the_wandb_run_of_a_sweep_job(tiny, tmp_path, monkeypatch):
+    seen = {}
+
+    class FakeWandb:
+        def __init__(self, **kwargs):
+            seen.update(kwargs)
+
+    monkeypatch.setattr("normtrain.training.WandbLogger", FakeWandb)
+    cfg = normtrain.compose([*tiny, "logger=[wandb,csv]", "placement=post"])
+    job = SweepJob(Path("multirun/2026-05-04/12-30-00"), 3, ["train.seed=2"], ["train.seed"])
+    sinks = build_loggers(cfg, tmp_path, job, start_step=0)
+    assert [type(s).__name__ for s in sinks.sinks] == ["JsonlLogger", "CsvLogger", "FakeWandb"]
+    assert seen["group"] == "2026-05-04_12-30-00" and seen["name"] == "3_post-rmsnorm-L2 seed=2"
+    assert seen["tags"][:3] == ["rmsnorm", "post", "L2"]
+    (tmp_path / "single").mkdir()
+    single = build_loggers(cfg, tmp_path / "single", None, start_step=0)
+    assert seen["group"] is None and seen["name"] == "post-rmsnorm-L2" and len(single.sinks) == 3
+    cfg.logger.run_name, cfg.logger.group = "mine", "g"
+    (tmp_path / "own").mkdir()
+    build_loggers(cfg, tmp_path / "own", job, start_step=0)
+    assert (seen["name"], seen["group"]) == ("mine", "g")
+    assert OmegaConf.select(cfg, "logger.mode") == "auto" and os.environ.get("WANDB_MODE") == "offline"
