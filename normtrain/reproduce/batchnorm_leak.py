@@ -105,6 +105,7 @@ class BatchNormLeak(Experiment):
             axes[1].axhline(0, color="k", lw=0.8)
             for ax in axes[:2]:
                 plots.log_axis(ax, sizes)
+            plots.log_axis(axes[2], (2, 3, 5, 10, 20, 40), axis="y")  # step 0 of BatchNorm sits near 35 nats
             for ax in (axes[0], axes[2]):
                 plots.unigram_line(ax, unigram)
             plots.finish(axes[0], "three ways to score (thin: seeds)", "batch size (sequences)", "val loss (nats/byte)")

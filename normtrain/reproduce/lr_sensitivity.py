@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from normtrain.compare.runs import Run
+from normtrain.data.unigram import COLLAPSE_MARGIN, collapsed
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, curve_text
 from normtrain.reproduce.writeup import markdown_table
@@ -105,12 +106,31 @@ class LRSensitivity(Experiment):
             "post_minus_pre_sensitivity": {f"L={d}": minus(sens("post", d), sens("pre", d)) for d in depths},
         }
         table = self.tables(rows, names, depths, lrs, sens, max_stable)
-        ranking = sorted(names, key=lambda v: stats.median(sens(v, depths[-1]).values()) or math.inf)
-        ours = (f"LR sensitivity at L={depths[-1]}: "
-                + ", ".join(f"{v} {stats.spread(sens(v, depths[-1]).values())}" for v in ranking))
-        key = (f"Ranking by LR sensitivity at L={depths[-1]} (least sensitive first): {', '.join(ranking)}. "
-               f"{ours}.")
+
+        def learned_nothing(v, d):  # seeds whose best ℓ(η) over the whole grid sits on the unigram line
+            return [s for s in seeds if (c := curve(v, d, s)) and collapsed(min(c.values()), unigram)]
+
+        # Reported, not judged (written after the first results): the sensitivity measures the fall from the best
+        # learning rate, so a variant that learned nothing at any η scores low; such variants rank last.
+        deep = depths[-1]
+        ranking = sorted(names, key=lambda v: (len(learned_nothing(v, deep)) * 2 > len(seeds),
+                                               stats.median(sens(v, deep).values()) or math.inf))
+        ours = (f"LR sensitivity at L={deep}: "
+                + ", ".join(f"{v} {stats.spread(sens(v, deep).values())}" for v in ranking))
+        key = (f"Ranking by LR sensitivity at L={deep} (least sensitive first; a variant that learned nothing at any "
+               f"learning rate in most seeds last): {', '.join(ranking)}. {ours}. Max stable lr at L={deep}: "
+               + ", ".join(f"{v} {self.stable_cell(max_stable(v, deep))}" for v in ranking) + ".")
         notes = self.edge_notes(names, depths, lrs, curve, seeds)
+        top = [f"{v} (L={d})" for d in depths for v in names if lrs[-1] in max_stable(v, d).values()]
+        if top:
+            notes.append(f"The max stable learning rate reaches the grid's top ({lrs[-1]:g}) for {', '.join(top)} in "
+                         "at least one seed: there it is a lower bound (the grid brackets every optimum, not every "
+                         "stability limit).")
+        notes += [f"{v} at L={d} learned nothing at any learning rate in {len(bad)} of {len(seeds)} seeds (its best "
+                  f"final loss is within {COLLAPSE_MARGIN} nats of the unigram line): its LR sensitivity is low "
+                  "because there is no good learning rate to fall from, not because it is robust. Interpretation "
+                  "added after the results; the checks are unchanged."
+                  for v in names for d in depths if (bad := learned_nothing(v, d))]
         return Findings(table=table, measured=measured, key=key, ours=ours, notes=notes, figures={
             "loss_vs_lr.png": lambda path: self.draw_curves(names, depths, lrs, seeds, curve, l0, unigram, path),
             "attention_logits.png": lambda path: self.draw_logits(rows, names, depths, lrs, path)})
@@ -132,8 +152,9 @@ class LRSensitivity(Experiment):
         summary = markdown_table(
             ["variant", *[f"LR sensitivity, L={d}" for d in depths], *[f"max stable lr, L={d}" for d in depths]],
             [[v, *[stats.spread(sens(v, d).values()) for d in depths],
-              *[stats.spread(max_stable(v, d).values(), digits=3) for d in depths]] for v in names])
-        parts = [f"LR sensitivity (nats) and max stable learning rate, mean ± std over seeds (n):\n\n{summary}"]
+              *[LRSensitivity.stable_cell(max_stable(v, d)) for d in depths]] for v in names])
+        parts = [f"LR sensitivity (nats), mean ± std over seeds (n), and max stable learning rate, median [min, max] "
+                 f"over the seeds that had one:\n\n{summary}"]
         for d in depths:
             parts.append(f"Final validation loss at L={d}, mean ± std over seeds (diverged runs left out):\n\n"
                          + markdown_table(["variant", *[f"lr {lr:g}" for lr in lrs]],
@@ -142,6 +163,16 @@ class LRSensitivity(Experiment):
             ["variant", "depth", *[f"lr {lr:g}" for lr in lrs]],
             [[v, d, *[logit_cell(v, d, lr) for lr in lrs]] for d in depths for v in names]))
         return "\n\n".join(parts)
+
+    @staticmethod
+    def stable_cell(per_seed: dict[str, float | None]) -> str:
+        """Median and range of the max stable lr over seeds, and how many seeds had no stable lr at all."""
+        found = sorted(v for v in per_seed.values() if v is not None)
+        none = len(per_seed) - len(found)
+        if not found:
+            return f"none in {none} seeds"
+        text = f"{stats.median(found):g} [{found[0]:g}, {found[-1]:g}] (n={len(found)})"
+        return text + (f", none in {none}" if none else "")
 
     @staticmethod
     def edge_notes(names, depths, lrs, curve, seeds) -> list[str]:

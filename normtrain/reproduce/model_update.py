@@ -42,7 +42,8 @@ class ModelUpdate(Experiment):
         steps, kl = run.series("update/output_kl")
         _, change = run.series("update/output_change")
         kl_at = dict(zip(steps.astype(int).tolist(), kl.tolist(), strict=True))
-        return {**super().row(run, combo), "kl_early": kl_at.get(EARLY), "kl_final": kl_at.get(max(kl_at, default=0)),
+        return {**super().row(run, combo), "kl_first": kl_at.get(1), "kl_early": kl_at.get(EARLY),
+                "kl_final": kl_at.get(max(kl_at, default=0)),
                 "kl_curve": curve_text(steps, kl), "change_curve": curve_text(steps, change)}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
@@ -75,7 +76,14 @@ class ModelUpdate(Experiment):
         key = (f"{ours}; Post-LN L={deep}/L={shallow}: "
                f"{stats.spread(measured['post_deep_over_shallow'][''].values())}, DeepNorm: "
                f"{stats.spread(measured['deepnorm_deep_over_shallow'][''].values())}.")
-        return Findings(table=table, measured=measured, key=key, ours=ours,
+        first = {d: over(stats.per_seed(rows, "kl_first", lambda r, d=d: r["placement"] == "post"
+                                        and int(r["model.n_layers"]) == d),
+                         stats.per_seed(rows, "kl_first", lambda r, d=d: r["placement"] == "deepnorm"
+                                        and int(r["model.n_layers"]) == d)) for d in depths}
+        notes = ["Exploratory, not a pre-registered check (step 1 was picked after seeing the curves): after the first "
+                 "update, Post-LN / DeepNorm KL = " + ", ".join(f"{stats.spread(first[d].values())} (L={d})"
+                                                                 for d in depths) + "."]
+        return Findings(table=table, measured=measured, key=key, ours=ours, notes=notes,
                         figures={"model_update.png": lambda path: self.draw(rows, depths, places, path)})
 
     @staticmethod

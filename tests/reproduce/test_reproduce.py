@@ -177,3 +177,24 @@ def test_lr_sensitivity_runs_qk_norm_with_pre_ln_only_and_scores_by_the_paper_fo
     # E_η[min(ℓ(η), ℓ0) − ℓ*]: a diverged run (∞) and one above ℓ0 both count as ℓ0
     assert sensitivity({1e-3: 3.0, 1e-2: 2.0, 1e-1: math.inf, 3e-1: 6.0}, l0=5.5) == pytest.approx(
         (1.0 + 0.0 + 3.5 + 3.5) / 4)
+
+
+def test_lr_sensitivity_ranks_a_variant_that_learned_nothing_last_and_counts_seeds_without_a_stable_lr():
+    from normtrain.reproduce.lr_sensitivity import LRSensitivity
+
+    assert LRSensitivity.stable_cell({"0": 0.1, "1": 0.3, "2": 0.1}) == "0.1 [0.1, 0.3] (n=3)"
+    assert LRSensitivity.stable_cell({"0": 1e-3, "1": None, "2": None}) == "0.001 [0.001, 0.001] (n=1), none in 2"
+    assert LRSensitivity.stable_cell({"0": None, "1": None}) == "none in 2 seeds"
+
+    def rows(placement, losses):  # one seed per loss list, lrs 1e-3, 1e-2, 1e-1; ℓ0 5.5, unigram 3.3
+        return [{"placement": placement, "model.qk_norm": "False", "model.n_layers": "2", "optim.lr": str(lr),
+                 "train.seed": str(s), "status": "completed", "final_val_loss": v, "initial_val_loss": 5.5,
+                 "unigram_val_loss": 3.3, "collapsed": v >= 3.25, "final_attn_logit_max": 5.0,
+                 "attn_logit_curve": ""}
+                for s, seed_losses in enumerate(losses) for lr, v in zip((1e-3, 1e-2, 1e-1), seed_losses)]
+
+    learned = rows("pre", [[3.0, 2.0, 2.6], [3.0, 2.1, 2.7], [3.1, 2.0, 2.6]])  # sensitivity ≈ 0.53
+    flat = rows("post", [[3.31, 3.3, 3.32], [3.3, 3.31, 3.3], [2.6, 3.3, 3.3]])  # ≈ 0.01, but on the unigram line
+    findings = LRSensitivity().analyse(learned + flat, make_plan("lr_sensitivity"))
+    assert "least sensitive first" in findings.key and findings.key.index("pre,") < findings.key.index("post.")
+    assert any("post at L=2 learned nothing at any learning rate in 2 of 3 seeds" in n for n in findings.notes)
