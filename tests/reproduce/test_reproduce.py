@@ -191,7 +191,7 @@ def test_lr_sensitivity_ranks_a_variant_that_learned_nothing_last_and_counts_see
                  "train.seed": str(s), "status": "completed", "final_val_loss": v, "initial_val_loss": 5.5,
                  "unigram_val_loss": 3.3, "collapsed": v >= 3.25, "final_attn_logit_max": 5.0,
                  "attn_logit_curve": ""}
-                for s, seed_losses in enumerate(losses) for lr, v in zip((1e-3, 1e-2, 1e-1), seed_losses)]
+                for s, seed_losses in enumerate(losses) for lr, v in zip((1e-3, 1e-2, 1e-1), seed_losses, strict=True)]
 
     learned = rows("pre", [[3.0, 2.0, 2.6], [3.0, 2.1, 2.7], [3.1, 2.0, 2.6]])  # sensitivity ≈ 0.53
     flat = rows("post", [[3.31, 3.3, 3.32], [3.3, 3.31, 3.3], [2.6, 3.3, 3.3]])  # ≈ 0.01, but on the unigram line
