@@ -203,8 +203,9 @@ class Trainer:
         self.model = wrap_model(plain, ctx, t.strategy)
         self.raw = unwrap(self.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = build_optimizer(self.model, cfg.optim.lr, cfg.optim.betas, cfg.optim.eps,
-                                         cfg.optim.weight_decay, cfg.optim.independent_wd)
+        o = cfg.optim
+        self.optimizer = build_optimizer(self.model, o.lr, o.betas, o.eps, o.weight_decay, o.independent_wd, o.name,
+                                         o.momentum)
         self.compiled = torch.compile(self.model) if t.compile else self.model
         self.sampler = BatchSampler(self.corpus.train, t.batch_size, cfg.model.seq_len, t.seed, device=ctx.device,
                                     rank=ctx.rank, world_size=ctx.world_size)
@@ -212,7 +213,7 @@ class Trainer:
         self.monitor = Monitor(self.raw.blocks, self.params, mon.every, mon.divergence_factor,
                                grad_norms=mon.grad_norms, activations=mon.activations,
                                attn_entropy=mon.attn_entropy, update_ratio=mon.update_ratio,
-                               probe=self.probe if mon.output_change else None,
+                               probe=self.probe if mon.output_change or mon.stream_change else None,
                                all_reduce=ctx.all_reduce if ctx.enabled else None,
                                attn_logit_max=mon.attn_logit_max, output_log_z=mon.output_log_z,
                                output_logit_max=mon.output_logit_max,
@@ -341,7 +342,7 @@ class Trainer:
     def set_lr(self, step: int) -> float:
         o = self.cfg.optim
         lr = lr_at(step, lr=o.lr, warmup_steps=o.warmup_steps, max_steps=self.cfg.train.max_steps,
-                   schedule=o.schedule, min_lr_ratio=o.min_lr_ratio)
+                   schedule=o.schedule, min_lr_ratio=o.min_lr_ratio, warmup_overlaps=o.warmup_overlaps)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         return lr
@@ -480,18 +481,25 @@ class Trainer:
     @torch.no_grad()
     def probe(self) -> dict[str, torch.Tensor]:
         """F(x, θ) on the fixed probe batch for the model-update metrics: the final hidden state the LM head reads
-        and, with ``monitor.output_kl``, the output log-probabilities. One forward pass through the wrapper-aware
-        ``forward`` (FSDP gathers the head there); a hook on the head takes its input."""
+        and, with ``monitor.stream_change``, the residual stream before the final norm (unsaturated; for placements
+        without a final norm, the last block's output) and the logits; with ``monitor.output_kl``, the output
+        log-probabilities. One forward pass through the wrapper-aware ``forward`` (FSDP gathers the head there);
+        hooks take the head's and the final norm's inputs."""
         seen: dict[str, torch.Tensor] = {}
-        hook = self.raw.lm_head.register_forward_pre_hook(lambda _m, args: seen.update(hidden=args[0]))
+        hooks = [self.raw.lm_head.register_forward_pre_hook(lambda _m, args: seen.update(hidden=args[0]))]
+        if self.raw.final_norm is not None:
+            hooks.append(self.raw.final_norm.register_forward_pre_hook(lambda _m, args: seen.update(stream=args[0])))
         self.model.eval()
         try:
             with self.autocast():
                 logits, _ = self.raw(self.probe_x)
         finally:
-            hook.remove()
+            for hook in hooks:
+                hook.remove()
             self.model.train()
         out = {"hidden": seen["hidden"].float()}
+        if self.cfg.monitor.stream_change:
+            out.update(stream=seen.get("stream", seen["hidden"]).float(), logits=logits.float())
         if self.cfg.monitor.output_kl:
             out["logp"] = logits.float().log_softmax(-1)
         return out
