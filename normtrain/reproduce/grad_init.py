@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
 from typing import Any
 
 from normtrain.reproduce import plots, stats
-from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, Plan, Scale, map_grid, present
+from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, Plan, Scale, measure_grid, present
 from normtrain.reproduce.writeup import markdown_table
 
 NORM_ORDER = ("layernorm", "rmsnorm")
@@ -39,15 +38,13 @@ class GradInit(Experiment):
         return combo.get("norm") == JUDGED_NORM or int(combo.get("train.seed", 0)) < 3
 
     def measure(self, plan: Plan) -> list[dict[str, Any]]:
-        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        combos = plan.combos()
-        profiles = map_grid(plan, fc2_gradients, combos)
-        from normtrain.provenance import code_state_at_start
-        from normtrain.reproduce.runner import code_of
-
-        code = code_of(code_state_at_start())
-        return [{**combo, "started_at": started, **code, "first": p[0], "last": p[-1], "log_slope": profile_slope(p),
-                 "profile": " ".join(f"{v:.5g}" for v in p)} for combo, p in zip(combos, profiles, strict=True)]
+        rows = []
+        for combo, m in zip(plan.combos(), measure_grid(plan, fc2_gradients), strict=True):
+            p = m["value"]
+            rows.append({**combo, **{k: m[k] for k in ("started_at", "wall_time_s", "code_commit", "code_dirty")},
+                         "first": p[0], "last": p[-1], "log_slope": profile_slope(p),
+                         "profile": " ".join(f"{v:.5g}" for v in p)})
+        return rows
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         depths = sorted({int(r["model.n_layers"]) for r in rows})

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from normtrain.reproduce import plots, stats
@@ -13,7 +12,7 @@ from normtrain.reproduce.runner import (
     Findings,
     Plan,
     Scale,
-    map_grid,
+    measure_grid,
     present,
     validation_batches,
 )
@@ -57,15 +56,8 @@ class OutputChange(Experiment):
         return combo.get("norm") == JUDGED_NORM or int(combo.get("train.seed", 0)) < 5
 
     def measure(self, plan: Plan) -> list[dict[str, Any]]:
-        from normtrain.provenance import code_state_at_start
-        from normtrain.reproduce.runner import code_of
-
-        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        combos = plan.combos()
-        changes = map_grid(plan, output_changes, combos)
-        code = code_of(code_state_at_start())
-        return [{**combo, "started_at": started, **code, **{key(s): v for s, v in change.items()}}
-                for combo, change in zip(combos, changes, strict=True)]
+        return [{**combo, **{k: m[k] for k in ("started_at", "wall_time_s", "code_commit", "code_dirty")},
+                 **m["value"]} for combo, m in zip(plan.combos(), measure_grid(plan, output_changes), strict=True)]
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         depths = sorted({int(r["model.n_layers"]) for r in rows})
@@ -153,9 +145,9 @@ class OutputChange(Experiment):
         plots.save(fig, path)
 
 
-def output_changes(overrides: list[str]) -> dict[float, float]:
-    """E‖F(x,W) − F(x,W+δ)‖² per token for each σ of ``SIGMAS``, over ``DRAWS`` perturbations of every block
-    matrix of the seeded fresh model, on the first validation batch."""
+def output_changes(overrides: list[str]) -> dict[str, float]:
+    """E‖F(x,W) − F(x,W+δ)‖² per token for each σ of ``SIGMAS`` (keyed ``key(σ)``), over ``DRAWS`` perturbations of
+    every block matrix of the seeded fresh model, on the first validation batch."""
     import torch
 
     import normtrain
@@ -167,7 +159,7 @@ def output_changes(overrides: list[str]) -> dict[float, float]:
     seed_everything(cfg.train.seed)
     model = normtrain.build_model(cfg).eval()
     with torch.no_grad():
-        return {s: _output_change(model, x, cfg.train.seed, s) for s in SIGMAS}
+        return {key(s): _output_change(model, x, cfg.train.seed, s) for s in SIGMAS}
 
 
 def _output_change(model, x: torch.Tensor, seed: int, sigma: float) -> float:

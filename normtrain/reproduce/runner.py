@@ -203,6 +203,57 @@ def map_grid(plan: Plan, fn: Callable[[list[str]], Any], combos: Sequence[dict[s
         bar.close()
 
 
+MEASUREMENT = "measurement.json"  # a forward-only experiment's result for one combo, in the combo's folder
+
+
+def measure_grid(plan: Plan, fn: Callable[[list[str]], Any]) -> list[dict[str, Any]]:
+    """Forward-only experiments: ``fn(overrides)`` for every combo of the grid, in the grid's order. Each result is
+    kept in the combo's folder (``measurement.json``: the value, the config, the code that measured it, when and how
+    long) and reused like a finished run when the config is the same, so a rerun recomputes only the analysis."""
+    from functools import partial
+
+    from normtrain.atomic import write_json
+
+    combos = plan.combos()
+    records: list[dict[str, Any] | None] = [reused_measurement(plan, c) for c in combos]
+    todo = [i for i, r in enumerate(records) if r is None]
+    for i, record in zip(todo, map_grid(plan, partial(_measured, fn), [combos[i] for i in todo]), strict=True):
+        write_json(plan.run_dir(combos[i]) / MEASUREMENT, record)
+        records[i] = record
+    return records  # type: ignore[return-value]
+
+
+def _measured(fn: Callable[[list[str]], Any], overrides: list[str]) -> dict[str, Any]:
+    import time
+    from datetime import datetime, timezone
+
+    from normtrain.config import compose, to_container
+    from normtrain.provenance import code_state_at_start
+
+    started, t0 = datetime.now(timezone.utc).isoformat(timespec="seconds"), time.time()
+    value = fn(overrides)
+    return {"value": value, "config": to_container(compose(overrides)), **code_of(code_state_at_start()),
+            "started_at": started, "wall_time_s": round(time.time() - t0, 3)}
+
+
+def reused_measurement(plan: Plan, combo: dict[str, str]) -> dict[str, Any] | None:
+    import json
+
+    from normtrain.config import to_container
+
+    path = plan.run_dir(combo) / MEASUREMENT
+    if plan.fresh or not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not same_run(record.get("config") or {}, to_container(plan.compose(combo))):
+        return None
+    plan.reused_s += record.get("wall_time_s") or 0.0
+    return record
+
+
 def single_threaded() -> None:
     """A worker's set-up: one thread for torch (and the libraries it calls), quiet progress."""
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"

@@ -72,6 +72,20 @@ def test_finished_runs_are_reused(local, tmp_path):
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
 
 
+@pytest.mark.slow
+def test_forward_only_measurements_are_kept_and_reused(local, tmp_path):
+    kw = dict(smoke=True, overrides=local, out=tmp_path / "out", runs_dir=tmp_path / "runs", progress=False)
+    first = reproduce("admin_output_change", **kw)
+    kept = sorted((tmp_path / "runs").glob("*/measurement.json"))
+    assert len(kept) == first["runs"] and first["reused_run_time_s"] == 0
+    record = json.loads(kept[0].read_text())
+    assert {"value", "config", "code_commit", "started_at", "wall_time_s"} <= set(record)
+    stamps = {p: p.stat().st_mtime_ns for p in kept}
+    again = reproduce("admin_output_change", **kw)
+    assert again["reused_run_time_s"] > 0 and {p: p.stat().st_mtime_ns for p in kept} == stamps
+    assert again["checks"] == first["checks"]  # the same numbers, analysed again
+
+
 def test_the_grid_comes_from_the_experiment_yaml_and_scales():
     cpu = make_plan("deepnet_depth")
     assert cpu.grid == {"placement": ["post", "pre", "deepnorm"], "optim.lr": ["0.001", "0.0003"],
