@@ -27,7 +27,8 @@ class Depth(Experiment):
              "Liu et al. 2020)")
     paper = "Wang et al. 2022 (DeepNet); Liu et al. 2020 (Admin)"
     reference = "**Wang et al. 2022**, *DeepNet*, Fig. 1 and Table 1; **Liu et al. 2020**, *Admin*, Table 1"
-    method = ("d 64, 4 heads, GELU FFN 256, learned positions, LayerNorm, Adam β = (0.9, 0.98), no clipping, 1000 "
+    method = ("The 64-128-2 model (d 64, GELU FFN 128, 2 heads; DeepNet Fig. 5), learned positions, LayerNorm, Adam "
+              "β = (0.9, 0.98), no clipping, 1000 "
               "steps of 8 × 128 bytes, a cosine to 10% counted from step 0, at 6 and 24 layers, 3 seeds, in three "
               "arms: lr 1e-3 without warm-up, lr 1e-3 with a 100-step warm-up (multiplying the schedule), and the "
               "lower lr 3e-4 with that warm-up.")

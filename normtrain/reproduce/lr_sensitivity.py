@@ -11,7 +11,7 @@ from normtrain.reproduce import plots, stats
 from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, curve_text
 from normtrain.reproduce.writeup import markdown_table
 
-VARIANTS = ("pre", "pre+qk", "peri", "deepnorm", "post")  # the order of rows and lines
+VARIANTS = ("pre", "pre+qk", "peri", "deepnorm", "post")  # the order of rows and lines (v3 runs pre, pre+qk, post)
 SHALLOW_ONLY = ("pre", "pre+qk", "post")  # the variants run at L = 2
 DEEP_ONLY = ("pre", "pre+qk")  # the variants run at L = 24, on the grid's top five learning rates
 DEEP, DEEP_MIN_LR = 24, 3e-3  # at L = 24: the grid's top five learning rates
@@ -80,11 +80,11 @@ class LRSensitivity(Experiment):
     paper = "Wortsman et al. 2023"
     reference = ("**Wortsman et al. 2023**, *Small-scale proxies for large-scale Transformer training "
                  "instabilities*, Fig. 1, 3 and §3.4")
-    method = ("d 64, 4 heads (QK-norm per head), GELU FFN 256, RoPE, no biases, untied embeddings, LayerNorm; "
+    method = ("d 64, 4 heads (QK-norm per head), GELU FFN 128, RoPE, no biases, untied embeddings, LayerNorm; "
               "AdamW (0.9, 0.95), eps 1e-8, gradient clipping 1, a 50-step (5%) warm-up then cosine decay, "
               "independent weight decay 1e-4, z-loss 1e-4 (their recipe); 1000 steps of 8 × 128 bytes, 3 seeds, at "
               "peak learning rates 1e-3 … 3e-1. Pre-LN with and without QK-norm at 2, 8 and 24 layers (at 24 on "
-              "the grid's top five learning rates), Post-LN at 2 and 8, Peri-LN and DeepNorm at 8. The attention "
+              "the grid's top five learning rates) and Post-LN at 2 and 8. The attention "
               "logits are logged every 10 steps (max q·k/√d_head per layer on one sequence).")
     gpu = Scale(overrides=("model.d_model=512", "model.n_heads=8", "model.d_ff=2048", "model.seq_len=512",
                            "train.max_steps=5000", "optim.warmup_steps=250", "train.batch_size=32",

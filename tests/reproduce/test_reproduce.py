@@ -208,7 +208,6 @@ def test_lr_sensitivity_runs_qk_norm_with_pre_ln_only_and_scores_by_the_paper_fo
     six, five = 6 * 3, 5 * 3  # learning rates × seeds: the whole grid, or its top five at L = 24
     assert variants == {("pre", "false", "2"): six, ("pre", "true", "2"): six, ("post", "false", "2"): six,
                         ("pre", "false", "8"): six, ("pre", "true", "8"): six, ("post", "false", "8"): six,
-                        ("deepnorm", "false", "8"): six, ("peri", "false", "8"): six,
                         ("pre", "false", "24"): five, ("pre", "true", "24"): five}
     assert min(float(c["optim.lr"]) for c in plan.combos() if c["model.n_layers"] == "24") == 3e-3
     # E_η[min(ℓ(η), ℓ0) − ℓ*]: a diverged run (∞) and one above ℓ0 both count as ℓ0

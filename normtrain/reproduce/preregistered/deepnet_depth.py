@@ -19,15 +19,16 @@ REGISTRATION = Registration(
     norm="LayerNorm, as the papers",
     label="after_pilot",
     pilot=Pilot(
-        runs="v2 (commit af8f939, `experiments/deepnet_depth/` at that commit): the same model, lr 1e-3 without "
-             "warm-up only, 200 steps at a constant lr, depths 6/24/48, 3 seeds.",
+        runs="v2 (commit af8f939, `experiments/deepnet_depth/` at that commit): d 64, 4 heads, FFN 256, lr 1e-3 "
+             "without warm-up only, 200 steps at a constant lr, depths 6/24/48, 3 seeds.",
         numbers="Post-LN − Pre-LN at L = 48: 0.721 [0.713, 0.765]; Post-LN L48 − L6: 0.628; Post-LN collapsed at "
                 "L = 24 and 48 (3.356 against the unigram 3.328); Pre-LN and DeepNorm 0.68–0.75 below the unigram "
                 "line at every depth.",
         changed="The paper's claim is with warm-up, so two warm-up arms (lr 1e-3 and the lower 3e-4) join the "
                 "no-warm-up one (which now repeats xiong_warmup's point at depth); 1000 steps (was 200); Post-LN is "
                 "compared with DeepNorm (the paper's remedy) rather than Pre-LN; depths 6 and 24 (48 does not fit "
-                "the CPU budget with three arms; the GPU preset has 48–192); decisions on the bootstrap interval of "
+                "the CPU budget with three arms; the GPU preset has 48–192) of DeepNet's 64-128-2 model (FFN 128, 2 "
+                "heads; v2's FFN 256 and 4 heads cost 30% more per step); decisions on the bootstrap interval of "
                 "the median; a trainability guard.",
     ),
     guard=Guard(arm="Pre-LN and DeepNorm at every depth in every arm", margin=0.3,
