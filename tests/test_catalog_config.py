@@ -63,6 +63,7 @@ def test_nonsense_is_refused_with_the_allowed_values(overrides, needle):
     ["placement=none", "norm=dyt", "model.qk_norm=true"], ["norm=dyt", "model.qk_norm=full"],
     ["norm=prmsnorm", "model.qk_norm=full"], ["norm=prmsnorm", "norm.p=0.25", "model.qk_norm=per_head"],
     ["norm=layernorm", "model.qk_norm=per_head"], ["model.qk_norm=false"],
+    ["model.mlp=geglu", "placement=subln"], ["model.mlp=geglu", "placement=deepnorm"],
     ["optim.z_loss=1e-4", "optim.independent_wd=true", "optim.weight_decay=1e-4"],
 ])
 def test_sensible_combinations_are_accepted(overrides):
