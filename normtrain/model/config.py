@@ -1,4 +1,4 @@
-"""The model's own plain config: every value the blocks, attention and MLP are built from (no Hydra, no torch).
+"""The model's own plain config: every value the blocks, attention and MLP are built from (no Hydra).
 
 It sits below the model's modules (``gpt``, ``placements``, ``attention``), which all read it; it imports none
 of them.
