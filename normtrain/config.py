@@ -506,4 +506,6 @@ def _canonical(config: dict) -> dict:
 
 
 def to_container(cfg: DictConfig) -> dict:
-    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    """The resolved config as plain values, in today's spelling (``model.qk_norm=true`` is recorded as
+    ``per_head``), so that a summary, a checkpoint and ``with_defaults`` of an older record compare alike."""
+    return _canonical(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
