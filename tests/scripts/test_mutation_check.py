@@ -23,8 +23,8 @@ def test_every_mutant_applies_to_todays_code_once():
 @pytest.mark.slow
 def test_a_sample_of_planted_bugs_is_caught_by_the_formula_tests():
     sample = ["qk-norm-per-head-after-rope", "peri-output-norms-swapped", "depth-scale-l-plus-one"]
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--only", *sample], capture_output=True, text=True,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--jobs", "2", "--only", *sample], capture_output=True,
+                          text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "mutation score: 3/3 caught" in proc.stdout
     caught = [line for line in proc.stdout.splitlines() if line.startswith("caught")]
