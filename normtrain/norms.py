@@ -150,7 +150,7 @@ class CausalBatchNorm(BatchNorm):
         bn = self.bn
         if not self.training or x.dim() != 3:
             return super().forward(x)
-        xf = x.float()
+        xf = x if x.dtype == torch.float64 else x.float()  # fp32 statistics at least (as the running ones)
         count = x.shape[0] * torch.arange(1, x.shape[1] + 1, device=x.device, dtype=xf.dtype).view(1, -1, 1)
         mean = xf.sum(0, keepdim=True).cumsum(1) / count  # (1, T, D): batch × positions ≤ t
         var = (xf.square().sum(0, keepdim=True).cumsum(1) / count - mean.square()).clamp_min(0)

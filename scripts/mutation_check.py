@@ -138,6 +138,8 @@ MUTANTS: tuple[Mutant, ...] = (
        "y = xf / (stat.pow(2).mean(-1, keepdim=True).sqrt() + eps)")),
     m("batchnorm-eps-ignored", FORM, "norms.py",
       ("nn.BatchNorm1d(dim, eps=spec.eps, affine=spec.affine)", "nn.BatchNorm1d(dim, affine=spec.affine)")),
+    m("causal-batchnorm-count-without-the-batch", FORM, "norms.py",
+      ("count = x.shape[0] * torch.arange(1,", "count = torch.arange(1,")),
     m("geglu-exact-gelu", FORM, "model/mlp.py", ('F.gelu(gate, approximate="tanh")', "F.gelu(gate)")),
     m("gelu-mlp-tanh-gelu", FORM, "model/mlp.py", ("F.gelu(self.up(x))", 'F.gelu(self.up(x), approximate="tanh")')),
     m("rope-interleaved-pairs", FORM, "model/attention.py",

@@ -62,6 +62,13 @@ def norm(kind: str, x: torch.Tensor, prm: dict[str, torch.Tensor]) -> torch.Tens
         flat = x.reshape(-1, d)
         mu, var = flat.mean(0), flat.var(0, unbiased=False)
         return (x - mu) / torch.sqrt(var + EPS) * w + b
+    if kind == "batchnorm_causal":  # position t: statistics over every sequence's positions 0…t only
+        out = []
+        for t in range(x.shape[1]):
+            seen = x[:, : t + 1].reshape(-1, d)
+            mu, var = seen.mean(0), seen.var(0, unbiased=False)
+            out.append((x[:, t] - mu) / torch.sqrt(var + EPS) * w + b)
+        return torch.stack(out, dim=1)
     raise AssertionError(f"no formula for the norm {kind}")
 
 

@@ -17,7 +17,7 @@ from normtrain.model import GPT, GPTConfig, NormSpec
 from normtrain.norms import build_norm
 
 D, H, T, B = 16, 2, 6, 2
-NORM_TYPES = ["layernorm", "rmsnorm", "prmsnorm", "dyt", "batchnorm"]
+NORM_TYPES = ["layernorm", "rmsnorm", "prmsnorm", "dyt", "batchnorm", "batchnorm_causal"]
 PER_TOKEN = ["layernorm", "rmsnorm", "prmsnorm", "dyt"]  # those QK-norm can use
 NORMED = ["pre", "post", "deepnorm", "admin", "subln", "peri", "reorder"]
 RTOL = 1e-5  # and an absolute 1e-5 of the tensor's largest entry: RoPE's tables are fp32, as in training
