@@ -31,6 +31,7 @@ BACKENDS = ("wandb", "tensorboard", "csv")  # normtrain.loggers.BACKENDS
 WANDB_MODES = ("auto", "online", "offline", "disabled")
 OPTIMIZERS = ("adamw", "sgd")
 MAX_SEED = 2**32 - 1  # numpy's seed range
+QK_MIN_FEATURES = 8  # pRMSNorm as QK-norm: fewest features its rms may come from (fewer bounds nothing)
 ZERO_MEANS = {"eval_every": "only at the end", "ckpt_every": "only at the end",
               "eval_windows": "train.batch_size × train.eval_batches"}
 
@@ -46,7 +47,7 @@ class ModelSchema:
     pos: str = "rope"
     bias: bool = False
     emb_std: float = 1.0
-    qk_norm: bool = False  # per-head norm (the configured type) on queries and keys, before RoPE
+    qk_norm: str = "none"  # none | per_head | full (true = per_head, false = none): QK-norm of the norm type
     vocab_size: int | None = None  # null: the corpus's (256 for bytes, meta.json's for token shards)
 
 
@@ -307,7 +308,7 @@ def _model_problems(cfg: DictConfig) -> list[str]:
 
 def _catalog_problems(m: DictConfig, n: DictConfig, pl: DictConfig) -> list[str]:
     """The keys of the newer norms, placements and stabilizers, alone and against each other."""
-    from normtrain.model import NORMS, PLACEMENTS
+    from normtrain.model import PLACEMENTS
 
     p: list[str] = []
     _number("norm.alpha_init", n.alpha_init, n.alpha_init > 0, "DyT's initial α must be a finite number > 0", p)
@@ -317,15 +318,39 @@ def _catalog_problems(m: DictConfig, n: DictConfig, pl: DictConfig) -> list[str]
         if pl.name != "mix":
             p.append(f"placement.post_fraction={pl.post_fraction} applies to placement=mix only, not "
                      f"placement={pl.name}")
-    if m.qk_norm and n.name in NORMS and not NORMS[n.name].per_token:
-        per_token = sorted(k for k, c in NORMS.items() if c.per_token)
-        p.append(f"model.qk_norm=true normalizes each token's query and key, which norm={n.name} cannot (its "
-                 f"statistics mix positions); allowed: {', '.join(per_token)}")
+    p += _qk_norm_problems(m, n)
     if n.depth_scaled and pl.name in PLACEMENTS and not PLACEMENTS[pl.name].has_norms:
         normed = sorted(k for k, c in PLACEMENTS.items() if c.has_norms)
         p.append(f"norm.depth_scaled=true: placement={pl.name} holds no norm to scale; placements with norms: "
                  f"{', '.join(normed)}")
     return p
+
+
+def _qk_norm_problems(m: DictConfig, n: DictConfig) -> list[str]:
+    """A QK-norm form the norm type can serve: QK-norm exists to bound the attention logits, which a norm whose
+    statistics mix positions (BatchNorm) or that reads too few features (pRMSNorm) does not do."""
+    from normtrain.model import NORMS
+    from normtrain.model.config import QK_NORMS, qk_norm_form
+
+    form = qk_norm_form(m.qk_norm)
+    if form not in QK_NORMS:
+        return [f"model.qk_norm={m.qk_norm!r} is not known; allowed: {', '.join(QK_NORMS)} (true = per_head, "
+                "false = none)"]
+    if form == "none" or n.name not in NORMS:
+        return []
+    if not NORMS[n.name].per_token:
+        per_token = sorted(k for k, c in NORMS.items() if c.per_token)
+        return [f"model.qk_norm={form} normalizes each token's query and key, which norm={n.name} cannot (its "
+                f"statistics mix positions); allowed: {', '.join(per_token)}"]
+    width = (m.d_model // max(m.n_heads, 1)) if form == "per_head" else m.d_model
+    if width >= 1 and (k := NORMS[n.name].stat_features(width, n.p)) < min(QK_MIN_FEATURES, width):
+        where = "head" if form == "per_head" else "projection"
+        full = NORMS[n.name].stat_features(m.d_model, n.p) >= QK_MIN_FEATURES and form == "per_head"
+        return [f"model.qk_norm={form} with norm={n.name} estimates the rms of each {width}-feature {where} from "
+                f"{k} feature{'s' * (k > 1)} (norm.p={n.p}): too few to bound the attention logits, which is what "
+                f"QK-norm is for; it needs at least {QK_MIN_FEATURES} (norm.p ≥ {QK_MIN_FEATURES / width:.3g})"
+                + (", or model.qk_norm=full" if full else "") + ", or another norm type"]
+    return []
 
 
 def _optim_problems(o: DictConfig) -> list[str]:
@@ -467,13 +492,28 @@ def build_model(cfg: DictConfig) -> GPT:
 
 def with_defaults(config: dict) -> dict:
     """A resolved config recorded by an earlier normtrain, with the keys the schema has gained since at their
-    defaults: a key that did not exist then is not a change of the experiment (``normtrain.resume``)."""
+    defaults and renamed values in today's spelling (``_canonical``): a key that did not exist then, or a value
+    spelt differently, is not a change of the experiment (``normtrain.resume``)."""
     try:
         merged = OmegaConf.merge(OmegaConf.structured(NormtrainConfig), config)
     except Exception:  # a key since removed or retyped: compared as it is (and reported as a change)
-        return config
-    return OmegaConf.to_container(merged, resolve=True)  # type: ignore[return-value]
+        return _canonical(config)
+    return _canonical(OmegaConf.to_container(merged, resolve=True))  # type: ignore[arg-type]
+
+
+def _canonical(config: dict) -> dict:
+    """Values an earlier normtrain spelt another way, in today's spelling: ``model.qk_norm`` was a boolean
+    (true = per_head, false = none), so a run recorded with ``qk_norm: true`` is the same experiment as one
+    with ``per_head``."""
+    from normtrain.model.config import qk_norm_form
+
+    model = config.get("model")
+    if isinstance(model, dict) and "qk_norm" in model:
+        config = {**config, "model": {**model, "qk_norm": qk_norm_form(model["qk_norm"])}}
+    return config
 
 
 def to_container(cfg: DictConfig) -> dict:
-    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    """The resolved config as plain values, in today's spelling (``model.qk_norm=true`` is recorded as
+    ``per_head``), so that a summary, a checkpoint and ``with_defaults`` of an older record compare alike."""
+    return _canonical(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]

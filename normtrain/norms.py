@@ -61,6 +61,11 @@ class Norm(nn.Module):
     supports_triton = False
     per_token = True  # statistics from each token alone (not across the batch): usable as QK-norm
 
+    @staticmethod
+    def stat_features(dim: int, p: float) -> int:
+        """How many of the ``dim`` features the statistics come from (all of them, but in pRMSNorm)."""
+        return dim
+
     def add_norm(self, x: torch.Tensor, residual: torch.Tensor, alpha: float = 1.0):
         """Return ``(N(alpha * residual + x), alpha * residual + x)``."""
         s = x + residual if alpha == 1.0 else x + alpha * residual
@@ -107,7 +112,11 @@ class PRMSNorm(RMSNorm):
 
     def __init__(self, dim: int, spec: NormSpec):
         super().__init__(dim, spec)
-        self.n_stat = max(1, math.ceil(spec.p * dim))
+        self.n_stat = self.stat_features(dim, spec.p)
+
+    @staticmethod
+    def stat_features(dim: int, p: float) -> int:
+        return max(1, math.ceil(p * dim))
 
 
 @register_norm("batchnorm")
@@ -141,7 +150,7 @@ class CausalBatchNorm(BatchNorm):
         bn = self.bn
         if not self.training or x.dim() != 3:
             return super().forward(x)
-        xf = x.float()
+        xf = x if x.dtype == torch.float64 else x.float()  # fp32 statistics at least (as the running ones)
         count = x.shape[0] * torch.arange(1, x.shape[1] + 1, device=x.device, dtype=xf.dtype).view(1, -1, 1)
         mean = xf.sum(0, keepdim=True).cumsum(1) / count  # (1, T, D): batch × positions ≤ t
         var = (xf.square().sum(0, keepdim=True).cumsum(1) / count - mean.square()).clamp_min(0)

@@ -23,7 +23,7 @@ def test_new_keys_reach_the_model():
     assert normtrain.compose(["placement=mix"]).placement.post_fraction == 0.25
     default = normtrain.compose([])
     assert (default.model.qk_norm, default.norm.depth_scaled, default.optim.z_loss, default.optim.independent_wd,
-            default.placement.post_fraction) == (False, False, 0.0, False, None)
+            default.placement.post_fraction) == ("none", False, 0.0, False, None)
 
 
 @pytest.mark.parametrize("overrides,needle", [
@@ -33,8 +33,17 @@ def test_new_keys_reach_the_model():
     (["placement=pre", "placement.post_fraction=0.5"],
      "placement.post_fraction=0.5 applies to placement=mix only, not placement=pre"),
     (["norm=batchnorm", "model.qk_norm=true"],
-     "model.qk_norm=true normalizes each token's query and key, which norm=batchnorm cannot (its statistics mix "
-     "positions); allowed: dyt, layernorm, prmsnorm, rmsnorm"),
+     "model.qk_norm=per_head normalizes each token's query and key, which norm=batchnorm cannot (its statistics "
+     "mix positions); allowed: dyt, layernorm, prmsnorm, rmsnorm"),
+    (["norm=batchnorm", "model.qk_norm=full"], "model.qk_norm=full normalizes each token's query and key"),
+    (["norm=prmsnorm", "model.qk_norm=per_head"],  # head_dim 32: ⌈0.0625·32⌉ = 2 features
+     "model.qk_norm=per_head with norm=prmsnorm estimates the rms of each 32-feature head from 2 features "
+     "(norm.p=0.0625): too few to bound the attention logits, which is what QK-norm is for; it needs at least 8 "
+     "(norm.p ≥ 0.25), or model.qk_norm=full, or another norm type"),
+    (["norm=prmsnorm", "model.qk_norm=full", "model.d_model=64", "model.n_heads=2"],  # ⌈0.0625·64⌉ = 4
+     "model.qk_norm=full with norm=prmsnorm estimates the rms of each 64-feature projection from 4 features"),
+    (["model.qk_norm=both"], "model.qk_norm='both' is not known; allowed: none, per_head, full (true = per_head, "
+     "false = none)"),
     (["placement=rezero", "norm.depth_scaled=true"], "norm.depth_scaled=true: placement=rezero holds no norm to "
      "scale; placements with norms: admin, deepnorm, mix, peri, post, pre, reorder, subln"),
     (["norm=dyt", "norm.alpha_init=0"], "norm.alpha_init=0.0: DyT's initial α must be a finite number > 0"),
@@ -51,7 +60,10 @@ def test_nonsense_is_refused_with_the_allowed_values(overrides, needle):
 
 @pytest.mark.parametrize("overrides", [
     ["placement=mix", "placement.post_fraction=0"], ["placement=mix", "placement.post_fraction=1"],
-    ["placement=none", "norm=dyt", "model.qk_norm=true"], ["norm=prmsnorm", "model.qk_norm=true"],
+    ["placement=none", "norm=dyt", "model.qk_norm=true"], ["norm=dyt", "model.qk_norm=full"],
+    ["norm=prmsnorm", "model.qk_norm=full"], ["norm=prmsnorm", "norm.p=0.25", "model.qk_norm=per_head"],
+    ["norm=layernorm", "model.qk_norm=per_head"], ["model.qk_norm=false"],
+    ["model.mlp=geglu", "placement=subln"], ["model.mlp=geglu", "placement=deepnorm"],
     ["optim.z_loss=1e-4", "optim.independent_wd=true", "optim.weight_decay=1e-4"],
 ])
 def test_sensible_combinations_are_accepted(overrides):
@@ -60,6 +72,12 @@ def test_sensible_combinations_are_accepted(overrides):
 
 def experiment(overrides):
     return {**to_container(normtrain.compose(overrides)), "world_size": 1}
+
+
+def recorded(overrides, **model):
+    """What a resume compares (``Trainer.experiment``): the recorded config through ``with_defaults``."""
+    config = to_container(normtrain.compose(overrides))
+    return {**with_defaults({**config, "model": {**config["model"], **model}}), "world_size": 1}
 
 
 @pytest.mark.parametrize("change", ["model.qk_norm=true", "norm.depth_scaled=true", "optim.z_loss=1e-4",
@@ -73,7 +91,7 @@ def test_a_resume_refuses_a_changed_new_key(change):
 
 
 def test_a_checkpoint_from_before_the_new_keys_resumes_under_their_neutral_values():
-    new = experiment([])
+    new = recorded([])
     old = {group: dict(values) for group, values in new.items() if isinstance(values, dict)}
     for key in ("model.qk_norm", "norm.alpha_init", "norm.depth_scaled", "placement.post_fraction", "optim.z_loss",
                 "optim.independent_wd"):  # the catalog's keys, unknown to a checkpoint written before them
@@ -81,5 +99,28 @@ def test_a_checkpoint_from_before_the_new_keys_resumes_under_their_neutral_value
         del old[group][name]
     old = {**with_defaults(old), "world_size": 1}
     assert config_changes(old, new, step=5) == {}  # not a change: the run is the same experiment
-    with pytest.raises(CheckpointError, match=r"model.qk_norm: False → True"):  # as the old run was
-        config_changes(old, experiment(["model.qk_norm=true"]), step=5)
+    with pytest.raises(CheckpointError, match=r"model.qk_norm: 'none' → 'per_head'"):  # as the old run was
+        config_changes(old, recorded(["model.qk_norm=true"]), step=5)
+
+
+@pytest.mark.parametrize("before,today", [(True, "per_head"), (False, "none"), ("true", "per_head"),
+                                          ("False", "none")])
+def test_a_checkpoint_that_recorded_qk_norm_as_a_boolean_resumes_under_its_form(before, today):
+    """Before the QK-norm forms, model.qk_norm was a boolean: true was the per-head form."""
+    old = recorded([], qk_norm=before)
+    assert old["model"]["qk_norm"] == today
+    assert config_changes(old, recorded([f"model.qk_norm={today}"]), step=5) == {}
+    other = "full" if today == "per_head" else "per_head"
+    with pytest.raises(CheckpointError, match=f"model.qk_norm: '{today}' → '{other}'"):
+        config_changes(old, recorded([f"model.qk_norm={other}"]), step=5)
+
+
+def test_records_spell_qk_norm_by_its_form_and_older_runs_are_reused():
+    """A run asked for with model.qk_norm=true records per_head; one recorded as true before the forms existed
+    is the same run (normtrain-reproduce reuses it)."""
+    from normtrain.reproduce.runner import same_run
+
+    new = to_container(normtrain.compose(["model.qk_norm=true"]))
+    assert new["model"]["qk_norm"] == "per_head"
+    old = {**new, "model": {**new["model"], "qk_norm": True}}
+    assert same_run(old, new) and not same_run(old, to_container(normtrain.compose(["model.qk_norm=full"])))

@@ -94,7 +94,7 @@ def test_sweep_composes_placements_norms_qk_norm_and_z_loss(tiny, tmp_path):
     for job in jobs:
         summary = json.loads((job / "summary.json").read_text())
         assert summary["status"] == "completed", job.name
-        assert summary["config"]["model"]["qk_norm"] is True and summary["config"]["optim"]["z_loss"] == 1e-4
+        assert summary["config"]["model"]["qk_norm"] == "per_head" and summary["config"]["optim"]["z_loss"] == 1e-4
         first = rows(job)[0]
         assert first["train/z_loss"] > 0 and first["attn_logit_max/layer_1"] <= math.sqrt(8) + 1e-4  # QK-normed
     subln = json.loads((jobs[4] / "summary.json").read_text())

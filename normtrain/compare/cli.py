@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from normtrain.atomic import write_text
 from normtrain.compare import page, report, specs, vega
 from normtrain.compare.groups import group_runs
 from normtrain.compare.labels import LabelError, label_runs, unique_slugs
@@ -60,7 +61,7 @@ def compare(paths: Sequence[str], out: str | Path | None = None, metric: str = "
     result = Comparison(runs=runs, keys=keys, table=table, skipped=skipped, notes=notes)
 
     out.mkdir(parents=True, exist_ok=True)
-    (out / "table.md").write_text(f"Sorted by {sorted_by}.\n\n{table}", encoding="utf-8")
+    write_text(out / "table.md", f"Sorted by {sorted_by}.\n\n{table}")
     report.write_csv(runs, cols, out / "table.csv")
     result.files += [out / "table.md", out / "table.csv"]
     pngs = _figures(runs, out, result) if figures else []

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from normtrain.atomic import write_bytes
 from normtrain.compare.runs import Run
 
 DPI = 100
@@ -109,7 +110,7 @@ def _not_recorded(ax, what: str) -> None:
 def save_png(fig, path: Path) -> Path:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})  # no version string (or URL) in it
-    path.write_bytes(palette_png(buf.getvalue()))
+    write_bytes(path, palette_png(buf.getvalue()))
     return path
 
 

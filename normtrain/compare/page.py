@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from normtrain.atomic import write_text
 from normtrain.compare import report, specs, vega
 from normtrain.compare.groups import Group
 from normtrain.compare.runs import Run
@@ -147,5 +148,5 @@ def render(runs: Sequence[Run], cols: Sequence[report.Column], groups: Sequence[
 
 def write(path: Path, runs: Sequence[Run], cols: Sequence[report.Column], groups: Sequence[Group],
           page: Page) -> Path:
-    path.write_text(render(runs, cols, groups, page), encoding="utf-8")
+    write_text(path, render(runs, cols, groups, page))
     return path

@@ -1,9 +1,9 @@
 """The on-disk token cache: one folder per corpus fingerprint, so a second load is ``np.load`` and a checksum.
 
 An entry is ``<fingerprint>/{train,val}.npy`` plus ``meta.json``, which records each array's dtype,
-length and sha256 and is written last; every file goes to a temporary name first and is moved into
-place with ``os.replace``. A load uses nothing it has not checked against that record: an entry with
-bytes flipped by a bad disk, a file cut short, or a header numpy cannot read is reported and rebuilt.
+length and sha256 and is written last; every file is written atomically (``normtrain.atomic``: a temporary
+name first, moved into place with ``os.replace``). A load uses nothing it has not checked against that record:
+an entry with bytes flipped by a bad disk, a file cut short, or a header numpy cannot read is reported and rebuilt.
 
 Temporary names carry their writer's pid and a tag of the pid namespace it lives in, so the next load
 can sweep what a killed builder left without touching the files of a builder that is still running.
@@ -19,14 +19,14 @@ import json
 import os
 import re
 import socket
-import uuid
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
 import numpy as np
 
+from normtrain.atomic import atomic_file, temp_path
 from normtrain.errors import DataError
 
 META = "meta.json"
@@ -170,22 +170,18 @@ _TEMP = re.compile(r"\..+\.(?P<scope>[0-9a-f]{8})\.(?P<pid>\d+)\.[0-9a-f]{8}\.tm
 
 def _temp_path(path: Path, pid: int | None = None) -> Path:
     """``.<name>.<scope>.<pid>.<random>.tmp``: unique to this call, so builders never share one."""
-    return path.with_name(f".{path.name}.{_SCOPE}.{pid or os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    return temp_path(path, _tag(pid))
 
 
-@contextlib.contextmanager
-def writing(path: Path) -> Iterator[IO[bytes]]:
+def _tag(pid: int | None = None) -> str:
+    return f"{_SCOPE}.{pid or os.getpid()}."
+
+
+def writing(path: Path) -> contextlib.AbstractContextManager[IO[bytes]]:
     """An open temporary file beside ``path`` (named so that ``sweep`` can clear it if its writer dies),
     moved into place when the block ends, removed if it raises."""
     # No fsync: a file lost to a power cut fails its checksum on the next load and is rebuilt.
-    tmp = _temp_path(path)
-    try:
-        with open(tmp, "xb") as f:  # "x" creates the file with the mode the user's umask gives
-            yield f
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    return atomic_file(path, tag=_tag(), fsync=False)
 
 
 def _atomic_write(path: Path, write: Callable) -> None:

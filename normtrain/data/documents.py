@@ -4,55 +4,24 @@ A source is local text (a file, a folder, a glob, or ``python_stdlib``: read as 
 val by file exactly as ``data=local_text`` splits them), local parquet/json/arrow/csv files (read through
 ``datasets``' own builders, streamed, so nothing is converted or cached), a Hugging Face hub dataset id, or a
 local copy of one (a folder with its dataset card, read by ``datasets`` as it reads the hub).
-Dataset rows are split by a hash of their text, so an exact duplicate never lands in both splits.
-
-Documents come out as :class:`Piece` s of at most ``PIECE_BYTES``, cut after a newline where there is one: a
-1 GB single-file corpus then streams in small parts, and a tokenizer's worker threads share the work of one
-long document. A piece that starts a document is marked, so the shard writer knows where separators go.
+Documents come out as pieces (``normtrain.data.pieces``), which the ``datasets`` sources (``hub``) share.
 """
 
 from __future__ import annotations
 
 import glob
-import hashlib
 import os
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator
 
-from normtrain.data import cache, sources
+from normtrain.data import hub, sources
 from normtrain.data.corpus import split_by_file
+from normtrain.data.pieces import Documents, Piece, file_pieces
 from normtrain.errors import DataError
 
-PIECE_BYTES = 1 << 20
 # File extensions read through a datasets builder rather than as text.
 BUILDERS = {".parquet": "parquet", ".arrow": "arrow", ".jsonl": "json", ".json": "json", ".csv": "csv",
             ".jsonl.gz": "json", ".json.gz": "json"}
 STDLIB = "python_stdlib"
-
-
-@dataclass(frozen=True)
-class Piece:
-    split: str  # "train" | "val"
-    data: bytes
-    starts_doc: bool
-
-
-@dataclass
-class Documents:
-    """A source ready to stream: what meta.json records about it, and its pieces (read on every call)."""
-
-    record: dict[str, Any]  # kind, where from, and how it was split
-    stream: Callable[[], Iterator[Piece]]
-    files: tuple[tuple[str, str], ...] = ()  # local files whose bytes the input fingerprint hashes
-    total_bytes: int | None = None  # for the progress bar, when known in advance
-
-    def pieces(self) -> Iterator[Piece]:
-        return self.stream()
-
-    def fingerprint(self, settings: dict[str, Any]) -> str:
-        """What a re-run with the same inputs compares: the settings, the source and every local file's bytes."""
-        return cache.fingerprint(self.files, {**settings, "source": self.record})
 
 
 def open_documents(source: str, val_fraction: float, text_field: str = "text", config: str | None = None,
@@ -64,8 +33,6 @@ def open_documents(source: str, val_fraction: float, text_field: str = "text", c
         return local_text(sources.python_stdlib(), STDLIB, val_fraction)
     files = _local_files(source)
     if files is None or _dataset_card(source, files):
-        from normtrain.data import hub
-
         return hub.hub_documents(source, config, split, revision, streaming, text_field, val_fraction,
                                  local_files=files)
     builders = {_builder(path) for path in files}
@@ -75,8 +42,6 @@ def open_documents(source: str, val_fraction: float, text_field: str = "text", c
         kinds = ", ".join(sorted(b or "text" for b in builders))
         raise DataError(f"{source!r} mixes files of several kinds ({kinds}); name one kind with a glob, "
                         f"e.g. '{source.rstrip('/')}/**/*.parquet'")
-    from normtrain.data import hub
-
     return hub.file_documents(source, sorted(files), builders.pop(), text_field, val_fraction)
 
 
@@ -93,28 +58,6 @@ def local_text(source: sources.Source, kind: str, val_fraction: float) -> Docume
     else:
         stream = lambda: _by_bytes([path for _, path in source.files], sizes, val_fraction)  # noqa: E731
     return Documents(record=record, stream=stream, files=source.files, total_bytes=sum(sizes))
-
-
-def row_pieces(rows: Iterable[dict], text_field: str, where: str, val_fraction: float) -> Iterator[Piece]:
-    """Dataset rows -> pieces: each row's ``text_field`` is one document (empty ones are skipped), in val iff
-    its hash says so."""
-    for i, row in enumerate(rows):
-        if i == 0 and text_field not in row:
-            raise DataError(f"--text-field {text_field!r} is not a column of {where}; its columns: "
-                            f"{', '.join(map(str, row))}")
-        text = row[text_field]
-        if not text:  # no text (None, or an empty row such as WikiText's blank lines): no document
-            continue
-        if not isinstance(text, str):
-            raise DataError(f"--text-field {text_field!r} of {where} holds {type(text).__name__}, not text")
-        data = text.encode("utf-8")
-        yield from _pieces(data, "val" if in_val(data, val_fraction) else "train")
-
-
-def in_val(data: bytes, val_fraction: float) -> bool:
-    """The split rule of ``corpus.split_by_file``, on a document's bytes instead of a file's path."""
-    h = int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
-    return h < val_fraction * 2**64
 
 
 def _local_files(source: str) -> list[str] | None:
@@ -159,7 +102,7 @@ def _builder(path: str) -> str | None:
 
 def _by_file(files: tuple[tuple[str, str], ...], val: set[str]) -> Iterator[Piece]:
     for _, path in files:
-        yield from _file_pieces(path, "val" if path in val else "train")
+        yield from file_pieces(path, "val" if path in val else "train")
 
 
 def _by_bytes(paths: list[str], sizes: list[int], val_fraction: float) -> Iterator[Piece]:
@@ -171,49 +114,10 @@ def _by_bytes(paths: list[str], sizes: list[int], val_fraction: float) -> Iterat
     offset = 0
     for path, size in zip(paths, sizes, strict=True):
         if offset > cut:
-            yield from _file_pieces(path, "val")
+            yield from file_pieces(path, "val")
         elif cut <= offset + size:
-            yield from _file_pieces(path, "train", end=cut - offset)
-            yield from _file_pieces(path, "val", start=cut - offset)
+            yield from file_pieces(path, "train", end=cut - offset)
+            yield from file_pieces(path, "val", start=cut - offset)
         else:
-            yield from _file_pieces(path, "train")
+            yield from file_pieces(path, "train")
         offset += size + 1
-
-
-def _file_pieces(path: str, split: str, start: int = 0, end: int | None = None) -> Iterator[Piece]:
-    """Bytes ``[start, end)`` of one file as one document (one empty piece if the range is), read block by block."""
-    with open(path, "rb") as f:
-        left = (os.fstat(f.fileno()).st_size if end is None else end) - start
-        f.seek(start)
-        carry, first = b"", True
-        while True:
-            block = f.read(min(PIECE_BYTES, left)) if left > 0 else b""
-            left = left - len(block) if block else 0  # a file cut short while read ends here
-            data = carry + block
-            cut = _cut(data) if left > 0 else len(data)
-            yield Piece(split, data[:cut], first)
-            carry, first = data[cut:], False
-            if left <= 0 and not carry:
-                return
-
-
-def _pieces(data: bytes, split: str) -> Iterator[Piece]:
-    """One document already in memory, in pieces of about PIECE_BYTES."""
-    start, first = 0, True
-    while first or start < len(data):
-        end = len(data) if len(data) - start <= PIECE_BYTES else start + _cut(data[start:start + PIECE_BYTES])
-        yield Piece(split, data[start:end], first)
-        start, first = end, False
-
-
-def _cut(data: bytes) -> int:
-    """Where to end a piece of ``data``: after its last newline, else on a UTF-8 character boundary."""
-    newline = data.rfind(b"\n")
-    if newline >= 0:
-        return newline + 1
-    end = len(data)
-    while end > 1 and data[end - 1] & 0xC0 == 0x80:  # a continuation byte: back off to the character start
-        end -= 1
-    if end > 1 and data[end - 1] >= 0xC0:
-        end -= 1  # the lead byte of a character cut short
-    return end if end > 0 else len(data)

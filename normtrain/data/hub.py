@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from normtrain.data.documents import Documents, row_pieces
+from normtrain.data.pieces import Documents, row_pieces
 from normtrain.errors import DataError
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")

@@ -11,9 +11,12 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="normtrain-export",
         description="Write a run's final weights as a Hugging Face checkpoint (model.safetensors, config.json, "
-                    "the tokenizer) when the model is a LlamaForCausalLM (Pre-LN, RMSNorm, SwiGLU, RoPE) or a "
-                    "GPT2LMHeadModel (Pre-LN, LayerNorm, GELU, learned positions); in normtrain's own format "
-                    "(model.safetensors + normtrain.json, read by normtrain.load) otherwise.")
+                    "the tokenizer) when the model is exactly a LlamaForCausalLM (Pre-LN, RMSNorm, SwiGLU, RoPE), "
+                    "GPT2LMHeadModel (Pre-LN, LayerNorm, GELU, learned positions), Qwen3ForCausalLM (Llama's with "
+                    "per-head QK-norm), Olmo2ForCausalLM (reordered norm, full QK-norm) or Gemma2ForCausalLM / "
+                    "Gemma3ForCausalLM (Peri-LN, GeGLU; Gemma 3 with per-head QK-norm); in normtrain's own format "
+                    "(model.safetensors + normtrain.json, read by normtrain.load) otherwise, naming the nearest "
+                    "class and how the model differs from it.")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (with ckpt.pt)")
     p.add_argument("out_dir", metavar="OUT_DIR", help="the folder to write (new, empty, or an earlier export)")
     p.add_argument("--no-verify", dest="verify", action="store_false",
@@ -37,9 +40,11 @@ def main(argv: list[str] | None = None) -> None:
 def summary(report: dict[str, Any]) -> str:
     lines = [f"normtrain-export: wrote {report['out_dir']} (step {report['step']})"]
     if report["format"] == "normtrain":
-        why = "; ".join(f"{cls}: {', '.join(r)}" for cls, r in report["why_not_hf"].items())
-        lines.append(f"  format     normtrain (model.safetensors + normtrain.json; load with normtrain.load) — "
-                     f"no transformers class expresses it ({why})")
+        cls, differences = report["nearest"]
+        one = "the one difference" if len(differences) == 1 else f"{len(differences)} differences"
+        lines.append(f"  format     normtrain (model.safetensors + normtrain.json; load with normtrain.load): no "
+                     f"transformers class expresses this model; the nearest is {cls}, {one}: "
+                     f"{'; '.join(differences)}")
     else:
         check = report["max_logit_diff"]
         verified = ("not checked (transformers is not installed)" if check is None

@@ -19,7 +19,8 @@ import torch
 
 from normtrain.atomic import atomic_write
 from normtrain.errors import DataError
-from normtrain.export.hf import Architecture, choose
+from normtrain.export.architecture import Architecture
+from normtrain.export.hf import choose, nearest
 from normtrain.export.run import run_model
 from normtrain.export.tokenizer import eot_id, tokenizer_files
 from normtrain.model import GPT
@@ -35,15 +36,16 @@ def export_run(run_dir: str | Path, out_dir: str | Path, verify: bool = True) ->
     out = _out_dir(Path(out_dir).expanduser())
     arch, reasons = choose(model.cfg)
     tokenizer, tokenizer_note = tokenizer_files(run["corpus"], model.cfg.seq_len)
-    report = {"out_dir": str(out), "format": "normtrain", "why_not_hf": reasons, "tokenizer": tokenizer_note,
-              "max_logit_diff": None, "step": run["step"]}
+    report = {"out_dir": str(out), "format": "normtrain", "why_not_hf": reasons, "nearest": nearest(reasons),
+              "tokenizer": tokenizer_note, "max_logit_diff": None, "step": run["step"]}
     if arch is not None:
         _write(out, model, run, arch, tokenizer)
         report["format"] = arch.hf_class
         if verify and (diff := max_logit_diff(out, model)) is not None:
             report["max_logit_diff"] = diff
             if not diff <= TOLERANCE:
-                report.update(format="normtrain", why_not_hf={arch.hf_class: [f"logits differ by {diff:.3g}"]})
+                why = {arch.hf_class: [f"its logits differ from normtrain's by {diff:.3g}"]}
+                report.update(format="normtrain", why_not_hf=why, nearest=nearest(why))
                 arch = None
     if arch is None:
         _write(out, model, run, None, tokenizer)

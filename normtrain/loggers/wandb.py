@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from normtrain.atomic import write_text
 from normtrain.loggers.base import LAYER_KEY, finite_numbers
 from normtrain.runlog import say
 
@@ -45,7 +46,7 @@ class WandbLogger:
         # one W&B run per run folder: a resumed run continues the same W&B run
         id_file = Path(run_dir) / "wandb_run_id"
         run_id = id_file.read_text().strip() if id_file.is_file() else uuid.uuid4().hex[:12]
-        id_file.write_text(run_id)
+        write_text(id_file, run_id)
         kwargs = dict(project=project, entity=entity, group=group, name=name, tags=tags, job_type=job_type,
                       config=config, dir=str(run_dir), reinit="finish_previous", id=run_id, resume="allow",
                       settings=wandb.Settings(console="off", silent=True))

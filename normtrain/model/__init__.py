@@ -1,6 +1,7 @@
 """The decoder-only transformer; importable with torch alone (no Hydra, W&B or datasets)."""
 
-from normtrain.model.gpt import GPT, GPTConfig
+from normtrain.model.config import GPTConfig
+from normtrain.model.gpt import GPT
 from normtrain.model.placements import (
     PLACEMENTS,
     AdminBlock,

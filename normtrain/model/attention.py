@@ -3,12 +3,19 @@
 q, k, v and the output are separate projections because DeepNorm initializes them differently
 (gain β on v and out, gain 1 on q and k; Wang et al. 2022, Lemma 4.1).
 
-QK-norm (``model.qk_norm``; Dehghani et al. 2023, Wortsman et al. 2023, OLMo-2) normalizes each head's
-query and key over the head's features, with the configured norm type, *before* RoPE: the rotation then
-acts on normalized vectors, so q·k still depends on positions only through their offset. A norm after RoPE
-would rescale the rotated coordinates feature by feature (γ, and LayerNorm's mean), breaking that relative-
-position property. It bounds every attention logit (|q·k|/√d ≤ √d·max γ² for RMSNorm), which is what keeps
-the logits from growing at high learning rates (Wortsman et al. 2023, §3.1.1).
+QK-norm (``model.qk_norm``; Dehghani et al. 2023, Wortsman et al. 2023) normalizes queries and keys with the
+configured norm type, *before* RoPE, in one of the two forms published models use:
+
+  per_head  each head's q and k over the head's features, one gain of head_dim shared by the heads
+            (Qwen3, Gemma 3; Wortsman et al.'s qk-layernorm)
+  full      the whole q projection and the whole k projection, one norm each over all d_model features
+            (gain of width d_model), before the split into heads (OLMo-2)
+
+(Gemma 2 has none.) Before RoPE, the rotation acts on normalized vectors, so q·k still depends on positions
+only through their offset; a norm after RoPE would rescale the rotated coordinates feature by feature (γ, and
+LayerNorm's mean), breaking that relative-position property. Per head it bounds every attention logit
+(|q·k|/√d ≤ √d·max γ² for RMSNorm), which keeps the logits from growing at high learning rates (Wortsman et
+al. 2023, §3.1.1); the full form bounds the sum of the heads' squared norms, so it bounds each head too.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from normtrain.model.config import QK_NORMS
 from normtrain.norms import NormSpec, build_norm
 
 
@@ -38,30 +46,40 @@ class Rotary(nn.Module):
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention; ``qk_norm`` (a norm spec, or None) adds per-head QK-norm.
+    """Multi-head causal self-attention; ``qk_norm`` (``none``, ``per_head`` or ``full``) adds QK-norm of the
+    ``qk_spec`` norm type.
 
     ``inner_norm`` (None unless a placement sets it, e.g. Sub-LN) normalizes the heads' concatenated output
     before ``out_proj``.
     """
 
     def __init__(self, d_model: int, n_heads: int, max_len: int, rope: bool, bias: bool = False,
-                 qk_norm: NormSpec | None = None):
+                 qk_norm: str = "none", qk_spec: NormSpec | None = None):
         super().__init__()
+        if qk_norm not in QK_NORMS:
+            raise ValueError(f"unknown QK-norm form {qk_norm!r}; allowed: {', '.join(QK_NORMS)}")
         self.n_heads, self.head_dim = n_heads, d_model // n_heads
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         self.rotary = Rotary(self.head_dim, max_len) if rope else None
-        # one norm over head_dim features, shared by the heads (as in Wortsman et al. and OLMo-core)
-        self.q_norm = build_norm(qk_norm, self.head_dim) if qk_norm is not None else None
-        self.k_norm = build_norm(qk_norm, self.head_dim) if qk_norm is not None else None
+        self.qk_norm = qk_norm
+        width = {"per_head": self.head_dim, "full": d_model}.get(qk_norm)
+        spec = qk_spec or NormSpec()
+        self.q_norm = build_norm(spec, width) if width else None
+        self.k_norm = build_norm(spec, width) if width else None
         self.inner_norm: nn.Module | None = None
 
     def _heads(self, t: torch.Tensor, norm: nn.Module | None = None) -> torch.Tensor:
+        """(B, T, d) -> (B, H, T, d_head), QK-normed on the way by ``norm`` in the configured form."""
         B, T, _ = t.shape
+        if norm is not None and self.qk_norm == "full":
+            t = norm(t)
         t = t.view(B, T, self.n_heads, self.head_dim)
-        return (t if norm is None else norm(t)).transpose(1, 2)
+        if norm is not None and self.qk_norm == "per_head":
+            t = norm(t)
+        return t.transpose(1, 2)
 
     def _qk(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         q, k = self._heads(self.q_proj(x), self.q_norm), self._heads(self.k_proj(x), self.k_norm)

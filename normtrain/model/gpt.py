@@ -2,42 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from normtrain.model.attention import CausalSelfAttention
+from normtrain.model.config import GPTConfig
 from normtrain.model.mlp import MLPS, default_d_ff
 from normtrain.model.placements import PLACEMENTS, Block
-from normtrain.norms import NormSpec, build_norm
+from normtrain.norms import build_norm
 
 
-@dataclass
-class GPTConfig:
-    n_layers: int = 6
-    d_model: int = 128
-    n_heads: int = 4
-    seq_len: int = 128
-    vocab_size: int = 256  # byte-level
-    mlp: str = "swiglu"  # swiglu | gelu
-    d_ff: int | None = None  # None: 4·d (gelu) or 8/3·d (swiglu)
-    pos: str = "rope"  # rope | learned
-    bias: bool = False
-    emb_std: float = 1.0  # unit-variance embeddings, as the Post-LN/DeepNorm analyses assume
-    norm: NormSpec = field(default_factory=NormSpec)
-    placement: str = "pre"
-    alpha: float | None = None  # None: the placement's own value for this depth
-    beta: float | None = None
-    post_fraction: float = 0.25  # mix: the first ⌊f·L⌋ blocks are Post-LN
-    qk_norm: bool = False  # per-head norm (of the ``norm`` type) on queries and keys, before RoPE
-
-    def resolved_scaling(self) -> tuple[float, float]:
-        """(α, β) after filling ``None`` with the placement's default for ``n_layers``."""
-        alpha, beta = PLACEMENTS[self.placement].scaling(self.n_layers)
-        return (alpha if self.alpha is None else float(self.alpha),
-                beta if self.beta is None else float(self.beta))
+def resolved_scaling(cfg: GPTConfig) -> tuple[float, float]:
+    """(α, β) of the model ``cfg`` describes: ``None`` filled with the placement's default for ``n_layers``."""
+    alpha, beta = PLACEMENTS[cfg.placement].scaling(cfg.n_layers)
+    return (alpha if cfg.alpha is None else float(cfg.alpha), beta if cfg.beta is None else float(cfg.beta))
 
 
 class GPT(nn.Module):
@@ -46,7 +25,7 @@ class GPT(nn.Module):
         if cfg.placement not in PLACEMENTS:
             raise ValueError(f"unknown placement {cfg.placement!r}; allowed: {', '.join(sorted(PLACEMENTS))}")
         self.cfg = cfg
-        self.alpha, self.beta = cfg.resolved_scaling()
+        self.alpha, self.beta = resolved_scaling(cfg)
         block_cls = PLACEMENTS[cfg.placement]
         d_ff = cfg.d_ff or default_d_ff(cfg.mlp, cfg.d_model)
 
@@ -56,7 +35,7 @@ class GPT(nn.Module):
             block_cls.from_config(
                 cfg, layer,
                 CausalSelfAttention(cfg.d_model, cfg.n_heads, cfg.seq_len, rope=cfg.pos == "rope", bias=cfg.bias,
-                                    qk_norm=cfg.norm if cfg.qk_norm else None),
+                                    qk_norm=cfg.qk_norm, qk_spec=cfg.norm),
                 MLPS[cfg.mlp](cfg.d_model, d_ff, bias=cfg.bias),
                 self.alpha,
             )

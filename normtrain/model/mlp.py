@@ -1,7 +1,7 @@
 """Feed-forward sublayers. ``down`` is always the matrix that writes back to the residual stream.
 
 ``inner_norm`` (None unless a placement sets it, e.g. Sub-LN) normalizes the hidden activations, after the
-activation (for SwiGLU after the gated product), right before ``down``.
+activation (for the gated MLPs after the gated product), right before ``down``.
 """
 
 from __future__ import annotations
@@ -34,19 +34,33 @@ class SwiGLU(nn.Module):
         self.down = nn.Linear(d_ff, d_model, bias=bias)
         self.inner_norm: nn.Module | None = None
 
+    @staticmethod
+    def activation(gate: torch.Tensor) -> torch.Tensor:
+        return F.silu(gate)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(_inner(self.inner_norm, F.silu(self.gate(x)) * self.up(x)))
+        return self.down(_inner(self.inner_norm, self.activation(self.gate(x)) * self.up(x)))
+
+
+class GeGLU(SwiGLU):
+    """down(GELU_tanh(gate(x)) ⊙ up(x)) (Shazeer 2020), the Gemma MLP: GELU's tanh approximation, as Gemma's
+    ``gelu_pytorch_tanh``, not the exact erf form of ``GeluMLP``."""
+
+    @staticmethod
+    def activation(gate: torch.Tensor) -> torch.Tensor:
+        return F.gelu(gate, approximate="tanh")
 
 
 def _inner(norm: nn.Module | None, h: torch.Tensor) -> torch.Tensor:
     return h if norm is None else norm(h)
 
 
-MLPS: dict[str, type[nn.Module]] = {"swiglu": SwiGLU, "gelu": GeluMLP}
+MLPS: dict[str, type[nn.Module]] = {"swiglu": SwiGLU, "gelu": GeluMLP, "geglu": GeGLU}
 
 
 def default_d_ff(kind: str, d_model: int) -> int:
-    """4·d for GELU; 2/3 of that for SwiGLU (same parameter count), rounded up to a multiple of 8."""
+    """4·d for GELU; 2/3 of that for the gated MLPs (SwiGLU, GeGLU: same parameter count), rounded up to a
+    multiple of 8."""
     if kind == "gelu":
         return 4 * d_model
     return 8 * ((8 * d_model // 3 + 7) // 8)

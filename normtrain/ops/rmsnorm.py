@@ -34,11 +34,11 @@ CPU_PROGRAMS = 4  # persistent backward grid under the CPU interpreter (GPUs use
 
 def _rms_norm_torch(x: torch.Tensor, weight: torch.Tensor | None, eps: float,
                     n_stat: int | None = None) -> torch.Tensor:
-    xf = x.float()
+    xf = x if x.dtype == torch.float64 else x.float()  # fp32 statistics at least; fp64 stays fp64
     stat = xf if n_stat is None else xf[..., :n_stat]
     y = xf * torch.rsqrt(stat.pow(2).mean(-1, keepdim=True) + eps)
     if weight is not None:
-        y = y * weight.float()
+        y = y * weight.to(xf.dtype)
     return y.to(x.dtype)
 
 

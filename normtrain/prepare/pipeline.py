@@ -23,7 +23,8 @@ import numpy as np
 
 from normtrain import __version__
 from normtrain.data import cache, shards
-from normtrain.data.documents import Documents, Piece, open_documents
+from normtrain.data.documents import open_documents
+from normtrain.data.pieces import Documents, Piece
 from normtrain.data.tokenizer import HFTokenizer, Tokenizer, load_tokenizer, train_bpe
 from normtrain.errors import DataError
 

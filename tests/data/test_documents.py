@@ -5,6 +5,7 @@ import os
 import pytest
 
 import normtrain.data.documents as documents
+import normtrain.data.pieces as pieces_of
 from normtrain.data import load_corpus
 from normtrain.data.documents import open_documents
 from normtrain.errors import DataError
@@ -43,27 +44,27 @@ def test_a_byte_split_cuts_where_the_byte_corpus_cuts(tmp_path, cut_at):
 
 
 def test_long_documents_stream_in_pieces_cut_after_a_newline(tmp_path, monkeypatch):
-    monkeypatch.setattr(documents, "PIECE_BYTES", 64)
+    monkeypatch.setattr(pieces_of, "PIECE_BYTES", 64)
     text = ("α line of text\n" * 40 + "no newline for a long while " * 9 + "é" * 50).encode()
     (tmp_path / "one.txt").write_bytes(text)
-    pieces = list(documents._file_pieces(str(tmp_path / "one.txt"), "train"))
+    pieces = list(pieces_of.file_pieces(str(tmp_path / "one.txt"), "train"))
     assert b"".join(p.data for p in pieces) == text and len(pieces) > 10
     assert [p.starts_doc for p in pieces] == [True] + [False] * (len(pieces) - 1)
     for p in pieces[:-1]:
         p.data.decode("utf-8")  # never cut inside a character
     assert all(p.data.endswith(b"\n") for p in pieces[:5])
-    in_memory = list(documents._pieces(text, "val"))
+    in_memory = list(pieces_of.memory_pieces(text, "val"))
     assert b"".join(p.data for p in in_memory) == text and len(in_memory) > 10
 
 
 def test_rows_split_by_a_hash_of_their_text():
     rows = [{"text": f"document {i}"} for i in range(400)] + [{"text": "document 7"}, {"text": ""}, {"text": None}]
-    pieces = list(documents.row_pieces(rows, "text", "rows", 0.2))
+    pieces = list(pieces_of.row_pieces(rows, "text", "rows", 0.2))
     val = [p.data for p in pieces if p.split == "val"]
     assert len(pieces) == 401 and 40 < len(val) < 130  # empty and missing texts are no documents
     assert len({p.split for p in pieces if p.data == b"document 7"}) == 1  # a duplicate stays on its side
     with pytest.raises(DataError, match="'body' is not a column of rows; its columns: text"):
-        list(documents.row_pieces(rows, "body", "rows", 0.2))
+        list(pieces_of.row_pieces(rows, "body", "rows", 0.2))
 
 
 def test_sources_resolve_or_fail_with_what_to_give(tmp_path):

@@ -13,12 +13,21 @@ import normtrain
 from normtrain.errors import DataError
 from normtrain.export import export_run
 
-transformers = pytest.importorskip("transformers")
+transformers = pytest.importorskip("transformers",
+                                   reason="the export round trips need the hf extra: pip install 'normtrain[hf]'")
 pytestmark = pytest.mark.slow
 
 LLAMA = ["placement=pre", "norm=rmsnorm", "model.mlp=swiglu", "model.pos=rope"]
 GPT2 = ["placement=pre", "norm=layernorm", "model.mlp=gelu", "model.pos=learned", "model.bias=true",
         "norm.eps=1e-5"]
+ARCHS = {  # normtrain overrides -> the transformers class they are exactly
+    "LlamaForCausalLM": [*LLAMA, "norm.eps=1e-5"],
+    "GPT2LMHeadModel": GPT2,
+    "Qwen3ForCausalLM": [*LLAMA, "model.qk_norm=per_head"],
+    "Olmo2ForCausalLM": ["placement=reorder", "norm=rmsnorm", "model.mlp=swiglu", "model.qk_norm=full"],
+    "Gemma2ForCausalLM": ["placement=peri", "norm=rmsnorm", "model.mlp=geglu"],
+    "Gemma3ForCausalLM": ["placement=peri", "norm=rmsnorm", "model.mlp=geglu", "model.qk_norm=per_head"],
+}
 
 
 def trained(overrides, run_dir):
@@ -32,20 +41,32 @@ def logits_of(model, tokens):
     return (out.logits if hasattr(out, "logits") else out[0]).float()
 
 
-@pytest.mark.parametrize("arch", ["llama", "gpt2"])
-def test_the_export_loads_in_transformers_with_the_same_logits(arch, tiny, tmp_path):
-    overrides = {"llama": LLAMA + ["norm.eps=1e-5"], "gpt2": GPT2}[arch]
-    ours = trained([*tiny, *overrides], tmp_path / "run")
+def greedy(model, tokens, steps=6):
+    """normtrain's greedy continuation, one full forward pass per token (no cache)."""
+    with torch.no_grad():
+        for _ in range(steps):
+            tokens = torch.cat([tokens, model(tokens)[0][:, -1].argmax(-1, keepdim=True)], dim=1)
+    return tokens
+
+
+@pytest.mark.parametrize("hf_class", list(ARCHS))
+def test_the_export_loads_in_transformers_with_the_same_logits(hf_class, tiny, tmp_path):
+    ours = trained([*tiny, *ARCHS[hf_class]], tmp_path / "run")
     report = export_run(tmp_path / "run", tmp_path / "hf")
-    hf_class = {"llama": "LlamaForCausalLM", "gpt2": "GPT2LMHeadModel"}[arch]
-    assert report["format"] == hf_class and report["max_logit_diff"] < 1e-4
-    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    assert report["format"] == hf_class and report["max_logit_diff"] < 1e-5
+    hf, info = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf", output_loading_info=True)
     assert type(hf).__name__ == hf_class and not hf.config.tie_word_embeddings
+    assert not any(info.values()), info  # no weight missing, unexpected or mismatched
     tokens = torch.randint(0, 256, (3, 32), generator=torch.Generator().manual_seed(1))
-    assert (logits_of(hf, tokens) - logits_of(ours, tokens)).abs().max() < 1e-4
-    back = normtrain.load(tmp_path / "hf")  # the Hugging Face names mapped back
-    assert all(torch.equal(a, b) for a, b in zip(back.state_dict().values(), ours.state_dict().values(),
-                                                 strict=True))
+    diff = (logits_of(hf.eval(), tokens) - logits_of(ours, tokens)).abs().max().item()
+    print(f"{hf_class}: max |logit difference| {diff:.2g}")
+    assert diff < 1e-5
+    prompt = tokens[:1, :8]  # generate() (with its KV cache) continues as normtrain does, greedily
+    assert torch.equal(hf.generate(prompt, max_new_tokens=6, do_sample=False), greedy(ours, prompt))
+    back = normtrain.load(tmp_path / "hf")  # the Hugging Face names (and values) mapped back
+    assert set(back.state_dict()) == set(ours.state_dict())
+    for (name, a), b in zip(back.state_dict().items(), ours.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=0, msg=name)  # Gemma's γ − 1 and E/√d: to fp32 rounding
     # the byte-level tokenizer: token i is byte i, whatever the text
     tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
     text = "naïve\tcode ✓\n"
@@ -65,12 +86,15 @@ def test_other_architectures_export_in_normtrains_format(tiny, tmp_path):
     assert json.loads((tmp_path / "out" / "normtrain.json").read_text())["model"]["placement"] == "post"
 
 
-def test_unit_norms_and_no_biases_map_too(tiny, tmp_path):
-    """norm.affine=false has no weights to copy (unit gains are written) and model.bias=false no biases
-    (zeros are written): the logits still agree, and normtrain.load drops them again."""
-    ours = trained([*tiny, *GPT2[:-2], "norm.affine=false"], tmp_path / "run")
+@pytest.mark.parametrize("hf_class", ["GPT2LMHeadModel", "Gemma3ForCausalLM"])
+def test_unit_norms_and_no_biases_map_too(hf_class, tiny, tmp_path):
+    """norm.affine=false has no weights to copy (unit gains are written: ones, or Gemma's zeros for 1 + w) and
+    model.bias=false no biases (GPT-2's zeros are written): the logits still agree, and normtrain.load drops them
+    again."""
+    overrides = {"GPT2LMHeadModel": GPT2[:-2], "Gemma3ForCausalLM": ARCHS["Gemma3ForCausalLM"]}[hf_class]
+    ours = trained([*tiny, *overrides, "norm.affine=false"], tmp_path / "run")
     report = export_run(tmp_path / "run", tmp_path / "hf")
-    assert report["format"] == "GPT2LMHeadModel" and report["max_logit_diff"] < 1e-4
+    assert report["format"] == hf_class and report["max_logit_diff"] < 1e-5
     assert set(normtrain.load(tmp_path / "hf").state_dict()) == set(ours.state_dict())
 
 
@@ -120,7 +144,7 @@ def test_a_tiktoken_run_exports_a_converted_tokenizer(toy_tiktoken, text_corpus,
     assert tokenizer("return x")["input_ids"][0] == 257 and tokenizer.eos_token_id == 258
 
 
-@pytest.mark.parametrize("option", ["model.qk_norm=true", "norm.depth_scaled=true"])
+@pytest.mark.parametrize("option", ["model.qk_norm=full", "norm.depth_scaled=true"])
 def test_catalog_options_transformers_lacks_fall_back_to_normtrains_format(option, tiny, tmp_path):
     """A Pre-LN RMSNorm SwiGLU RoPE model is a Llama, unless an option Llama does not have is on."""
     ours = trained([*tiny, *LLAMA, option], tmp_path / "run")

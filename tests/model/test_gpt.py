@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from normtrain.model import GPT, GPTConfig, NormSpec
-from normtrain.model.mlp import GeluMLP, SwiGLU
+from normtrain.model.mlp import GeGLU, GeluMLP, SwiGLU
 from normtrain.norms import LayerNorm, PRMSNorm, RMSNorm
 
 
@@ -12,7 +12,7 @@ def tiny(**kw):
 
 
 @pytest.mark.parametrize("pos", ["rope", "learned"])
-@pytest.mark.parametrize("mlp", ["swiglu", "gelu"])
+@pytest.mark.parametrize("mlp", ["swiglu", "gelu", "geglu"])
 def test_shapes_and_initial_loss_near_uniform(pos, mlp):
     torch.manual_seed(0)
     model = tiny(pos=pos, mlp=mlp)
@@ -37,6 +37,7 @@ def test_attention_is_causal():
 def test_config_choices_build_the_right_modules():
     assert isinstance(tiny(mlp="gelu").blocks[0].mlp, GeluMLP)
     assert isinstance(tiny(mlp="swiglu").blocks[0].mlp, SwiGLU)
+    assert type(tiny(mlp="geglu").blocks[0].mlp) is GeGLU and tiny(mlp="geglu").blocks[0].mlp.up.out_features == 88
     assert tiny(pos="rope").pos_emb is None and tiny(pos="learned").pos_emb is not None
     assert tiny(d_ff=40, mlp="gelu").blocks[0].mlp.up.out_features == 40
     for name, cls in [("layernorm", LayerNorm), ("rmsnorm", RMSNorm), ("prmsnorm", PRMSNorm)]:
@@ -54,3 +55,13 @@ def test_unknown_placement_lists_allowed():
     with pytest.raises(ValueError,
                        match="allowed: admin, deepnorm, mix, none, peri, post, pre, reorder, rezero, subln"):
         tiny(placement="sandwich")
+
+
+def test_qk_norm_forms_and_their_boolean_aliases():
+    assert [GPTConfig(qk_norm=v).qk_norm for v in (True, False, "true", "False", "per_head", "full", "none")] == \
+        ["per_head", "none", "per_head", "none", "per_head", "full", "none"]
+    with pytest.raises(ValueError, match="unknown QK-norm form 'both'; allowed: none, per_head, full"):
+        tiny(qk_norm="both")
+    assert tiny(qk_norm="full").blocks[0].attn.q_norm.weight.shape == (32,)
+    assert tiny(qk_norm="per_head").blocks[0].attn.q_norm.weight.shape == (8,)
+    assert tiny().blocks[0].attn.q_norm is None

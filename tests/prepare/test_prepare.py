@@ -9,7 +9,7 @@ import pytest
 from prepare_helpers import prepare_quietly, run_prepare_cli
 
 from normtrain.data import load_corpus
-from normtrain.data.documents import in_val
+from normtrain.data.pieces import in_val
 from normtrain.data.shards import load_shards
 from normtrain.errors import DataError
 

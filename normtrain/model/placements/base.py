@@ -6,16 +6,14 @@ Every block initializes its own weights (``init_weights``), so no two layers sha
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import torch
 from torch import nn
 
 from normtrain.model.attention import CausalSelfAttention
+from normtrain.model.config import GPTConfig
 from normtrain.norms import Norm, NormSpec, build_norm
-
-if TYPE_CHECKING:
-    from normtrain.model.gpt import GPTConfig
 
 PLACEMENTS: dict[str, type[Block]] = {}
 

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from torch import nn
 
 from normtrain.model.attention import CausalSelfAttention
+from normtrain.model.config import GPTConfig
 from normtrain.model.placements.base import Block, register_placement
 from normtrain.model.placements.post import PostNormBlock
 from normtrain.model.placements.pre import PreNormBlock
-
-if TYPE_CHECKING:
-    from normtrain.model.gpt import GPTConfig
 
 
 def n_post_blocks(post_fraction: float, n_layers: int) -> int:

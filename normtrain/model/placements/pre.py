@@ -34,13 +34,13 @@ class SubLNBlock(PreNormBlock):
     right before the matrix that writes back to the residual stream:
 
         x ← x + W_out · N_a(Attn(N1(x)))         (N_a before the attention output projection)
-        x ← x + W_down · N_m(act(W_up · N2(x)))  (N_m after the activation; SwiGLU: after SiLU(gate)·up)
+        x ← x + W_down · N_m(act(W_up · N2(x)))  (N_m after the activation; gated: after act(gate)·up)
 
         x ──┬── N1 ── Attn ── N_a ── W_out ──(+)──┬── N2 ── W_up ── act ── N_m ── W_down ──(+)──▶
             └─────────────────────────────────┘   └────────────────────────────────────────┘
 
     Init (the paper's Theorem and torchscale's ``subln=True`` for a decoder-only model of L blocks): v_proj,
-    out_proj and every MLP matrix (fc1 and fc2; for SwiGLU gate, up and down) are Xavier-normal with gain
+    out_proj and every MLP matrix (fc1 and fc2; SwiGLU, GeGLU: gate, up and down) are Xavier-normal with gain
     β = √(log 2L) (1.58, 1.78, 1.97 for L = 6, 12, 24: scaled *up*, unlike DeepNorm); q_proj and k_proj keep
     gain 1. ``placement.beta`` overrides it.
     """

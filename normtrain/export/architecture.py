@@ -1,0 +1,88 @@
+"""What a transformers class must know about a normtrain model: which models it expresses, its config.json, and
+its weight names (``Architecture``), with the helpers the classes share."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any, ClassVar
+
+import torch
+
+from normtrain.model.config import GPTConfig
+from normtrain.model.mlp import default_d_ff
+
+ROPE_BASE = 10000.0  # normtrain.model.attention.Rotary's base
+# GPTConfig fields whose value the mappings honour (through ``wants`` or their weights); any other field (a
+# newer option) must be off for a model to map onto a class.
+HANDLED = {"n_layers", "d_model", "n_heads", "seq_len", "vocab_size", "mlp", "d_ff", "pos", "bias", "emb_std",
+           "norm", "placement", "alpha", "beta", "qk_norm",
+           "post_fraction"}  # read by placement=mix only, which no mapping here accepts
+# NormSpec fields that change the model when set; every mapping needs them off.
+NORM_OPTIONS = ("depth_scaled",)
+
+
+def described(c: GPTConfig) -> dict[str, Any]:
+    """The model's choices by the config keys that make them, which ``Architecture.wants`` names."""
+    return {"placement": c.placement, "norm": c.norm.name, "model.mlp": c.mlp, "model.pos": c.pos,
+            "model.qk_norm": c.qk_norm, "model.bias": c.bias}
+
+
+def shown(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+class Architecture:
+    """A transformers class: which normtrain models it can express, its config.json, its weight names."""
+
+    name: ClassVar[str]
+    hf_class: ClassVar[str]
+    model_type: ClassVar[str]
+    wants: ClassVar[dict[str, Any]]  # what the model must be: config key (as in ``described``) -> value
+
+    def mismatches(self, c: GPTConfig) -> list[str]:
+        """Why ``c`` is not expressible as this class (empty when it is), one reason per config key."""
+        have = described(c)
+        why = [f"{key}={shown(have[key])} (needs {shown(value)})" for key, value in self.wants.items()
+               if have[key] != value]
+        extra = [f.name for f in fields(c) if f.name not in HANDLED and getattr(c, f.name) not in (None, False, 0, "")]
+        extra += [f"norm.{name}" for name in NORM_OPTIONS if getattr(c.norm, name, False)]
+        return why + [f"{name}={shown(value_of(c, name))} (not in {self.hf_class})" for name in extra]
+
+    def config(self, c: GPTConfig, eot: int | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def to_hf(self, state: dict[str, torch.Tensor], c: GPTConfig) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def from_hf(self, state: dict[str, torch.Tensor], c: GPTConfig) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def common(self, c: GPTConfig, eot: int | None) -> dict[str, Any]:
+        """Keys every class has. Our LM head is its own matrix: ``tie_word_embeddings`` is false."""
+        return {"architectures": [self.hf_class], "model_type": self.model_type, "vocab_size": c.vocab_size,
+                "tie_word_embeddings": False, "bos_token_id": eot, "eos_token_id": eot, "pad_token_id": None,
+                "dtype": "float32", "use_cache": True, "initializer_range": 0.02}
+
+
+def value_of(c: GPTConfig, dotted: str) -> Any:
+    obj: Any = c
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def d_ff(c: GPTConfig) -> int:
+    return c.d_ff or default_d_ff(c.mlp, c.d_model)
+
+
+def rename(name: str, top: dict[str, str], block: dict[str, str], blocks_to: str, prefix: str = "blocks") -> str:
+    """``<top module>.<param>`` through ``top``; ``<prefix>.<i>.<module>.<param>`` through ``block``."""
+    module, param = name.rsplit(".", 1)
+    if module in top:
+        return f"{top[module]}.{param}"
+    index, _, rest = module[len(prefix) + 1:].partition(".")
+    return f"{blocks_to}.{index}.{block[rest]}.{param}"
+
+
+def inverse(table: dict[str, str]) -> dict[str, str]:
+    return {v: k for k, v in table.items()}

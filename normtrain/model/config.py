@@ -1,0 +1,48 @@
+"""The model's own plain config: every value the blocks, attention and MLP are built from (no Hydra).
+
+It sits below the model's modules (``gpt``, ``placements``, ``attention``), which all read it; it imports none
+of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from normtrain.norms import NormSpec
+
+QK_NORMS = ("none", "per_head", "full")
+# Earlier configs (and checkpoints, exports) recorded ``qk_norm`` as a boolean: true was the per-head form.
+QK_ALIASES = {"true": "per_head", "false": "none"}
+
+
+def qk_norm_form(value: Any) -> Any:
+    """The QK-norm form ``value`` names (``none``, ``per_head`` or ``full``), reading the booleans of earlier
+    configs as aliases (true = per_head, false = none, in any spelling Hydra or JSON gives them); anything else
+    comes back as it is, for the caller to refuse."""
+    if isinstance(value, bool) or (isinstance(value, str) and value.lower() in QK_ALIASES):
+        return QK_ALIASES[str(value).lower()]
+    return value
+
+
+@dataclass
+class GPTConfig:
+    n_layers: int = 6
+    d_model: int = 128
+    n_heads: int = 4
+    seq_len: int = 128
+    vocab_size: int = 256  # byte-level
+    mlp: str = "swiglu"  # swiglu | gelu | geglu
+    d_ff: int | None = None  # None: 4·d (gelu) or 8/3·d (swiglu, geglu)
+    pos: str = "rope"  # rope | learned
+    bias: bool = False
+    emb_std: float = 1.0  # unit-variance embeddings, as the Post-LN/DeepNorm analyses assume
+    norm: NormSpec = field(default_factory=NormSpec)
+    placement: str = "pre"
+    alpha: float | None = None  # None: the placement's own value for this depth
+    beta: float | None = None
+    post_fraction: float = 0.25  # mix: the first ⌊f·L⌋ blocks are Post-LN
+    qk_norm: str = "none"  # none | per_head | full: a norm (of the ``norm`` type) on queries and keys, before RoPE
+
+    def __post_init__(self) -> None:
+        self.qk_norm = qk_norm_form(self.qk_norm)

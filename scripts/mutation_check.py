@@ -1,0 +1,242 @@
+"""Plant typical bugs in the catalog, one at a time, and check that the formula tests catch every one.
+
+Each mutant is a small text edit of one file of ``normtrain/`` (a gain swapped between two norms, a norm moved
+across RoPE or an activation, a scale off by one layer, ...). The script copies the package into a temporary
+folder, plants the edit there (never in the work tree), runs ``tests/model/test_formulas.py`` against the copy
+and counts the mutant caught when a test fails. A survivor names a formula no test pins: add the test.
+
+    python scripts/mutation_check.py               # every mutant; prints caught/planted and any survivor
+    python scripts/mutation_check.py --list        # the mutants, by kind
+    python scripts/mutation_check.py --only NAME…  # some of them
+    python scripts/mutation_check.py --jobs 2      # in parallel
+
+Exit status: 0 when every planted mutant was caught, 1 when one survived, 2 when a mutant no longer applies to
+the code (its text is not found exactly once: update it with the code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests" / "model" / "test_formulas.py"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    kind: str  # what sort of bug it stands for
+    path: str  # relative to normtrain/
+    edits: tuple[tuple[str, str], ...]  # (text found exactly once, its replacement), applied in order
+
+
+def m(name: str, kind: str, path: str, *edits: tuple[str, str]) -> Mutant:
+    return Mutant(name, kind, path, edits)
+
+
+SWAP, MOVE, SCALE, DEPTH, FORM, STRUCT = ("swapped gains", "a norm moved", "a scale or shortcut weight",
+                                          "depth off by one", "a formula's detail", "a norm added or dropped")
+PRE_FWD = "y, h = self.norm2.add_norm(self.attn(self.norm1(x)), residual=x)"
+POST_FWD = ("x = self.norm1.add_norm(self.attn(x), residual=x, alpha=self.alpha)[0]\n"
+            "        return self.norm2.add_norm(self.mlp(x), residual=x, alpha=self.alpha)[0]")
+PERI_FWD = "y, h = self.norm2.add_norm(self.out_norm1(self.attn(self.norm1(x))), residual=x)"
+QK = "q, k = self._heads(self.q_proj(x), self.q_norm), self._heads(self.k_proj(x), self.k_norm)"
+ROTATE = "            q, k = self.rotary(q), self.rotary(k)\n"
+FULL_IF, HEAD_IF = ('if norm is not None and self.qk_norm == "full":',
+                    'if norm is not None and self.qk_norm == "per_head":')
+
+MUTANTS: tuple[Mutant, ...] = (
+    m("pre-gains-swapped", SWAP, "model/placements/pre.py",
+      (PRE_FWD, "y, h = self.norm1.add_norm(self.attn(self.norm2(x)), residual=x)")),
+    m("post-gains-swapped", SWAP, "model/placements/post.py",
+      (POST_FWD, POST_FWD.replace("norm1", "normX").replace("norm2", "norm1").replace("normX", "norm2"))),
+    m("peri-output-norms-swapped", SWAP, "model/placements/peri.py",
+      (PERI_FWD, PERI_FWD.replace("out_norm1", "out_norm2")),
+      ("return h + self.out_norm2(self.mlp(y))", "return h + self.out_norm1(self.mlp(y))")),
+    m("peri-mlp-reads-the-attention-input-norm", SWAP, "model/placements/peri.py",
+      ("return h + self.out_norm2(self.mlp(y))", "return h + self.out_norm2(self.mlp(self.norm1(h)))")),
+    m("qk-gains-swapped", SWAP, "model/attention.py",
+      (QK, "q, k = self._heads(self.q_proj(x), self.k_norm), self._heads(self.k_proj(x), self.q_norm)")),
+    m("admin-omegas-swapped", SWAP, "model/placements/post.py",
+      ('self.shortcut("omega2", x, m)', 'self.shortcut("omega1", x, m)')),
+    m("rezero-gates-swapped", SWAP, "model/placements/normfree.py",
+      ("return h + self.a2 * self.mlp(h)", "return h + self.a1 * self.mlp(h)")),
+    m("swiglu-gate-and-up-swapped", SWAP, "model/mlp.py",
+      ("self.activation(self.gate(x)) * self.up(x)", "self.activation(self.up(x)) * self.gate(x)")),
+    m("qk-norm-per-head-after-rope", MOVE, "model/attention.py",
+      (QK, "q, k = self._heads(self.q_proj(x), self.q_norm if self.qk_norm == 'full' else None), "
+           "self._heads(self.k_proj(x), self.k_norm if self.qk_norm == 'full' else None)"),
+      (ROTATE, ROTATE + "        if self.qk_norm == 'per_head':\n            q, k = self.q_norm(q), self.k_norm(k)\n")),
+    m("qk-norm-full-applied-per-head", MOVE, "model/attention.py",
+      ('"full": d_model}', '"full": self.head_dim}'), (FULL_IF, 'if norm is not None and self.qk_norm == "never":'),
+      (HEAD_IF, 'if norm is not None and self.qk_norm in ("per_head", "full"):')),
+    m("qk-norm-per-head-gain-of-d-model", MOVE, "model/attention.py",
+      ('{"per_head": self.head_dim,', '{"per_head": d_model,'), (HEAD_IF, 'if norm is not None and False:'),
+      (FULL_IF, 'if norm is not None and self.qk_norm in ("per_head", "full"):')),
+    m("reorder-norm-before-the-sublayer", MOVE, "model/placements/peri.py",
+      ("h = x + self.norm1(self.attn(x))", "h = x + self.attn(self.norm1(x))")),
+    m("subln-attention-norm-after-w-out", MOVE, "model/attention.py",
+      ("return self.out_proj(y if self.inner_norm is None else self.inner_norm(y))",
+       "y = self.out_proj(y)\n        return y if self.inner_norm is None else self.inner_norm(y)")),
+    m("subln-gated-norm-before-the-activation", MOVE, "model/mlp.py",
+      ("self.down(_inner(self.inner_norm, self.activation(self.gate(x)) * self.up(x)))",
+       "self.down(self.activation(_inner(self.inner_norm, self.gate(x))) * self.up(x))")),
+    m("subln-gelu-norm-before-the-activation", MOVE, "model/mlp.py",
+      ("self.down(_inner(self.inner_norm, F.gelu(self.up(x))))",
+       "self.down(F.gelu(_inner(self.inner_norm, self.up(x))))")),
+    m("post-norm-before-the-add", MOVE, "model/placements/post.py",
+      ("x = self.norm1.add_norm(self.attn(x), residual=x, alpha=self.alpha)[0]",
+       "x = self.alpha * x + self.attn(self.norm1(x))")),
+    m("deepnorm-alpha-on-the-branch-layernorm", SCALE, "norms.py",
+      ("s = x + residual if alpha == 1.0 else x + alpha * residual",
+       "s = x + residual if alpha == 1.0 else alpha * x + residual")),
+    m("deepnorm-alpha-on-the-branch-rmsnorm", SCALE, "ops/rmsnorm.py",
+      ("s = x + residual if alpha == 1.0 else x + alpha * residual",
+       "s = x + residual if alpha == 1.0 else alpha * x + residual")),
+    m("deepnorm-alpha-exponent", SCALE, "model/placements/post.py",
+      ("(2 * n_layers) ** 0.25", "(2 * n_layers) ** 0.5")),
+    m("deepnorm-beta-scales-up", SCALE, "model/placements/post.py",
+      ("(8 * n_layers) ** -0.25", "(8 * n_layers) ** 0.25")),
+    m("init-beta-on-q-and-k", SCALE, "model/placements/base.py",
+      ("nn.init.xavier_normal_(proj.weight, gain=1.0)", "nn.init.xavier_normal_(proj.weight, gain=beta)")),
+    m("subln-beta-log-l", SCALE, "model/placements/pre.py",
+      ("math.sqrt(math.log(2 * n_layers))", "math.sqrt(math.log(n_layers + 1))")),
+    m("admin-omega-on-the-branch", SCALE, "model/placements/post.py",
+      ('x = self.norm1.add_norm(a, residual=self.shortcut("omega1", x, a) * x)[0]',
+       'x = self.norm1.add_norm(self.shortcut("omega1", x, a) * a, residual=x)[0]')),
+    m("admin-profile-drops-omega", SCALE, "model/placements/post.py",
+      ("((omega * x).float().var(correction=0)", "(x.float().var(correction=0)")),
+    m("depth-scale-l-plus-one", DEPTH, "model/placements/base.py",
+      ("build_norm(spec, dim, layer=self.layer + 1)", "build_norm(spec, dim, layer=self.layer + 2)")),
+    m("depth-scale-l-minus-one", DEPTH, "norms.py", ("layer**-0.5", "max(layer - 1, 1) ** -0.5")),
+    m("depth-scale-without-the-root", DEPTH, "norms.py", ("layer**-0.5", "1 / layer")),
+    m("depth-scale-on-the-final-norm", DEPTH, "model/gpt.py",
+      ("build_norm(cfg.norm, cfg.d_model) if", "build_norm(cfg.norm, cfg.d_model, layer=cfg.n_layers) if")),
+    m("mix-boundary-one-block-late", DEPTH, "model/placements/mix.py",
+      ("layer < n_post_blocks(", "layer <= n_post_blocks(")),
+    m("mix-ceil-not-floor", DEPTH, "model/placements/mix.py",
+      ("math.floor(post_fraction * n_layers + 1e-9)", "math.ceil(post_fraction * n_layers - 1e-9)")),
+    m("dyt-alpha-after-tanh", FORM, "norms.py", ("y = torch.tanh(self.alpha * x)", "y = self.alpha * torch.tanh(x)")),
+    m("dyt-beta-missing", FORM, "norms.py", ("torch.addcmul(self.bias, y, self.weight)", "y * self.weight")),
+    m("prmsnorm-k-floor", FORM, "norms.py", ("max(1, math.ceil(p * dim))", "max(1, int(p * dim))")),
+    m("prmsnorm-k-plus-one", FORM, "norms.py", ("max(1, math.ceil(p * dim))", "max(1, math.ceil(p * dim) + 1)")),
+    m("layernorm-bias-missing", FORM, "norms.py",
+      ("self.weight, self.bias, self.eps)", "self.weight, None, self.eps)")),
+    m("layernorm-eps-ignored", FORM, "norms.py",
+      ("self.weight, self.bias, self.eps)", "self.weight, self.bias, 1e-5)")),
+    m("rmsnorm-eps-outside-the-root", FORM, "ops/rmsnorm.py",
+      ("y = xf * torch.rsqrt(stat.pow(2).mean(-1, keepdim=True) + eps)",
+       "y = xf / (stat.pow(2).mean(-1, keepdim=True).sqrt() + eps)")),
+    m("batchnorm-eps-ignored", FORM, "norms.py",
+      ("nn.BatchNorm1d(dim, eps=spec.eps, affine=spec.affine)", "nn.BatchNorm1d(dim, affine=spec.affine)")),
+    m("causal-batchnorm-count-without-the-batch", FORM, "norms.py",
+      ("count = x.shape[0] * torch.arange(1,", "count = torch.arange(1,")),
+    m("geglu-exact-gelu", FORM, "model/mlp.py", ('F.gelu(gate, approximate="tanh")', "F.gelu(gate)")),
+    m("gelu-mlp-tanh-gelu", FORM, "model/mlp.py", ("F.gelu(self.up(x))", 'F.gelu(self.up(x), approximate="tanh")')),
+    m("rope-interleaved-pairs", FORM, "model/attention.py",
+      ("x1, x2 = x.chunk(2, dim=-1)", "x1, x2 = x[..., ::2], x[..., 1::2]")),
+    m("pre-final-norm-missing", STRUCT, "model/placements/pre.py",
+      ("    final_norm = True\n", "    final_norm = False\n")),
+    m("post-final-norm-added", STRUCT, "model/placements/post.py",
+      ('    """\n\n    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        x = self.norm1.add_norm(',
+       '    """\n\n    final_norm = True\n\n    def forward(self, x: torch.Tensor) -> torch.Tensor:\n'
+       '        x = self.norm1.add_norm(')),
+    m("peri-output-norm-dropped", STRUCT, "model/placements/peri.py",
+      ("return h + self.out_norm2(self.mlp(y))", "return h + self.mlp(y)")),
+)
+
+
+def planted(mutant: Mutant, package: Path) -> None:
+    """Apply ``mutant`` to the copy of the package at ``package``; ValueError if its text is not found once."""
+    path = package / mutant.path
+    text = path.read_text()
+    for old, new in mutant.edits:
+        if text.count(old) != 1:
+            raise ValueError(f"{mutant.name}: {old!r} occurs {text.count(old)} times in normtrain/{mutant.path}, "
+                             "not once: update the mutant with the code")
+        text = text.replace(old, new)
+    path.write_text(text)
+
+
+def check_applicable() -> list[str]:
+    """Every mutant's problems applying to today's code (empty when all apply), without running anything."""
+    problems = []
+    for mutant in MUTANTS:
+        text = (ROOT / "normtrain" / mutant.path).read_text()
+        for old, new in mutant.edits:
+            if text.count(old) != 1:
+                problems.append(f"{mutant.name}: {old[:60]!r}… occurs {text.count(old)} times in {mutant.path}")
+                break
+            text = text.replace(old, new)
+    return problems
+
+
+def run_tests(mutant: Mutant | None, work: Path) -> tuple[bool, str]:
+    """(did a formula test fail?, the test that failed, with why) with ``mutant`` planted in a copy in ``work``."""
+    copy = work / (mutant.name if mutant else "unmutated")
+    shutil.copytree(ROOT / "normtrain", copy / "normtrain", ignore=shutil.ignore_patterns("__pycache__"))
+    if mutant:
+        planted(mutant, copy / "normtrain")
+    env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1",
+           "PYTHONWARNINGS": "ignore"}
+    # The working directory is the copy, so ``import normtrain`` finds it first (before the editable install).
+    probe = subprocess.run([sys.executable, "-c", "import normtrain; print(normtrain.__file__)"], cwd=copy,
+                           env=env, capture_output=True, text=True)
+    if not probe.stdout.strip().startswith(str(copy)):
+        raise RuntimeError(f"the copy was not the package imported: {probe.stdout or probe.stderr}")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", str(TESTS)],
+                          cwd=copy, env=env, capture_output=True, text=True)
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"pytest could not run the tests on {copy.name} (exit {proc.returncode}):\n"
+                           f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    failed = [line.removeprefix("FAILED ") for line in proc.stdout.splitlines() if line.startswith("FAILED ")]
+    return proc.returncode == 1, (failed[0].split("::", 1)[-1][:110] if failed else proc.stdout[-500:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", nargs="+", metavar="NAME", help="these mutants only")
+    p.add_argument("--list", action="store_true", help="list the mutants and exit")
+    p.add_argument("--jobs", type=int, default=1, help="mutants tested at once")
+    args = p.parse_args(argv)
+    if args.list:
+        for mutant in MUTANTS:
+            print(f"{mutant.kind:28s} {mutant.name}  (normtrain/{mutant.path})")
+        return 0
+    if problems := check_applicable():
+        print("mutants that no longer apply:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 2
+    chosen = [mu for mu in MUTANTS if not args.only or mu.name in args.only]
+    if args.only and (unknown := set(args.only) - {mu.name for mu in chosen}):
+        print(f"unknown mutants: {', '.join(sorted(unknown))}; see --list", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="normtrain-mutants-") as tmp:
+        failed, out = run_tests(None, Path(tmp))
+        if failed:
+            print(f"the formula tests fail on the unmutated code:\n{out}", file=sys.stderr)
+            return 2
+        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            results = list(pool.map(lambda mu: (mu, *run_tests(mu, Path(tmp))), chosen))
+    survivors = [mu for mu, caught, _ in results if not caught]
+    for mu, caught, by in results:
+        print(f"{'caught  ' if caught else 'SURVIVED'} {mu.kind:27s} {mu.name:42s} {by if caught else ''}")
+    kinds = sorted({mu.kind for mu in chosen})
+    print(f"mutation score: {len(chosen) - len(survivors)}/{len(chosen)} caught ({len(kinds)} kinds: "
+          f"{', '.join(kinds)}) in {time.perf_counter() - started:.0f} s")
+    if survivors:
+        print("survivors (a formula no test pins): " + ", ".join(mu.name for mu in survivors))
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""Every formula of the catalog, pinned: each module against the paper's equation written in ``formulas.py``,
+forward and backward (the gradients with respect to the input and to every parameter), after randomizing every
+parameter. At init every gain is 1 and every bias 0, so a bug that swaps two norms' gains, or moves a norm across
+RoPE (RMS is rotation-invariant), computes the same function until training moves them: these tests would miss
+it without ``randomize``. ``scripts/mutation_check.py`` plants such bugs and checks that a test here fails.
+
+Everything runs in float64 (the RMS norms compute in fp32 inside, as in training), on tiny shapes.
+"""
+
+import math
+
+import pytest
+import torch
+from formulas import EPS, FINAL_NORM, Model, P, Params, logits, norm
+
+from normtrain.model import GPT, GPTConfig, NormSpec
+from normtrain.norms import build_norm
+
+D, H, T, B = 16, 2, 6, 2
+NORM_TYPES = ["layernorm", "rmsnorm", "prmsnorm", "dyt", "batchnorm", "batchnorm_causal"]
+PER_TOKEN = ["layernorm", "rmsnorm", "prmsnorm", "dyt"]  # those QK-norm can use
+NORMED = ["pre", "post", "deepnorm", "admin", "subln", "peri", "reorder"]
+RTOL = 1e-5  # and an absolute 1e-5 of the tensor's largest entry: RoPE's tables are fp32, as in training
+
+
+def spec(kind: str, depth_scaled: bool = False) -> NormSpec:
+    return NormSpec(kind, eps=EPS, p=P, impl="torch", depth_scaled=depth_scaled)
+
+
+@torch.no_grad()
+def randomize(module: torch.nn.Module, seed: int = 1) -> torch.nn.Module:
+    """Every gain, bias and scalar to its own random value (matrices are random from their init already)."""
+    g = torch.Generator().manual_seed(seed)
+    for name, t in module.named_parameters():
+        if t.ndim >= 2:
+            continue
+        leaf = name.rsplit(".", 1)[-1]
+        u = torch.rand(t.shape, generator=g, dtype=torch.float64)
+        t.copy_(torch.randn(t.shape, generator=g, dtype=torch.float64) * 0.5 if leaf == "bias"
+                else 0.3 + u if leaf == "alpha"  # DyT's α
+                else 0.5 + u)  # gains, Admin's ω, ReZero's a
+    return module
+
+
+def build(placement: str, norm_type: str = "rmsnorm", L: int = 3, depth_scaled: bool = False, **kw) -> GPT:
+    torch.manual_seed(0)
+    cfg = GPTConfig(n_layers=L, d_model=D, n_heads=H, seq_len=T, norm=spec(norm_type, depth_scaled),
+                    placement=placement, **kw)
+    return randomize(GPT(cfg).double())
+
+
+def assert_same_function(module_out, formula_out, leaves: dict[str, torch.Tensor]) -> None:
+    """Equal outputs, and equal gradients of ⟨output, c⟩ (c random) with respect to every leaf."""
+    close(module_out, formula_out, "the output")
+    c = torch.randn(module_out.shape, generator=torch.Generator().manual_seed(2), dtype=module_out.dtype)
+    names, tensors = list(leaves), list(leaves.values())
+    got = torch.autograd.grad(module_out, tensors, c, allow_unused=True, retain_graph=True)
+    want = torch.autograd.grad(formula_out, tensors, c, allow_unused=True)
+    for name, t, a, b in zip(names, tensors, got, want, strict=True):
+        a = torch.zeros_like(t) if a is None else a
+        b = torch.zeros_like(t) if b is None else b
+        close(a, b, f"the gradient of {name}")
+
+
+def close(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    torch.testing.assert_close(got, want, rtol=RTOL, atol=RTOL * want.abs().max().item() + 1e-10,
+                               msg=lambda m: f"{what}: {m}")
+
+
+def x_in(seed: int = 3) -> torch.Tensor:
+    x = torch.randn(B, T, D, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 2
+    return x.requires_grad_()
+
+
+def leaves(module: torch.nn.Module, **inputs: torch.Tensor) -> dict[str, torch.Tensor]:
+    return {**inputs, **dict(module.named_parameters())}
+
+
+# ---------------------------------------------------------------- norm types
+
+
+@pytest.mark.parametrize("kind", NORM_TYPES)
+def test_each_norm_type_is_its_formula(kind):
+    n = randomize(build_norm(spec(kind), D).double())
+    x = x_in()
+    own = {name.rsplit(".", 1)[-1]: t for name, t in n.named_parameters()}  # weight, bias, alpha
+    assert_same_function(n(x), norm(kind, x, own), leaves(n, x=x))
+
+
+def test_prmsnorm_reads_the_first_ceil_p_d_features_only():
+    n = build_norm(spec("prmsnorm"), D).double()
+    x = x_in()
+    y = n(x)
+    k = math.ceil(P * D)  # 5 of 16
+    x2 = x.detach().clone()
+    x2[..., k:] *= 10  # what lies past the first k features does not change the scale
+    torch.testing.assert_close(n(x2)[..., :k], y[..., :k])
+    x2[..., k - 1] *= 10
+    assert not torch.allclose(n(x2)[..., :k - 1], y[..., :k - 1])
+
+
+# ---------------------------------------------------------------- placements, block by block
+
+
+@pytest.mark.parametrize("norm_type", NORM_TYPES)
+@pytest.mark.parametrize("placement", NORMED)
+def test_each_placement_is_its_formula(placement, norm_type):
+    """Block ℓ = 2 of 3 (DeepNorm's α = (2·3)^¼), biases on, every gain random."""
+    model = build(placement, norm_type, L=3, bias=True)
+    block, x = model.blocks[1], x_in()
+    want = Model(norm=norm_type, n_heads=H).block(placement, Params.of(block), x, L=3, ell=2)
+    assert_same_function(block(x), want, leaves(block, x=x))
+
+
+@pytest.mark.parametrize("placement", ["rezero", "none"])
+def test_the_norm_free_blocks_are_their_formula(placement):
+    model = build(placement, L=2, bias=True)
+    block, x = model.blocks[0], x_in()
+    want = Model(n_heads=H).block(placement, Params.of(block), x, L=2, ell=1)
+    assert_same_function(block(x), want, leaves(block, x=x))
+
+
+@pytest.mark.parametrize("mlp", ["swiglu", "gelu", "geglu"])
+def test_subln_normalizes_before_w_out_and_after_each_activation(mlp):
+    model = build("subln", "layernorm", L=2, mlp=mlp)
+    block, x = model.blocks[0], x_in()
+    want = Model(norm="layernorm", n_heads=H, mlp=mlp).block("subln", Params.of(block), x, L=2, ell=1)
+    assert_same_function(block(x), want, leaves(block, x=x))
+
+
+# ---------------------------------------------------------------- the whole model: final norm, depth, Mix-LN
+
+
+def idx_in() -> torch.Tensor:
+    return torch.randint(0, 256, (B, T), generator=torch.Generator().manual_seed(4))
+
+
+@pytest.mark.parametrize("depth_scaled", [False, True])
+@pytest.mark.parametrize("placement", NORMED + ["rezero", "none"])
+def test_the_whole_model_is_its_formula(placement, depth_scaled):
+    """Embedding, 3 blocks (ℓ = 1, 2, 3: LayerNorm Scaling's 1/√ℓ differs in each), the final norm where the
+    placement has one (never depth-scaled), the head."""
+    if depth_scaled and placement in ("rezero", "none"):
+        pytest.skip("no norm to scale (the config refuses it)")
+    model, idx = build(placement, "rmsnorm", L=3, depth_scaled=depth_scaled), idx_in()
+    assert (model.final_norm is not None) == FINAL_NORM[placement]
+    want = _logits(model, idx, placement, depth_scaled=depth_scaled)
+    assert_same_function(model(idx)[0], want, leaves(model))
+
+
+def _logits(model, idx, placement, **kw):
+    return logits(Model(norm=model.cfg.norm.name, n_heads=H, mlp=model.cfg.mlp, qk_norm=model.cfg.qk_norm,
+                        rope=model.cfg.pos == "rope"), Params.of(model), idx, placement, model.cfg.n_layers,
+                  learned_pos=model.cfg.pos == "learned", **kw)
+
+
+@pytest.mark.parametrize("L,fraction", [(3, 0.5), (4, 0.5), (3, 1.0), (3, 0.0)])
+@pytest.mark.parametrize("depth_scaled", [False, True])
+def test_mix_is_post_ln_in_the_first_floor_f_l_blocks_then_pre_ln(L, fraction, depth_scaled):
+    model, idx = build("mix", "layernorm", L=L, post_fraction=fraction, depth_scaled=depth_scaled), idx_in()
+    want = _logits(model, idx, "mix", post_fraction=fraction, depth_scaled=depth_scaled)
+    assert_same_function(model(idx)[0], want, leaves(model))
+
+
+def test_a_gpt2_like_model_with_learned_positions_is_its_formula():
+    model, idx = build("pre", "layernorm", L=2, pos="learned", mlp="gelu"), idx_in()
+    assert_same_function(model(idx)[0], _logits(model, idx, "pre"), leaves(model))
+
+
+# ---------------------------------------------------------------- QK-norm and the MLPs
+
+
+@pytest.mark.parametrize("pos", ["rope", "learned"])
+@pytest.mark.parametrize("norm_type", PER_TOKEN)
+@pytest.mark.parametrize("form", ["none", "per_head", "full"])
+def test_qk_norm_forms_are_their_formula(form, norm_type, pos):
+    """per_head: each head's q and k over its d_h features, one gain of d_h shared by the heads (Qwen3, Gemma 3);
+    full: the whole q and k projections over d features, before the head split (OLMo-2); both before RoPE."""
+    model = build("pre", norm_type, L=1, qk_norm=form, pos=pos, bias=True)
+    block, x = model.blocks[0], x_in()
+    widths = {"per_head": D // H, "full": D}
+    for name in ("q_norm", "k_norm"):
+        gain = getattr(block.attn, name)
+        assert (None if gain is None else gain.weight.shape) == ((widths[form],) if form in widths else None)
+    m = Model(norm=norm_type, n_heads=H, qk_norm=form, rope=pos == "rope")
+    assert_same_function(block.attn(x), m.attention(Params.of(block), x), leaves(block.attn, x=x))
+
+
+def test_qk_norm_gives_the_whole_model_its_formula_with_depth_scaled_norms():
+    """QK-norm is never depth-scaled, the block's own norms are."""
+    for form in ("per_head", "full"):
+        model, idx = build("peri", "rmsnorm", L=2, qk_norm=form, depth_scaled=True), idx_in()
+        want = _logits(model, idx, "peri", depth_scaled=True)
+        assert_same_function(model(idx)[0], want, leaves(model))
+
+
+@pytest.mark.parametrize("mlp", ["swiglu", "gelu", "geglu"])
+def test_each_mlp_is_its_formula(mlp):
+    model = build("pre", L=1, mlp=mlp, bias=True)
+    block, x = model.blocks[0], x_in()
+    assert_same_function(block.mlp(x), Model(mlp=mlp).mlp_out(Params.of(block), x), leaves(block.mlp, x=x))
+    d_ff = block.mlp.down.in_features
+    assert d_ff == (4 * D if mlp == "gelu" else 48)  # 8/3·16 rounded up to a multiple of 8 for the gated ones
+
+
+# ---------------------------------------------------------------- init scales and Admin's profiled ω
+
+
+def xavier_std(w: torch.Tensor, gain: float) -> float:
+    fan_out, fan_in = w.shape
+    return gain * math.sqrt(2.0 / (fan_in + fan_out))
+
+
+@pytest.mark.parametrize("mlp", ["swiglu", "geglu", "gelu"])
+@pytest.mark.parametrize("placement", ["deepnorm", "subln", "pre", "post"])
+def test_init_gain_beta_on_v_out_and_every_mlp_matrix_gain_one_on_q_and_k(placement, mlp):
+    """DeepNorm: β = (8L)^-¼ (Wang et al. 2022); Sub-LN: β = √(log 2L) (torchscale, decoder-only); else 1."""
+    L = 12
+    beta = {"deepnorm": (8 * L) ** -0.25, "subln": math.sqrt(math.log(2 * L))}.get(placement, 1.0)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layers=L, d_model=128, n_heads=2, seq_len=8, mlp=mlp, placement=placement,
+                          norm=spec("layernorm")))
+    assert model.beta == pytest.approx(beta)
+    for block in (model.blocks[0], model.blocks[-1]):
+        mlp_matrices = [getattr(block.mlp, n) for n in ("gate", "up", "down") if hasattr(block.mlp, n)]
+        assert len(mlp_matrices) == (2 if mlp == "gelu" else 3)
+        for proj, gain in [(block.attn.q_proj, 1.0), (block.attn.k_proj, 1.0), (block.attn.v_proj, beta),
+                           (block.attn.out_proj, beta), *((m, beta) for m in mlp_matrices)]:
+            assert proj.weight.std().item() == pytest.approx(xavier_std(proj.weight, gain), rel=0.06)
+
+
+def test_admin_profiles_omega_from_the_variances_of_the_sublayers_before():
+    """ω_1 = 1 and ω_{i+1} = √(Var[ω_i·x_i] + Var[f_i(x_i)]) sublayer by sublayer (Liu et al. 2020, the reference
+    code); x_{i+1} = N(ω_i·x_i + f_i(x_i)). Then each ω_i is a trained vector filled with its value."""
+    model = build("admin", "layernorm", L=2)
+    with torch.no_grad():  # the parameters ω hold before profiling play no part in it
+        for name, t in model.named_parameters():
+            if "omega" in name:
+                t.fill_(7.0)
+    idx = idx_in()
+    m, p = Model(norm="layernorm", n_heads=H), Params.of(model)
+    expected, omega = [], 1.0
+    with torch.no_grad():
+        x = p.tensor("tok_emb.weight")[idx]
+        for i in range(2):
+            bp = p.block(i)
+            for f, name in ((m.attention, "norm1"), (m.mlp_out, "norm2")):
+                out = f(bp, x)
+                expected.append(omega)
+                nxt = math.sqrt((omega * x).var(correction=0).item() + out.var(correction=0).item())
+                x, omega = m.N(bp[name], omega * x + out), nxt
+    assert model.data_init(idx) is True
+    got = [model.blocks[i].get_parameter(n) for i in range(2) for n in ("omega1", "omega2")]
+    assert all(torch.equal(v, v[:1].expand_as(v)) for v in got)  # one value per sublayer, in every feature
+    assert [v[0].item() for v in got] == pytest.approx(expected, rel=1e-6)  # profiled in fp32
