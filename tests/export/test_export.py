@@ -13,8 +13,8 @@ import normtrain
 from normtrain.errors import DataError
 from normtrain.export import export_run
 
-transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.slow
+needs_hf = pytest.mark.extras("hf")  # transformers: the from_pretrained checks; the rest exports without it
 
 LLAMA = ["placement=pre", "norm=rmsnorm", "model.mlp=swiglu", "model.pos=rope"]
 GPT2 = ["placement=pre", "norm=layernorm", "model.mlp=gelu", "model.pos=learned", "model.bias=true",
@@ -26,14 +26,22 @@ def trained(overrides, run_dir):
     return normtrain.load(run_dir)
 
 
+@pytest.fixture
+def transformers():
+    import transformers
+
+    return transformers
+
+
 def logits_of(model, tokens):
     with torch.no_grad():
         out = model(tokens)
     return (out.logits if hasattr(out, "logits") else out[0]).float()
 
 
+@needs_hf
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
-def test_the_export_loads_in_transformers_with_the_same_logits(arch, tiny, tmp_path):
+def test_the_export_loads_in_transformers_with_the_same_logits(arch, transformers, tiny, tmp_path):
     overrides = {"llama": LLAMA + ["norm.eps=1e-5"], "gpt2": GPT2}[arch]
     ours = trained([*tiny, *overrides], tmp_path / "run")
     report = export_run(tmp_path / "run", tmp_path / "hf")
@@ -65,6 +73,7 @@ def test_other_architectures_export_in_normtrains_format(tiny, tmp_path):
     assert json.loads((tmp_path / "out" / "normtrain.json").read_text())["model"]["placement"] == "post"
 
 
+@needs_hf
 def test_unit_norms_and_no_biases_map_too(tiny, tmp_path):
     """norm.affine=false has no weights to copy (unit gains are written) and model.bias=false no biases
     (zeros are written): the logits still agree, and normtrain.load drops them again."""
@@ -74,7 +83,8 @@ def test_unit_norms_and_no_biases_map_too(tiny, tmp_path):
     assert set(normtrain.load(tmp_path / "hf").state_dict()) == set(ours.state_dict())
 
 
-def test_a_bpe_run_exports_its_tokenizer(text_corpus, tiny, tmp_path):
+@needs_hf
+def test_a_bpe_run_exports_its_tokenizer(transformers, text_corpus, tiny, tmp_path):
     from normtrain.prepare import PrepareRequest, prepare
 
     shards = tmp_path / "shards"
@@ -91,6 +101,7 @@ def test_a_bpe_run_exports_its_tokenizer(text_corpus, tiny, tmp_path):
     assert config["vocab_size"] == 300 and config["eos_token_id"] == 0 == tokenizer.eos_token_id
 
 
+@needs_hf
 def test_the_command_line(tiny, tmp_path):
     trained([*tiny, *LLAMA], tmp_path / "run")
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
@@ -107,7 +118,8 @@ def test_the_command_line(tiny, tmp_path):
         export_run(tmp_path / "run", tmp_path / "theirs")
 
 
-def test_a_tiktoken_run_exports_a_converted_tokenizer(toy_tiktoken, text_corpus, tiny, tmp_path):
+@pytest.mark.extras("hf", "tiktoken")
+def test_a_tiktoken_run_exports_a_converted_tokenizer(transformers, toy_tiktoken, text_corpus, tiny, tmp_path):
     from normtrain.prepare import PrepareRequest, prepare
 
     shards = tmp_path / "shards"
