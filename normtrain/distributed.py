@@ -73,11 +73,12 @@ class DistContext:
         the last object holding the group is freed; ``destroy_process_group`` unregisters it but frees nothing
         that still holds it: DDP's reducer in the run's objects, and FSDP's mesh, which torch's DTensor caches
         keep for the life of the process. Left running into interpreter exit, a worker finishing its last
-        collective while Python finalizes aborts a finished run ("terminate called without an active
+        collective while Python finalizes can abort a finished run ("terminate called without an active
         exception", torchrun's ChildFailedError). So, in order: a barrier when every rank ends here together
-        (``together``; after an error a peer may never come), so no collective is in flight on any rank and none
-        closes its connections while a peer still reads them; the group destroyed; the mesh's hold on it dropped;
-        a collection that frees the run's objects, whose last reference to the group joins its threads now."""
+        (``together``: a completed or diverged run; after an error or a stop mid-step a peer may be elsewhere),
+        so no collective is in flight on any rank and none closes its connections while a peer still reads them;
+        the group destroyed; the mesh's hold on it dropped; a collection that frees the run's objects, whose last
+        reference to the group joins its threads now."""
         if not (self.owns_group and dist.is_initialized()):
             return
         if together:
