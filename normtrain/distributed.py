@@ -6,6 +6,7 @@ Under torchrun every rank trains on its slice of the global batch (global batch 
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,7 @@ class DistContext:
     world_size: int = 1
     local_rank: int = 0
     owns_group: bool = False  # did we create the process group (and so must destroy it)?
+    mesh: Any = None  # FSDP's DeviceMesh, once made (``device_mesh``)
 
     @property
     def is_main(self) -> bool:
@@ -56,9 +58,37 @@ class DistContext:
         dist.all_reduce(tensor, op={"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}[op])
         return tensor
 
-    def close(self) -> None:
-        if self.owns_group and dist.is_initialized():
-            dist.destroy_process_group()
+    def device_mesh(self) -> Any:
+        """The 1-D mesh of every rank that FSDP shards over: made once and kept, so that ``close`` can release it."""
+        if self.mesh is None:
+            from torch.distributed.device_mesh import init_device_mesh
+
+            self.mesh = init_device_mesh(self.device.type, (self.world_size,))
+        return self.mesh
+
+    def close(self, together: bool = True) -> None:
+        """Leave the process group so that none of its threads outlives this call.
+
+        The group's native threads (gloo's ``pt_gloo_runloop`` workers and ``gloo_tcp_loop``) stop only when
+        the last object holding the group is freed; ``destroy_process_group`` unregisters it but frees nothing
+        that still holds it: DDP's reducer in the run's objects, and FSDP's mesh, which torch's DTensor caches
+        keep for the life of the process. Left running into interpreter exit, a worker finishing its last
+        collective while Python finalizes can abort a finished run ("terminate called without an active
+        exception", torchrun's ChildFailedError). So, in order: a barrier when every rank ends here together
+        (``together``: a completed or diverged run; after an error or a stop mid-step a peer may be elsewhere),
+        so no collective is in flight on any rank and none closes its connections while a peer still reads them;
+        the group destroyed; the mesh's hold on it dropped; a collection that frees the run's objects, whose last
+        reference to the group joins its threads now."""
+        if not (self.owns_group and dist.is_initialized()):
+            return
+        if together:
+            dist.barrier()
+        dist.destroy_process_group()
+        held = getattr(self.mesh, "_pg_registry", None)  # where the mesh keeps its groups (recent torch)
+        if isinstance(held, dict):
+            held.clear()
+        self.mesh = None
+        gc.collect()
 
     def barrier(self) -> None:
         if self.enabled:
@@ -87,9 +117,10 @@ def wrap_model(model: nn.Module, ctx: DistContext, strategy: str) -> nn.Module:
     if strategy == "fsdp":
         from torch.distributed.fsdp import fully_shard
 
+        mesh = ctx.device_mesh()
         for block in model.blocks:
-            fully_shard(block)
-        fully_shard(model)
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
         return model
     from torch.nn.parallel import DistributedDataParallel
 

@@ -118,14 +118,17 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     """Train one run and return its summary (also written to ``<run_dir>/summary.json``)."""
     validate(cfg)
     ctx = init_distributed(cfg.train.device)
+    together = False  # every rank ends at the same point: not after an error, nor a stop "at once" mid-step
     try:
-        return Trainer(cfg, ctx, run_dir).run()
+        summary = Trainer(cfg, ctx, run_dir).run()  # nothing here keeps the Trainer: ctx.close can free it
+        together = summary["status"] in ("completed", "diverged")
+        return summary
     except OSError as err:
         if err.errno in USER_ERRNOS:  # a read-only folder, a full disk: the user's to fix, not a bug
             raise write_error(err, err.filename or run_dir or "the run folder's files") from err
         raise
     finally:
-        ctx.close()
+        ctx.close(together=together)
 
 
 class Throughput:

@@ -1,11 +1,14 @@
-"""Shared fixtures: tiny configs, a tiny local corpus, and a private cache so tests never touch ~/.cache."""
+"""Shared fixtures: tiny configs, a tiny local corpus, and a private cache so tests never touch ~/.cache; and the
+``extras`` marker, which skips a test whose optional extras are not installed, naming them."""
 
 from __future__ import annotations
 
 import os
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 # Triton's CPU interpreter for the kernel tests (tests/ops): triton reads this when it is first imported,
 # which importing torch._dynamo already does, so it must be set before any test module imports torch.
@@ -21,6 +24,44 @@ TINY = [
     "train.max_steps=20", "train.batch_size=4", "train.eval_every=10", "train.eval_batches=2",
     "monitor.every=5", "optim.warmup_steps=5", "logger=none", "train.progress=false",
 ]
+
+
+def missing_extras(names: list[str]) -> list[str]:
+    """The optional extras among ``names`` whose packages are not installed. The extras and their packages are
+    read from normtrain's installed metadata, so pyproject.toml's [project.optional-dependencies] is the one list."""
+    requires = [Requirement(r) for r in metadata.requires("normtrain") or []]
+    missing = []
+    for name in names:
+        packages = [r for r in requires  # those a marker ties to this extra (not triton's sys_platform)
+                    if r.marker and r.marker.evaluate({"extra": name}) and not r.marker.evaluate({"extra": ""})]
+        if not packages:
+            raise pytest.UsageError(f"@pytest.mark.extras({name!r}): pyproject.toml has no such optional extra")
+        if not all(installed(r) for r in packages):
+            missing.append(name)
+    return missing
+
+
+def installed(requirement: Requirement) -> bool:
+    try:
+        return requirement.specifier.contains(metadata.version(requirement.name), prereleases=True)
+    except metadata.PackageNotFoundError:
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``@pytest.mark.extras("hf")``: README's test command installs only the dev extra, so without the extras
+    named the test skips, saying which and how to install them. .ci/run then installs them and runs
+    ``pytest -m extras`` with NORMTRAIN_REQUIRE_EXTRAS=1, under which a missing extra stops the session instead."""
+    for item in items:
+        missing = missing_extras([name for mark in item.iter_markers("extras") for name in mark.args])
+        if not missing:
+            continue
+        quoted = " and ".join(repr(name) for name in missing)
+        reason = (f"needs the {quoted} extra{'s' if len(missing) > 1 else ''}: "
+                  f"pip install -e '.[{','.join(missing)}]'")
+        if os.environ.get("NORMTRAIN_REQUIRE_EXTRAS") == "1":
+            raise pytest.UsageError(f"NORMTRAIN_REQUIRE_EXTRAS=1, but {item.nodeid} {reason}")
+        item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -63,8 +104,8 @@ def toy_encoding() -> dict:
 
 @pytest.fixture
 def toy_tiktoken(monkeypatch):
-    """``tiktoken:toy`` registered the way a tiktoken plugin registers an encoding (no files, no network)."""
-    pytest.importorskip("tiktoken")
+    """``tiktoken:toy`` registered the way a tiktoken plugin registers an encoding (no files, no network); a test
+    using it is marked ``extras("tiktoken")``."""
     from tiktoken import list_encoding_names, registry
 
     list_encoding_names()  # fills the registry

@@ -1,6 +1,7 @@
 """Tokenizers of normtrain-prepare: bytes, a trained byte-level BPE, a tokenizer.json by path, tiktoken."""
 
 import json
+import sys
 
 import pytest
 
@@ -48,6 +49,7 @@ def test_a_tokenizer_json_by_path_or_folder(tmp_path):
         load_tokenizer(str(tmp_path / "missing.json"))
 
 
+@pytest.mark.extras("tiktoken")
 def test_tiktoken_encoding_adapter(toy_tiktoken):
     tok = load_tokenizer("tiktoken:toy")
     assert (tok.kind, tok.vocab_size, tok.eot) == ("tiktoken", 259, 258)
@@ -55,11 +57,18 @@ def test_tiktoken_encoding_adapter(toy_tiktoken):
     assert tokens[0] == 257 and 258 not in tokens.tolist()  # special text in a document is just text
 
 
+@pytest.mark.extras("tiktoken")
 def test_tiktoken_files_must_already_be_cached(tmp_path, monkeypatch):
-    pytest.importorskip("tiktoken")
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "empty"))
     with pytest.raises(DataError, match="not in tiktoken's cache") as err:
         tiktoken_encoding("gpt2")
     assert "tiktoken.get_encoding('gpt2')" in str(err.value)
     with pytest.raises(DataError, match="no such encoding"):
         tiktoken_encoding("gpt5000")
+
+
+def test_tiktoken_without_its_extra_says_how_to_install_it(monkeypatch):
+    for module in ("tiktoken", "tiktoken.load"):
+        monkeypatch.setitem(sys.modules, module, None)  # as on a machine without the extra: import fails
+    with pytest.raises(DataError, match=r"needs the tiktoken package: pip install 'normtrain\[tiktoken\]'"):
+        tiktoken_encoding("gpt2")

@@ -49,11 +49,13 @@ def test_a_model_no_class_expresses_names_the_nearest_and_the_one_difference(mod
     assert f"the nearest is {hf_class}, the one difference: {difference}" in summary(report)
 
 
+@pytest.mark.extras("hf")
 @pytest.mark.parametrize("hf_class", list(MODELS))
 def test_config_json_sets_every_key_its_transformers_class_declares(hf_class):
     """Each key of the class's config (beyond PreTrainedConfig's own) is written, so none is left at a default
     that would change the model (Gemma 2's soft-caps and sliding windows, Gemma 3's θ = 10⁶)."""
-    transformers = pytest.importorskip("transformers", reason="needs the hf extra: pip install 'normtrain[hf]'")
+    import transformers
+
     c = config(**MODELS[hf_class])
     arch = next(a for a in ARCHITECTURES.values() if a.hf_class == hf_class)
     written = arch.config(c, eot=None)

@@ -13,9 +13,8 @@ import normtrain
 from normtrain.errors import DataError
 from normtrain.export import export_run
 
-transformers = pytest.importorskip("transformers",
-                                   reason="the export round trips need the hf extra: pip install 'normtrain[hf]'")
 pytestmark = pytest.mark.slow
+needs_hf = pytest.mark.extras("hf")  # transformers: the from_pretrained checks; the rest exports without it
 
 LLAMA = ["placement=pre", "norm=rmsnorm", "model.mlp=swiglu", "model.pos=rope"]
 GPT2 = ["placement=pre", "norm=layernorm", "model.mlp=gelu", "model.pos=learned", "model.bias=true",
@@ -35,6 +34,13 @@ def trained(overrides, run_dir):
     return normtrain.load(run_dir)
 
 
+@pytest.fixture
+def transformers():
+    import transformers
+
+    return transformers
+
+
 def logits_of(model, tokens):
     with torch.no_grad():
         out = model(tokens)
@@ -49,8 +55,9 @@ def greedy(model, tokens, steps=6):
     return tokens
 
 
+@needs_hf
 @pytest.mark.parametrize("hf_class", list(ARCHS))
-def test_the_export_loads_in_transformers_with_the_same_logits(hf_class, tiny, tmp_path):
+def test_the_export_loads_in_transformers_with_the_same_logits(hf_class, transformers, tiny, tmp_path):
     ours = trained([*tiny, *ARCHS[hf_class]], tmp_path / "run")
     report = export_run(tmp_path / "run", tmp_path / "hf")
     assert report["format"] == hf_class and report["max_logit_diff"] < 1e-5
@@ -86,6 +93,7 @@ def test_other_architectures_export_in_normtrains_format(tiny, tmp_path):
     assert json.loads((tmp_path / "out" / "normtrain.json").read_text())["model"]["placement"] == "post"
 
 
+@needs_hf
 @pytest.mark.parametrize("hf_class", ["GPT2LMHeadModel", "Gemma3ForCausalLM"])
 def test_unit_norms_and_no_biases_map_too(hf_class, tiny, tmp_path):
     """norm.affine=false has no weights to copy (unit gains are written: ones, or Gemma's zeros for 1 + w) and
@@ -98,7 +106,8 @@ def test_unit_norms_and_no_biases_map_too(hf_class, tiny, tmp_path):
     assert set(normtrain.load(tmp_path / "hf").state_dict()) == set(ours.state_dict())
 
 
-def test_a_bpe_run_exports_its_tokenizer(text_corpus, tiny, tmp_path):
+@needs_hf
+def test_a_bpe_run_exports_its_tokenizer(transformers, text_corpus, tiny, tmp_path):
     from normtrain.prepare import PrepareRequest, prepare
 
     shards = tmp_path / "shards"
@@ -115,6 +124,7 @@ def test_a_bpe_run_exports_its_tokenizer(text_corpus, tiny, tmp_path):
     assert config["vocab_size"] == 300 and config["eos_token_id"] == 0 == tokenizer.eos_token_id
 
 
+@needs_hf
 def test_the_command_line(tiny, tmp_path):
     trained([*tiny, *LLAMA], tmp_path / "run")
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
@@ -131,7 +141,8 @@ def test_the_command_line(tiny, tmp_path):
         export_run(tmp_path / "run", tmp_path / "theirs")
 
 
-def test_a_tiktoken_run_exports_a_converted_tokenizer(toy_tiktoken, text_corpus, tiny, tmp_path):
+@pytest.mark.extras("hf", "tiktoken")
+def test_a_tiktoken_run_exports_a_converted_tokenizer(transformers, toy_tiktoken, text_corpus, tiny, tmp_path):
     from normtrain.prepare import PrepareRequest, prepare
 
     shards = tmp_path / "shards"

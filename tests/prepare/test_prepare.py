@@ -161,7 +161,12 @@ def test_cli_a_hub_dataset_offline_and_not_cached_exits_2_with_what_to_do(tmp_pa
                    "Face cache", "HF_HUB_OFFLINE and HF_DATASETS_OFFLINE are set", "machine with network"):
         assert needle in proc.stderr, proc.stderr
     assert not (tmp_path / "out").exists()
-    bad = run_prepare_cli("python_stdlib", tmp_path / "out2", "--tokenizer", "tiktoken:nope")
+
+
+@pytest.mark.slow
+@pytest.mark.extras("tiktoken")
+def test_cli_an_unknown_tiktoken_encoding_exits_2(tmp_path):
+    bad = run_prepare_cli("python_stdlib", tmp_path / "out", "--tokenizer", "tiktoken:nope")
     assert bad.returncode == 2 and "no such encoding" in bad.stderr and "Traceback" not in bad.stderr
 
 

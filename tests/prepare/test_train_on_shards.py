@@ -1,5 +1,6 @@
 """data=tokens end to end: each tokenizer's shards train, the vocabulary comes from meta.json, val/bpb is per
-byte of text, a resume refuses another vocabulary, and a corpus larger than the process's memory budget trains."""
+byte of text, a resume refuses another vocabulary, and a corpus larger than the process's memory budget trains
+with no more memory than a small one."""
 
 import json
 import math
@@ -89,7 +90,7 @@ def sparse_shards(folder, size):
 
 
 TRAIN_UNDER_A_MEMORY_LIMIT = """
-import json, resource, sys
+import json, resource, sys, threading
 import numpy as np
 shards, limit, run_dir = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))  # the process's private memory: malloc, numpy, torch
@@ -98,25 +99,53 @@ try:
     full_read = "fits"
 except MemoryError:
     full_read = "refused"
+
+def private_bytes():  # resident anonymous memory: what the process holds itself, not the file pages of a map
+    return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("RssAnon"))
+
+peak, done = [0], threading.Event()
+def sample():
+    while not done.is_set():
+        peak[0] = max(peak[0], private_bytes())
+        done.wait(0.005)
+sampler = threading.Thread(target=sample)
+sampler.start()
 import normtrain
 overrides = json.loads(sys.argv[4]) + ["data=tokens", "data.path=" + shards, "train.max_steps=50"]
 summary = normtrain.train(normtrain.compose(overrides), run_dir=run_dir)
-peak = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmHWM"))
-print(json.dumps({"full_read": full_read, "status": summary["status"], "peak_rss": peak}))
+done.set()
+sampler.join()
+print(json.dumps({"full_read": full_read, "status": summary["status"], "peak_private": max(peak[0], private_bytes())}))
 """
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_DATA and /proc are Linux's")
-def test_a_corpus_larger_than_the_memory_budget_trains(tiny, tmp_path):
-    size, limit = 1536 << 20, 1 << 30  # a 1.5 GB shard, a 1 GB budget for the training process
-    sparse_shards(tmp_path / "big", size)
-    proc = subprocess.run([sys.executable, "-c", TRAIN_UNDER_A_MEMORY_LIMIT, str(tmp_path / "big"), str(limit),
-                           str(tmp_path / "run"), json.dumps(tiny)], capture_output=True, text=True, timeout=300)
+def train_under_a_memory_limit(folder, limit, run_dir, tiny) -> dict:
+    proc = subprocess.run([sys.executable, "-c", TRAIN_UNDER_A_MEMORY_LIMIT, str(folder), str(limit), str(run_dir),
+                           json.dumps(tiny)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["full_read"] == "refused"  # reading the shard into memory does not fit the budget...
-    assert result["status"] == "completed"  # ...and training on its memory map does
-    assert result["peak_rss"] < size / 2, result  # nor did the map ever become resident
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_DATA and /proc are Linux's")
+def test_a_corpus_larger_than_the_memory_budget_trains_and_memory_does_not_grow_with_it(tiny, tmp_path):
+    """What data=tokens promises (normtrain/data/shards.py): shards are checked with plain reads and trained on
+    through a memory map, never read into memory, so a corpus 8× larger costs the process no more memory. What
+    is compared is the peak of the memory the process holds itself (resident anonymous pages, sampled while it
+    trains), between the two corpora, not against a number: its size (the interpreter, torch, the model) depends
+    on the machine's libraries. Total RSS is no measure of it: it also counts the file pages of the map that the
+    kernel chose to map (a whole large folio per fault on recent kernels: tens of MB for 200 windows), which are
+    page cache it can drop, and which grow with how spread out the windows read are, not with what we keep."""
+    limit, small, large = 1 << 30, 192 << 20, 1536 << 20  # a 1 GB budget; shards of 192 MB and 1.5 GB
+    peaks = {}
+    for size in (small, large):
+        sparse_shards(tmp_path / f"shards{size}", size)
+        result = train_under_a_memory_limit(tmp_path / f"shards{size}", limit, tmp_path / f"run{size}", tiny)
+        assert result["status"] == "completed", result
+        peaks[size] = result["peak_private"]
+    assert result["full_read"] == "refused"  # the large shard read into memory does not fit the budget...
+    # ...and training on it holds what training on 1/8 of it does: a copy of even 1/20 of the 1.3 GB more would
+    # show (two identical runs differ by about 1 MB)
+    assert peaks[large] - peaks[small] < 32 << 20, peaks
 
 
 def test_a_checkpoint_from_before_token_shards_still_resumes(tiny, tmp_path):
