@@ -1,12 +1,15 @@
 """One process or many (``torchrun``): rank, device, collectives and the model wrapper.
 
-Under torchrun every rank trains on its slice of the global batch (global batch = per-rank
-``train.batch_size`` × world size); rank 0 alone writes logs, metrics, W&B and checkpoints.
+Under torchrun every rank trains on its slice of the global batch (``train.global_batch_size``, by default the
+per-rank ``train.batch_size`` × world size; more is made up by gradient accumulation, see ``grad_sync``); rank 0
+alone writes logs, metrics, W&B and one-file checkpoints (every rank writes its shard of a sharded one).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +50,14 @@ class DistContext:
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
+    def all_gather(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj``, in rank order, on every rank."""
+        if not self.enabled:
+            return [obj]
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, obj)
+        return out
+
     def all_reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
         if not self.enabled:
             return tensor
@@ -65,9 +76,14 @@ class DistContext:
             dist.barrier()
 
 
+def env_world_size() -> int:
+    """The number of processes torchrun started (1 outside torchrun)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def init_distributed(device_name: str) -> DistContext:
     """Join the process group torchrun describes in the environment (NCCL on GPU, gloo on CPU)."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    world_size = env_world_size()
     if world_size == 1:
         return DistContext(device=pick_device(device_name))
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
@@ -94,3 +110,21 @@ def wrap_model(model: nn.Module, ctx: DistContext, strategy: str) -> nn.Module:
     from torch.nn.parallel import DistributedDataParallel
 
     return DistributedDataParallel(model, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None)
+
+
+@contextmanager
+def grad_sync(model: nn.Module, enabled: bool) -> Iterator[None]:
+    """Around one micro-batch's forward and backward: with ``enabled`` False the gradients are accumulated locally,
+    not reduced across ranks (DDP's ``no_sync``, FSDP2's ``set_requires_gradient_sync``); the step's last
+    micro-batch reduces them all at once."""
+    if enabled or not hasattr(model, "no_sync") and not hasattr(model, "set_requires_gradient_sync"):
+        yield
+    elif hasattr(model, "no_sync"):
+        with model.no_sync():
+            yield
+    else:
+        model.set_requires_gradient_sync(False)
+        try:
+            yield
+        finally:
+            model.set_requires_gradient_sync(True)
