@@ -92,8 +92,19 @@ def init_distributed(device_name: str) -> DistContext:
         torch.cuda.set_device(device)
     owns = not dist.is_initialized()
     if owns:
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", **_restart_store(rank, world_size))
     return DistContext(device=device, rank=rank, world_size=world_size, local_rank=local_rank, owns_group=owns)
+
+
+def _restart_store(rank: int, world_size: int) -> dict[str, Any]:
+    """A group that ``torchrun --max-restarts`` started again rendezvous under keys of its own. torchrun's agent
+    keeps its key-value store across attempts, so the new ranks could read the addresses the failed attempt's
+    ranks published (gloo: "connectFullMesh failed ... Connection refused"), depending on who writes first."""
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if attempt in ("", "0"):
+        return {}
+    store, _, _ = next(dist.rendezvous("env://", rank, world_size))
+    return {"store": dist.PrefixStore(f"normtrain/attempt_{attempt}/", store), "rank": rank, "world_size": world_size}
 
 
 def wrap_model(model: nn.Module, ctx: DistContext, strategy: str) -> nn.Module:

@@ -23,11 +23,10 @@ from normtrain.loggers.names import SweepJob, group_name, run_name
 from normtrain.training import build_loggers
 
 
-def read_events(run_dir: Path) -> dict[str, dict[int, float]]:
-    """Scalars of the TensorBoard event files (TFRecord: length, crc, Event proto, crc) as {tag: {step: value}}."""
+def events(run_dir: Path):
+    """The Event protos of the TensorBoard event files (TFRecord: length, crc, Event proto, crc), in order."""
     from tensorboardX.proto import event_pb2
 
-    scalars: dict[str, dict[int, float]] = {}
     for path in sorted((run_dir / "tensorboard").glob("events.out.tfevents.*")):
         data, i = path.read_bytes(), 0
         while i < len(data):
@@ -35,9 +34,16 @@ def read_events(run_dir: Path) -> dict[str, dict[int, float]]:
             event = event_pb2.Event()
             event.ParseFromString(data[i + 12:i + 12 + length])
             i += 12 + length + 4
-            for value in event.summary.value:
-                if value.HasField("simple_value"):
-                    scalars.setdefault(value.tag, {})[event.step] = value.simple_value
+            yield event
+
+
+def read_events(run_dir: Path) -> dict[str, dict[int, float]]:
+    """Scalars of the TensorBoard event files as {tag: {step: value}}."""
+    scalars: dict[str, dict[int, float]] = {}
+    for event in events(run_dir):
+        for value in event.summary.value:
+            if value.HasField("simple_value"):
+                scalars.setdefault(value.tag, {})[event.step] = value.simple_value
     return scalars
 
 
@@ -160,17 +166,8 @@ def session_starts(run_dir: Path) -> list[int]:
     """Steps of the TensorBoard purge markers (SessionLog START: hide earlier events at or after this step)."""
     from tensorboardX.proto import event_pb2
 
-    starts = []
-    for path in sorted((run_dir / "tensorboard").glob("events.out.tfevents.*")):
-        data, i = path.read_bytes(), 0
-        while i < len(data):
-            (length,) = struct.unpack("<Q", data[i:i + 8])
-            event = event_pb2.Event()
-            event.ParseFromString(data[i + 12:i + 12 + length])
-            i += 12 + length + 4
-            if event.HasField("session_log") and event.session_log.status == event_pb2.SessionLog.START:
-                starts.append(event.step)
-    return starts
+    return [e.step for e in events(run_dir)
+            if e.HasField("session_log") and e.session_log.status == event_pb2.SessionLog.START]
 
 
 def test_every_file_logger_records_a_rollback_and_a_resume_keeps_it(tmp_path):

@@ -29,9 +29,7 @@ import secrets
 import shutil
 import warnings
 import zlib
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +48,9 @@ STATE = "state.pt"
 FORMAT = "normtrain-dcp/1"
 HOW = "start over with train.resume=none, or point train.resume at another checkpoint"
 CHUNK = 1 << 24
+# DCP warns on every single-process save or load (also from its async writer's thread) that it assumes one
+# process: with train.ckpt_format=dcp on one process, and in normtrain-export, that is the intent.
+warnings.filterwarnings("ignore", message="torch.distributed is (disabled|unavailable)", category=UserWarning)
 
 
 def latest_folder(root: Path) -> Path | None:
@@ -122,14 +123,6 @@ def dcp_state(model: nn.Module, optimizer: torch.optim.Optimizer | None) -> dict
     return {"model": model_state, "optimizer": optim_state}
 
 
-@contextmanager
-def _quiet_single_process() -> Iterator[None]:
-    """DCP warns on every single-process save or load that it assumes one process; here that is the intent."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="torch.distributed is (disabled|unavailable)")
-        yield
-
-
 @dataclass
 class _Pending:
     folder: Path
@@ -165,13 +158,11 @@ class ShardedWriter:
             plain = {**state, "tensorless": tensorless, "rng": rng_states(), "format": FORMAT}
             atomic_write(folder / STATE, lambda f: torch.save(plain, f))
         writer = dcp.FileSystemWriter(str(folder), sync_files=True)
-        with _quiet_single_process():
-            if self.async_save:  # returns once the state is staged (copied); the writing goes on in a thread
-                upload = dcp.async_save(tensors, storage_writer=writer, process_group=self.group,
-                                        no_dist=not ctx.enabled)
-                self.pending = _Pending(folder, state["step"], self.executor.submit(self._written, upload, folder))
-                return
-            dcp.save(tensors, storage_writer=writer, no_dist=not ctx.enabled)
+        if self.async_save:  # returns once the state is staged (copied); the writing goes on in a thread
+            upload = dcp.async_save(tensors, storage_writer=writer, process_group=self.group, no_dist=not ctx.enabled)
+            self.pending = _Pending(folder, state["step"], self.executor.submit(self._written, upload, folder))
+            return
+        dcp.save(tensors, storage_writer=writer, no_dist=not ctx.enabled)
         done: Future = Future()
         done.set_result(_written_by(folder, ctx.rank))
         self.pending = _Pending(folder, state["step"], done)
@@ -288,8 +279,7 @@ class ShardedCheckpoint:
 
         tensors, _ = split_tensors(dcp_state(model, optimizer))
         try:
-            with _quiet_single_process():
-                dcp.load(tensors, storage_reader=_safe_reader(self.path), no_dist=ctx is None or not ctx.enabled)
+            dcp.load(tensors, storage_reader=_safe_reader(self.path), no_dist=ctx is None or not ctx.enabled)
         except Exception as err:
             first = " ".join(str(err).strip().splitlines()[:3])[:300] or type(err).__name__
             raise CheckpointError(f"the sharded checkpoint {self.path} does not fit this model ({first}): it comes "

@@ -107,13 +107,13 @@ def test_rollbacks_are_marked_on_the_loss_curve(tmp_path):
     lines = [*rows[:6], event, *again]  # the abandoned attempt's rows to step 25, the event, steps 20.. again
     (rolled / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     page, data = page_data(write_report(folders, tmp_path / "report.html"))
-    assert data["datasets"]["loss:rollbacks"] == [{"g": "pre · rmsnorm", "run": "pre · rmsnorm · seed=1",
-                                                   "step": 22, "to": 20, "skipped": 3, "lr": 0.5, "retry": 1}]
+    assert data["datasets"]["loss:rollbacks"] == [{"g": "all runs", "run": "seed=1", "step": 22, "to": 20,
+                                                   "skipped": 3, "lr": 0.5, "retry": 1}]
     loss = next(f for f in data["figures"] if f["id"] == "fig-loss")
     assert "loss:rollbacks" in loss["uses"]
     rule = next(layer for layer in loss["spec"]["layer"] if layer.get("data") == {"name": "loss:rollbacks"})
     assert rule["mark"]["type"] == "rule" and rule["encoding"]["x"]["field"] == "step"
-    seed = record(data, "loss:runs", "pre · rmsnorm", k="train", run="pre · rmsnorm · seed=1")
+    seed = record(data, "loss:runs", "all runs", k="train", run="seed=1")
     assert seed["step"] == sorted(set(seed["step"]))  # one point per step: the rows trained again
     assert seed["v"][seed["step"].index(25)] == pytest.approx(rows[5]["train/loss"] - 0.5, rel=1e-3)
     assert not any(f["id"].startswith("fig-rollback") for f in data["figures"])  # no rollback/* "metric"
