@@ -48,7 +48,7 @@ from normtrain.config import (
 )
 from normtrain.data import BatchSampler, eval_starts, load_corpus, window_batches
 from normtrain.data.batches import global_state
-from normtrain.data.unigram import collapsed, unigram_loss
+from normtrain.data.unigram import unigram_loss
 from normtrain.debug import FaultInjector, restart_count
 from normtrain.distributed import DistContext, grad_sync, init_distributed, wrap_model
 from normtrain.flops import mfu, model_flops_per_token, peak_flops
@@ -57,8 +57,10 @@ from normtrain.loggers.names import SweepJob, group_name, run_name, sweep_job
 from normtrain.model import GPT
 from normtrain.monitor import Monitor
 from normtrain.optim import build_optimizer, lr_at
+from normtrain.outcome import outcome, tail_trend
 from normtrain.preemption import StopRequested
 from normtrain.progress import interactive, make_progress
+from normtrain.provenance import code_state_at_start
 from normtrain.resume import config_changes
 from normtrain.rollback import RollBack, RollbackPolicy
 from normtrain.run_folder import USER_ERRNOS, RunFolder, write_error
@@ -165,6 +167,7 @@ class Trainer:
         self.folder = RunFolder(self.run_dir)
         self.stop = StopRequested()
         self.steps_done, self.in_step, self.val_losses, self.resumes = 0, False, [], []
+        self.train_losses: list[tuple[int, float]] = []  # (step, train/loss) at log steps: the run's trend
         self.checkpointer: Checkpointer | None = None
 
     # --- set-up and resume
@@ -212,8 +215,9 @@ class Trainer:
         self.model = wrap_model(plain, ctx, t.strategy)
         self.raw = unwrap(self.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = build_optimizer(self.model, cfg.optim.lr, cfg.optim.betas, cfg.optim.eps,
-                                         cfg.optim.weight_decay, cfg.optim.independent_wd)
+        o = cfg.optim
+        self.optimizer = build_optimizer(self.model, o.lr, o.betas, o.eps, o.weight_decay, o.independent_wd, o.name,
+                                         o.momentum)
         self.compiled = torch.compile(self.model) if t.compile else self.model
         self.global_batch = global_batch(t, ctx.world_size)
         self.accumulation = self.global_batch // (t.batch_size * ctx.world_size)
@@ -235,7 +239,8 @@ class Trainer:
             "ckpt_format": self.ckpt_format, "resumed_from_step": None, "resumes": [], "rollbacks": [],
             "restarts": restart_count(), "run_dir": str(self.run_dir), "name": run_label(cfg),
             "corpus": self.corpus.describe(), "eval_windows": self.n_eval_windows,
-            "unigram_val_loss": self.unigram_val_loss, "collapsed": False,
+            "unigram_val_loss": self.unigram_val_loss, "collapsed": False, "undertrained": False, "loss_trend": None,
+            "code": code_state_at_start(),
             "started_at": datetime.fromtimestamp(self.started, timezone.utc).isoformat(timespec="seconds"),
             "config": to_container(cfg),
         }
@@ -245,7 +250,7 @@ class Trainer:
         self.monitor = Monitor(self.raw.blocks, self.params, mon.every, mon.divergence_factor,
                                grad_norms=mon.grad_norms, activations=mon.activations,
                                attn_entropy=mon.attn_entropy, update_ratio=mon.update_ratio,
-                               probe=self.probe if mon.output_change else None,
+                               probe=self.probe if mon.output_change or mon.stream_change else None,
                                all_reduce=self.ctx.all_reduce if self.ctx.enabled else None,
                                attn_logit_max=mon.attn_logit_max, output_log_z=mon.output_log_z,
                                output_logit_max=mon.output_logit_max,
@@ -319,6 +324,7 @@ class Trainer:
         self.sampler.load_state_dict(global_state(state["sampler"], state.get("world_size", 1)))
         self.monitor.load_state_dict(state["monitor"])
         self.steps_done, self.val_losses = state["step"], list(state["val_losses"])
+        self.train_losses = [tuple(p) for p in state.get("train_losses", [])]  # none in older checkpoints
 
     def init_from_data(self) -> None:
         """A data-dependent init (Admin's ω, ``GPT.data_init``) on a fresh run, never on a resumed one (its
@@ -390,7 +396,8 @@ class Trainer:
         """The schedule's lr at ``step``, lowered for a while after a rollback (``train.rollback.lr_factor``)."""
         o = self.cfg.optim
         lr = lr_at(step, lr=o.lr, warmup_steps=o.warmup_steps, max_steps=self.cfg.train.max_steps,
-                   schedule=o.schedule, min_lr_ratio=o.min_lr_ratio) * self.policy.lr_scale(step)
+                   schedule=o.schedule, min_lr_ratio=o.min_lr_ratio,
+                   warmup_overlaps=o.warmup_overlaps) * self.policy.lr_scale(step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         return lr
@@ -453,6 +460,7 @@ class Trainer:
             row["mfu"] = mfu(tokens_per_s, self.flops_per_token, self.peak, self.ctx.world_size)
         self.loggers.log(row, step)
         if "train/loss" in metrics:
+            self.train_losses.append((step, metrics["train/loss"]))
             self.bar.set_postfix(loss=f"{metrics['train/loss']:.3f}", lr=f"{lr:.2e}",
                                  tok_s=f"{tokens_per_s or 0:.0f}", refresh=False)
         self.checkpointer.poll()
@@ -528,7 +536,8 @@ class Trainer:
             return False
         self.checkpointer.save(self.model, self.optimizer, {
             "step": self.steps_done, "sampler": self.sampler.state_dict(), "monitor": self.monitor.state_dict(),
-            "val_losses": self.val_losses, "config": self.summary["config"], "world_size": self.ctx.world_size,
+            "val_losses": self.val_losses, "train_losses": self.train_losses, "config": self.summary["config"],
+            "world_size": self.ctx.world_size,
             "global_batch_size": self.global_batch, "corpus_fingerprint": self.corpus.fingerprint,
             "vocab_size": self.vocab_size, "resumes": self.resumes, "rollbacks": self.policy.records,
             "started_at": self.summary["started_at"]})
@@ -555,8 +564,9 @@ class Trainer:
         finite = [v for v in self.val_losses if math.isfinite(v)]
         last = self.val_losses[-1] if self.val_losses else None
         final = None if self.summary["status"] == "diverged" or last is None or not math.isfinite(last) else last
+        trend = tail_trend([s for s, _ in self.train_losses], [v for _, v in self.train_losses], self.steps_done)
+        self.summary.update(outcome(final, self.summary["unigram_val_loss"], trend), loss_trend=trend.as_dict())
         self.summary.update(steps=self.steps_done, final_val_loss=final,
-                            collapsed=collapsed(final, self.summary["unigram_val_loss"]),
                             final_val_bpb=None if final is None else self.bpb(final),
                             last_finite_val_loss=finite[-1] if finite else None,
                             best_val_loss=min(finite) if finite else None,
@@ -572,18 +582,25 @@ class Trainer:
     @torch.no_grad()
     def probe(self) -> dict[str, torch.Tensor]:
         """F(x, θ) on the fixed probe batch for the model-update metrics: the final hidden state the LM head reads
-        and, with ``monitor.output_kl``, the output log-probabilities. One forward pass through the wrapper-aware
-        ``forward`` (FSDP gathers the head there); a hook on the head takes its input."""
+        and, with ``monitor.stream_change``, the residual stream before the final norm (unsaturated; for placements
+        without a final norm, the last block's output) and the logits; with ``monitor.output_kl``, the output
+        log-probabilities. One forward pass through the wrapper-aware ``forward`` (FSDP gathers the head there);
+        hooks take the head's and the final norm's inputs."""
         seen: dict[str, torch.Tensor] = {}
-        hook = self.raw.lm_head.register_forward_pre_hook(lambda _m, args: seen.update(hidden=args[0]))
+        hooks = [self.raw.lm_head.register_forward_pre_hook(lambda _m, args: seen.update(hidden=args[0]))]
+        if self.raw.final_norm is not None:
+            hooks.append(self.raw.final_norm.register_forward_pre_hook(lambda _m, args: seen.update(stream=args[0])))
         self.model.eval()
         try:
             with self.autocast():
                 logits, _ = self.raw(self.probe_x)
         finally:
-            hook.remove()
+            for hook in hooks:
+                hook.remove()
             self.model.train()
         out = {"hidden": seen["hidden"].float()}
+        if self.cfg.monitor.stream_change:
+            out.update(stream=seen.get("stream", seen["hidden"]).float(), logits=logits.float())
         if self.cfg.monitor.output_kl:
             out["logp"] = logits.float().log_softmax(-1)
         return out
