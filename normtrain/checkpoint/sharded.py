@@ -226,11 +226,13 @@ class ShardedCheckpoint:
     def manifest(self) -> dict[str, Any]:
         try:
             manifest = json.loads((self.path / MANIFEST).read_text())
-            assert manifest.get("format") == FORMAT and isinstance(manifest.get("files"), dict)
-            return manifest
-        except (OSError, ValueError, AssertionError):
+        except (OSError, ValueError):
+            manifest = None
+        if not (isinstance(manifest, dict) and manifest.get("format") == FORMAT
+                and isinstance(manifest.get("files"), dict)):
             raise CheckpointError(f"the sharded checkpoint {self.path} is incomplete or not normtrain's (no "
-                                  f"readable {MANIFEST}): {HOW}") from None
+                                  f"readable {MANIFEST}): {HOW}")
+        return manifest
 
     def read(self, ctx=None) -> dict[str, Any]:
         """The state besides weights and optimizer, after every file's CRC-32 was checked (split among ranks)."""
