@@ -38,6 +38,7 @@ def main(cfg: DictConfig) -> float | None:
         raise KeyboardInterrupt
     from normtrain.training import train
 
+    _warn_if_restarts_cannot_resume()
     try:
         summary = train(cfg)
     except NormtrainError as err:
@@ -50,6 +51,18 @@ def main(cfg: DictConfig) -> float | None:
     if summary["status"] == "interrupted":
         sys.exit(130)
     return summary["final_val_loss"]  # for Hydra sweepers that optimize a value
+
+
+def _warn_if_restarts_cannot_resume() -> None:
+    """Under ``torchrun --max-restarts=K`` a restarted group resumes the run folder's checkpoint, but only a folder
+    given with hydra.run.dir is found again: the default one is named by the time of the start."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") or 0) < 1 or int(os.environ.get("RANK", "0")) > 0:
+        return
+    if not any(o.startswith("hydra.run.dir=") for o in HydraConfig.get().overrides.hydra):
+        say("normtrain: warning: torchrun --max-restarts without hydra.run.dir=PATH: a restarted group would start a "
+            "new folder (the default one is named by the time) instead of resuming this one; give hydra.run.dir")
 
 
 def run() -> None:

@@ -30,6 +30,8 @@ LOGGERS = ("wandb", "tensorboard", "csv", "none")  # logger=NAME, or several: lo
 BACKENDS = ("wandb", "tensorboard", "csv")  # normtrain.loggers.BACKENDS
 WANDB_MODES = ("auto", "online", "offline", "disabled")
 OPTIMIZERS = ("adamw", "sgd")
+ON_DIVERGENCE = ("stop", "rollback")
+CKPT_FORMATS = ("auto", "full", "dcp")  # auto: dcp under torchrun (world size > 1), full on one process
 MAX_SEED = 2**32 - 1  # numpy's seed range
 QK_MIN_FEATURES = 8  # pRMSNorm as QK-norm: fewest features its rms may come from (fewer bounds nothing)
 ZERO_MEANS = {"eval_every": "only at the end", "ckpt_every": "only at the end",
@@ -113,9 +115,20 @@ class OptimSchema:
 
 
 @dataclass
+class RollbackSchema:
+    """``train.on_divergence=rollback``: what a rollback does (normtrain/rollback.py)."""
+
+    skip_batches: int | None = None  # batches skipped after the checkpoint; null: through the diverged step
+    max_retries: int = 3  # rollbacks per run; the next divergence stops the run as diverged
+    lr_factor: float = 1.0  # lr × lr_factor for lr_steps steps after each rollback (1 = unchanged)
+    lr_steps: int = 0
+
+
+@dataclass
 class TrainSchema:
     max_steps: int = 300
-    batch_size: int = 16
+    batch_size: int = 16  # sequences per rank and forward pass (the micro-batch)
+    global_batch_size: int | None = None  # sequences per optimizer step; null: batch_size × world size
     eval_every: int = 100  # 0 = only at the end
     eval_batches: int = 8
     eval_windows: int = 0  # fixed val windows (0: batch_size × eval_batches); the same set at any batch size
@@ -123,6 +136,10 @@ class TrainSchema:
     device: str = "auto"
     autocast: bool = True  # bf16 autocast on CUDA
     ckpt_every: int = 0  # 0 = only at the end
+    ckpt_format: str = "auto"  # full (one file, ckpt.pt) | dcp (sharded, ckpt.dcp/) | auto: dcp under torchrun
+    async_ckpt: bool = False  # dcp: write in the background while training goes on
+    on_divergence: str = "stop"  # stop | rollback (to the last checkpoint, skipping the data that diverged)
+    rollback: RollbackSchema = field(default_factory=RollbackSchema)
     resume: str = "auto"  # auto (the run folder's checkpoint, if any) | none | a path
     allow_changes: list[str] = field(default_factory=list)  # experiment keys a resume may change (normtrain.resume)
     compile: bool = False  # torch.compile the model (log steps run eagerly for the diagnostics)
@@ -163,6 +180,16 @@ class LoggerSchema:
 
 
 @dataclass
+class DebugSchema:
+    """Test-only fault injection (tests/faults): never set these in a real run."""
+
+    inject_nan_at_step: int | None = None  # the loss of the batch step N draws (in a run without rollbacks) is NaN
+    nan_rank: int | None = None  # only this rank's loss (null: every rank's)
+    kill_at_step: int | None = None  # kill_rank SIGKILLs itself before step N, in a torchrun group's first attempt
+    kill_rank: int = 0
+
+
+@dataclass
 class NormtrainConfig:
     model: ModelSchema = field(default_factory=ModelSchema)
     norm: NormSchema = field(default_factory=NormSchema)
@@ -172,6 +199,7 @@ class NormtrainConfig:
     train: TrainSchema = field(default_factory=TrainSchema)
     monitor: MonitorSchema = field(default_factory=MonitorSchema)
     logger: LoggerSchema = field(default_factory=LoggerSchema)
+    debug: DebugSchema = field(default_factory=DebugSchema)
 
 
 GROUP_SCHEMAS: dict[str, type] = get_type_hints(NormtrainConfig)  # group name -> its schema
@@ -407,6 +435,69 @@ def _run_problems(t: DictConfig, mon: DictConfig) -> list[str]:
     return p
 
 
+def global_batch(train: Any, world_size: int) -> int:
+    """Sequences per optimizer step: ``train.global_batch_size``, or (null) ``train.batch_size`` × world size."""
+    return train.get("global_batch_size") or train["batch_size"] * world_size
+
+
+def checkpoint_format(train: Any, world_size: int) -> str:
+    """``train.ckpt_format`` resolved: ``auto`` is ``dcp`` under torchrun (world size > 1), ``full`` on one process."""
+    fmt = train.get("ckpt_format") or "auto"
+    return ("dcp" if world_size > 1 else "full") if fmt == "auto" else fmt
+
+
+def _batch_problems(t: DictConfig, world_size: int) -> list[str]:
+    """The global batch must split evenly into micro-batches of train.batch_size on every rank."""
+    g = t.global_batch_size
+    if g is None or t.batch_size < 1:
+        return []
+    if g < 1:
+        return [f"train.global_batch_size={g}: must be at least 1 (or null: train.batch_size × world size)"]
+    per_step = t.batch_size * world_size
+    if g >= per_step and g % per_step == 0:
+        return []
+    ranks = f"{world_size} processes" if world_size > 1 else "1 process"
+    sizes = [b for b in range(1, g // world_size + 1) if g % (b * world_size) == 0] if g % world_size == 0 else []
+    fit = (f", or a train.batch_size that divides it on {ranks}: {', '.join(map(str, sizes))}" if sizes else
+           f"; no train.batch_size fits {g} on {ranks}")
+    return [f"train.global_batch_size={g} is not a multiple of train.batch_size × world size = "
+            f"{t.batch_size} × {world_size} = {per_step} (gradient accumulation makes up whole micro-batches); "
+            f"allowed: {per_step}, {2 * per_step}, {3 * per_step}, ...{fit}"]
+
+
+def _checkpoint_problems(t: DictConfig, world_size: int) -> list[str]:
+    p: list[str] = []
+    _choice(t.ckpt_format, "train.ckpt_format", CKPT_FORMATS, p)
+    if t.async_ckpt and t.ckpt_format in CKPT_FORMATS and checkpoint_format(t, world_size) != "dcp":
+        p.append(f"train.async_ckpt=true needs sharded checkpoints (train.ckpt_format=dcp); this run writes "
+                 f"train.ckpt_format={checkpoint_format(t, world_size)}")
+    _choice(t.on_divergence, "train.on_divergence", ON_DIVERGENCE, p)
+    r = t.rollback
+    if r.skip_batches is not None and r.skip_batches < 0:
+        p.append(f"train.rollback.skip_batches={r.skip_batches}: must be >= 0 (or null: through the diverged step)")
+    if r.max_retries < 1:
+        p.append(f"train.rollback.max_retries={r.max_retries}: must be at least 1 (train.on_divergence=stop "
+                 "never rolls back)")
+    _number("train.rollback.lr_factor", r.lr_factor, 0 < r.lr_factor <= 1, "must lie in (0, 1] (1 = unchanged)", p)
+    if r.lr_steps < 0:
+        p.append(f"train.rollback.lr_steps={r.lr_steps}: must be >= 0")
+    if t.on_divergence == "rollback" and t.ckpt_every < 1:
+        p.append("train.on_divergence=rollback needs train.ckpt_every > 0: a rollback returns to the last "
+                 "checkpoint, and with checkpoints only at the end there is none but the start to return to")
+    return p
+
+
+def _debug_problems(dbg: DictConfig, world_size: int) -> list[str]:
+    p: list[str] = []
+    for key in ("inject_nan_at_step", "kill_at_step"):
+        if dbg[key] is not None and dbg[key] < 0:
+            p.append(f"debug.{key}={dbg[key]}: must be >= 0 (or null: off)")
+    for key in ("nan_rank", "kill_rank"):
+        if dbg[key] is not None and not 0 <= dbg[key] < world_size:
+            p.append(f"debug.{key}={dbg[key]}: this run has ranks 0 to {world_size - 1}")
+    return p
+
+
 def _data_problems(d: DictConfig, lg: DictConfig) -> list[str]:
     p: list[str] = []
     _choice(lg.name, "logger.name", LOGGERS, p)
@@ -447,8 +538,12 @@ def validate(cfg: DictConfig, training: bool = True) -> None:
     """Raise one ConfigError listing every problem (model keys only when ``training`` is False)."""
     problems = _unknown_key_problems(cfg, training) + _model_problems(cfg)
     if training:
+        from normtrain.distributed import env_world_size
+
+        world_size = env_world_size()
         problems += (_optim_problems(cfg.optim) + _run_problems(cfg.train, cfg.monitor)
-                     + _data_problems(cfg.data, cfg.logger))
+                     + _batch_problems(cfg.train, world_size) + _checkpoint_problems(cfg.train, world_size)
+                     + _debug_problems(cfg.debug, world_size) + _data_problems(cfg.data, cfg.logger))
     if problems:
         raise ConfigError(problems)
 

@@ -1,13 +1,16 @@
 """One process or many (``torchrun``): rank, device, collectives and the model wrapper.
 
-Under torchrun every rank trains on its slice of the global batch (global batch = per-rank
-``train.batch_size`` × world size); rank 0 alone writes logs, metrics, W&B and checkpoints.
+Under torchrun every rank trains on its slice of the global batch (``train.global_batch_size``, by default the
+per-rank ``train.batch_size`` × world size; more is made up by gradient accumulation, see ``grad_sync``); rank 0
+alone writes logs, metrics, W&B and one-file checkpoints (every rank writes its shard of a sharded one).
 """
 
 from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +51,14 @@ class DistContext:
         box = [obj]
         dist.broadcast_object_list(box, src=0)
         return box[0]
+
+    def all_gather(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj``, in rank order, on every rank."""
+        if not self.enabled:
+            return [obj]
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, obj)
+        return out
 
     def all_reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
         if not self.enabled:
@@ -95,9 +106,14 @@ class DistContext:
             dist.barrier()
 
 
+def env_world_size() -> int:
+    """The number of processes torchrun started (1 outside torchrun)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def init_distributed(device_name: str) -> DistContext:
     """Join the process group torchrun describes in the environment (NCCL on GPU, gloo on CPU)."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    world_size = env_world_size()
     if world_size == 1:
         return DistContext(device=pick_device(device_name))
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
@@ -106,8 +122,19 @@ def init_distributed(device_name: str) -> DistContext:
         torch.cuda.set_device(device)
     owns = not dist.is_initialized()
     if owns:
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", **_restart_store(rank, world_size))
     return DistContext(device=device, rank=rank, world_size=world_size, local_rank=local_rank, owns_group=owns)
+
+
+def _restart_store(rank: int, world_size: int) -> dict[str, Any]:
+    """A group that ``torchrun --max-restarts`` started again rendezvous under keys of its own. torchrun's agent
+    keeps its key-value store across attempts, so the new ranks could read the addresses the failed attempt's
+    ranks published (gloo: "connectFullMesh failed ... Connection refused"), depending on who writes first."""
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if attempt in ("", "0"):
+        return {}
+    store, _, _ = next(dist.rendezvous("env://", rank, world_size))
+    return {"store": dist.PrefixStore(f"normtrain/attempt_{attempt}/", store), "rank": rank, "world_size": world_size}
 
 
 def wrap_model(model: nn.Module, ctx: DistContext, strategy: str) -> nn.Module:
@@ -125,3 +152,21 @@ def wrap_model(model: nn.Module, ctx: DistContext, strategy: str) -> nn.Module:
     from torch.nn.parallel import DistributedDataParallel
 
     return DistributedDataParallel(model, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None)
+
+
+@contextmanager
+def grad_sync(model: nn.Module, enabled: bool) -> Iterator[None]:
+    """Around one micro-batch's forward and backward: with ``enabled`` False the gradients are accumulated locally,
+    not reduced across ranks (DDP's ``no_sync``, FSDP2's ``set_requires_gradient_sync``); the step's last
+    micro-batch reduces them all at once."""
+    if enabled or not hasattr(model, "no_sync") and not hasattr(model, "set_requires_gradient_sync"):
+        yield
+    elif hasattr(model, "no_sync"):
+        with model.no_sync():
+            yield
+    else:
+        model.set_requires_gradient_sync(False)
+        try:
+            yield
+        finally:
+            model.set_requires_gradient_sync(True)

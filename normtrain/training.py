@@ -13,6 +13,11 @@ Each guarantee of the run record lives in one place:
                                       syncs anyway (log steps, before each checkpoint, at the end)
   no non-finite resume point ........ ``Trainer.checkpoint``; a recorded divergence is never re-trained
                                       (``Trainer.recorded_divergence``)
+  rollback instead of stopping ...... ``Trainer.record_divergence`` asks the policy (normtrain/rollback.py),
+                                      ``Trainer.roll_back`` restores, skips the data and records it
+  checkpoints atomic, either format . ``Checkpointer`` (normtrain/checkpoint/): commit last, async saves waited
+                                      for (``Trainer.finish``, the next save, a rollback)
+  one global batch on any world size  ``BatchSampler`` draws it, ``Trainer.accumulate`` makes up the micro-batches
   final writes survive signals ...... ``Trainer.run``: ``finish`` runs shielded from signals
   user errors of the file system .... ``train`` (exit 2 through RunFolderError)
 """
@@ -31,18 +36,21 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
-from normtrain.checkpoint import (
-    load_checkpoint,
-    model_and_optimizer_state,
-    resolve_resume,
-    restore,
-    save_checkpoint,
-    unwrap,
+from normtrain.checkpoint import Checkpoint, Checkpointer, find_checkpoint, unwrap
+from normtrain.config import (
+    checkpoint_format,
+    global_batch,
+    model_config,
+    to_container,
+    validate,
+    vocab_size,
+    with_defaults,
 )
-from normtrain.config import model_config, to_container, validate, vocab_size, with_defaults
 from normtrain.data import BatchSampler, eval_starts, load_corpus, window_batches
+from normtrain.data.batches import global_state
 from normtrain.data.unigram import unigram_loss
-from normtrain.distributed import DistContext, init_distributed, wrap_model
+from normtrain.debug import FaultInjector, restart_count
+from normtrain.distributed import DistContext, grad_sync, init_distributed, wrap_model
 from normtrain.flops import mfu, model_flops_per_token, peak_flops
 from normtrain.loggers import CsvLogger, JsonlLogger, Loggers, TensorBoardLogger, WandbLogger
 from normtrain.loggers.names import SweepJob, group_name, run_name, sweep_job
@@ -54,6 +62,7 @@ from normtrain.preemption import StopRequested
 from normtrain.progress import interactive, make_progress
 from normtrain.provenance import code_state_at_start
 from normtrain.resume import config_changes
+from normtrain.rollback import RollBack, RollbackPolicy
 from normtrain.run_folder import USER_ERRNOS, RunFolder, write_error
 from normtrain.runlog import say
 from normtrain.zloss import log_partition, z_loss
@@ -162,6 +171,7 @@ class Trainer:
         self.stop = StopRequested()
         self.steps_done, self.in_step, self.val_losses, self.resumes = 0, False, [], []
         self.train_losses: list[tuple[int, float]] = []  # (step, train/loss) at log steps: the run's trend
+        self.checkpointer: Checkpointer | None = None
 
     # --- set-up and resume
     def run(self) -> dict[str, Any]:
@@ -189,11 +199,13 @@ class Trainer:
             self.stop.hand_over()
             return self.summary
         finally:
+            if self.checkpointer is not None:
+                self.checkpointer.close(failed=getattr(self, "summary", {}).get("status") == "failed")
             self.folder.close()
 
     def build(self) -> None:
         """Corpus, model, optimizer, batches and monitor, seeded; the summary's fixed fields."""
-        cfg, ctx, t, mon = self.cfg, self.ctx, self.cfg.train, self.cfg.monitor
+        cfg, ctx, t = self.cfg, self.ctx, self.cfg.train
         seed_everything(t.seed)
         self.corpus = None
         for turn in ("main", "others"):  # rank 0 tokenizes and caches first; the others then read the cache
@@ -210,25 +222,25 @@ class Trainer:
         self.optimizer = build_optimizer(self.model, o.lr, o.betas, o.eps, o.weight_decay, o.independent_wd, o.name,
                                          o.momentum)
         self.compiled = torch.compile(self.model) if t.compile else self.model
+        self.global_batch = global_batch(t, ctx.world_size)
+        self.accumulation = self.global_batch // (t.batch_size * ctx.world_size)
         self.sampler = BatchSampler(self.corpus.train, t.batch_size, cfg.model.seq_len, t.seed, device=ctx.device,
-                                    rank=ctx.rank, world_size=ctx.world_size)
+                                    rank=ctx.rank, world_size=ctx.world_size, accumulation=self.accumulation)
         self.build_evaluation()
-        self.monitor = Monitor(self.raw.blocks, self.params, mon.every, mon.divergence_factor,
-                               grad_norms=mon.grad_norms, activations=mon.activations,
-                               attn_entropy=mon.attn_entropy, update_ratio=mon.update_ratio,
-                               probe=self.probe if mon.output_change or mon.stream_change else None,
-                               all_reduce=ctx.all_reduce if ctx.enabled else None,
-                               attn_logit_max=mon.attn_logit_max, output_log_z=mon.output_log_z,
-                               output_logit_max=mon.output_logit_max,
-                               spike_window=mon.spike_window if mon.spike_score else None)
+        self.build_monitor()
+        self.ckpt_format = checkpoint_format(t, ctx.world_size)
+        self.checkpointer = Checkpointer(self.run_dir, ctx, self.ckpt_format, t.async_ckpt)
+        self.policy = RollbackPolicy.from_config(t)
+        self.faults = FaultInjector(cfg.debug, ctx.rank)
         self.flops_per_token = model_flops_per_token(plain)
         self.summary: dict[str, Any] = {
             "status": "running", "steps": 0, "diverged_at_step": None, "final_val_loss": None,
             "last_finite_val_loss": None, "best_val_loss": None, "final_val_bpb": None,
             "n_params": plain.num_params(), "alpha": plain.alpha, "beta": plain.beta, "wall_time_s": None,
-            "vocab_size": self.vocab_size,
-            "device": str(ctx.device), "world_size": ctx.world_size, "global_batch_size": t.batch_size * ctx.world_size,
-            "resumed_from_step": None, "resumes": [], "run_dir": str(self.run_dir), "name": run_label(cfg),
+            "vocab_size": self.vocab_size, "device": str(ctx.device), "world_size": ctx.world_size,
+            "global_batch_size": self.global_batch, "grad_accumulation": self.accumulation,
+            "ckpt_format": self.ckpt_format, "resumed_from_step": None, "resumes": [], "rollbacks": [],
+            "restarts": restart_count(), "run_dir": str(self.run_dir), "name": run_label(cfg),
             "corpus": self.corpus.describe(), "eval_windows": self.n_eval_windows,
             "unigram_val_loss": self.unigram_val_loss, "collapsed": False, "undertrained": False, "loss_trend": None,
             "code": code_state_at_start(),
@@ -236,11 +248,23 @@ class Trainer:
             "config": to_container(cfg),
         }
 
+    def build_monitor(self) -> None:
+        mon = self.cfg.monitor
+        self.monitor = Monitor(self.raw.blocks, self.params, mon.every, mon.divergence_factor,
+                               grad_norms=mon.grad_norms, activations=mon.activations,
+                               attn_entropy=mon.attn_entropy, update_ratio=mon.update_ratio,
+                               probe=self.probe if mon.output_change or mon.stream_change else None,
+                               all_reduce=self.ctx.all_reduce if self.ctx.enabled else None,
+                               attn_logit_max=mon.attn_logit_max, output_log_z=mon.output_log_z,
+                               output_logit_max=mon.output_logit_max,
+                               spike_window=mon.spike_window if mon.spike_score else None)
+
     def build_evaluation(self) -> None:
         """The fixed validation windows (each rank evaluates every world_size-th one), the monitor's probe batch,
-        and the unigram baseline scored on exactly those windows."""
+        and the unigram baseline scored on exactly those windows. Their number follows the global batch, not
+        the world size, so a run resumed on another number of processes keeps its validation set."""
         t, ctx, seq_len = self.cfg.train, self.ctx, self.cfg.model.seq_len
-        n = t.eval_windows or t.batch_size * ctx.world_size * t.eval_batches
+        n = t.eval_windows or self.global_batch * t.eval_batches
         n = -(-n // ctx.world_size) * ctx.world_size  # every rank runs the same number of forward passes
         starts = eval_starts(len(self.corpus.val), seq_len, n)
         self.n_eval_windows = n
@@ -251,11 +275,12 @@ class Trainer:
         self.unigram_val_loss = unigram_loss(self.corpus.token_counts(), self.corpus.val, starts, seq_len)
 
     def experiment(self, config: dict, world_size: int, corpus_fingerprint: str, vocab_size: int) -> dict[str, Any]:
-        """What a checkpoint must share with this run to be resumed (normtrain.resume.FIXED). Keys added to the
-        schema since a record was written count at their defaults; records written before token shards have no
-        vocab_size: they were byte-level (256)."""
-        return {**with_defaults(config), "world_size": world_size, "corpus_fingerprint": corpus_fingerprint,
-                "vocab_size": vocab_size}
+        """What a checkpoint must share with this run to be resumed (normtrain.resume.FIXED): the global batch, not
+        the number of processes that made it. Keys added to the schema since a record was written count at their
+        defaults; records written before token shards have no vocab_size: they were byte-level (256)."""
+        config = with_defaults(config)
+        return {**config, "global_batch_size": global_batch(config.get("train") or {}, world_size),
+                "corpus_fingerprint": corpus_fingerprint, "vocab_size": vocab_size}
 
     def recorded_divergence(self) -> dict[str, Any] | None:
         """A folder whose run diverged is a result: resuming it returns that record instead of re-training."""
@@ -274,44 +299,54 @@ class Trainer:
         return previous
 
     def resume(self) -> None:
-        """Continue from a checkpoint whose experiment matches this config (or refuse with exit 2)."""
+        """Continue from a checkpoint whose experiment matches this config (or refuse with exit 2), in either
+        format and on any number of processes."""
         t, ctx = self.cfg.train, self.ctx
-        path = ctx.broadcast(resolve_resume(t.resume, self.run_dir) if ctx.is_main else None)
-        if path is None:
+        ckpt: Checkpoint | None = ctx.broadcast(find_checkpoint(t.resume, self.run_dir) if ctx.is_main else None)
+        if ckpt is None:
             return
-        state = load_checkpoint(path)
+        state = ckpt.read(ctx)
         old = self.experiment(state["config"], state.get("world_size", 1), state.get("corpus_fingerprint"),
                               state.get("vocab_size", 256))
         changes = config_changes(old, self.experiment(self.summary["config"], ctx.world_size, self.corpus.fingerprint,
                                                       self.vocab_size), step=state["step"])
-        restore(self.model, self.optimizer, state)
-        self.sampler.load_state_dict(state["sampler"])
-        self.monitor.load_state_dict(state["monitor"])
-        self.steps_done, self.val_losses = state["step"], list(state["val_losses"])
-        self.train_losses = [tuple(p) for p in state.get("train_losses", [])]  # none in older checkpoints
-        self.resumes = [*state.get("resumes", []), {"step": self.steps_done, "path": str(path), "changes": changes}]
+        ckpt.restore(self.model, self.optimizer, state, ctx)
+        self.restore_progress(state)
+        self.policy.records = list(state.get("rollbacks", []))
+        entry = {"step": self.steps_done, "path": str(ckpt.path), "changes": changes, "world_size": ctx.world_size}
+        self.resumes = [*state.get("resumes", []), {**entry, **({"restart": restart_count()} if restart_count()
+                                                                 else {})}]
         self.summary["started_at"] = state.get("started_at", self.summary["started_at"])  # the run's first start
         if ctx.is_main:
             changed = "".join(f"\n  {k}: {v[0]!r} → {v[1]!r}" for k, v in changes.items())
-            say(f"normtrain: resuming from step {self.steps_done} ({path})"
+            say(f"normtrain: resuming from step {self.steps_done} ({ckpt.path})"
                 + (f"; changed since the checkpoint:{changed}" if changed else ""))
+
+    def restore_progress(self, state: dict[str, Any]) -> None:
+        """Where the loop stands, from a checkpoint's state: step, data position, monitor, val losses."""
+        self.sampler.load_state_dict(global_state(state["sampler"], state.get("world_size", 1)))
+        self.monitor.load_state_dict(state["monitor"])
+        self.steps_done, self.val_losses = state["step"], list(state["val_losses"])
+        self.train_losses = [tuple(p) for p in state.get("train_losses", [])]  # none in older checkpoints
 
     def init_from_data(self) -> None:
         """A data-dependent init (Admin's ω, ``GPT.data_init``) on a fresh run, never on a resumed one (its
-        checkpoint holds the values). It profiles the run's first training batch, drawn from a copy of the
-        sampler (the data order is untouched) as rank 0's share, so every rank sets the same values."""
+        checkpoint holds the values). It profiles the first micro-batch of the run's first training batch, drawn
+        from a copy of the sampler (the data order is untouched), so every rank and world size sets the same
+        values."""
         if self.resumes or not self.raw.needs_data_init:
             return
         t = self.cfg.train
         first = BatchSampler(self.corpus.train, t.batch_size, self.cfg.model.seq_len, t.seed, device=self.ctx.device,
-                             world_size=self.ctx.world_size).next_batch()[0]
-        self.raw.data_init(first)
+                             world_size=self.ctx.world_size, accumulation=self.accumulation).next_batch()[0]
+        self.raw.data_init(first[:t.batch_size])
         self.monitor.take_reference()  # F(x, θ_0) of the model as it starts training
 
     def start(self) -> None:
-        """Mark the folder's summary ``running`` (no earlier result stands for this run), open the loggers."""
+        """Mark the folder's summary ``running`` (no earlier result stands for this run), open the loggers; with
+        rollbacks on, make sure there is a checkpoint to roll back to."""
         t = self.cfg.train
-        self.summary.update(steps=self.steps_done, resumes=self.resumes,
+        self.summary.update(steps=self.steps_done, resumes=self.resumes, rollbacks=self.policy.records,
                             resumed_from_step=self.resumes[-1]["step"] if self.resumes else None)
         if self.ctx.is_main:
             self.folder.write_summary(self.summary)
@@ -319,45 +354,64 @@ class Trainer:
                         else Loggers([]))
         self.bar = make_progress(t.max_steps, self.steps_done, run_label(self.cfg), t.progress and self.ctx.is_main,
                                  t.progress_every_s)
-        self.throughput = Throughput(t.batch_size * self.cfg.model.seq_len * self.ctx.world_size, self.steps_done)
+        self.throughput = Throughput(self.global_batch * self.cfg.model.seq_len, self.steps_done)
         device = self.ctx.device
         self.peak = peak_flops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+        if self.policy.enabled and self.checkpointer.latest() is None:
+            self.checkpoint()  # a divergence before the first train.ckpt_every rolls back to the start
 
     # --- the loop
     def loop(self) -> None:
+        """Train to ``train.max_steps``; a rollback (``RollBack``, raised where the divergence flag is read) sends
+        the loop back to the restored step."""
+        while True:
+            try:
+                if self.train_to_end():
+                    return  # stopped: diverged or interrupted
+                if self.policy.allows():
+                    self.check_divergence()  # a divergence since the last log step rolls back, too
+                break
+            except RollBack as rollback:
+                self.roll_back(rollback.diverged_at)
+        row = self.evaluate()
+        self.loggers.log(row, self.cfg.train.max_steps)
+        self.summary["status"] = "completed"  # unless finish finds a divergence since the last check
+
+    def train_to_end(self) -> bool:
+        """Steps from ``steps_done`` to ``train.max_steps``; True when the run stopped early."""
         t = self.cfg.train
-        for step in range(self.steps_done, t.max_steps):
+        while self.steps_done < t.max_steps:
+            step = self.steps_done
             row = self.evaluate() if t.eval_every > 0 and step % t.eval_every == 0 else {}
             lr = self.set_lr(step)
             log_step = self.monitor.is_log_step(step)
             self.train_step(step, log_step)
             if (log_step or row) and self.log(step, row, lr):
-                return  # diverged
+                return True  # diverged
             if self.stop_agreed(synced=log_step or bool(row)):
                 self.summary["status"] = "interrupted"
-                return
+                return True
             if t.ckpt_every and self.steps_done % t.ckpt_every == 0 and not self.checkpoint():
-                return  # diverged
-        row = self.evaluate()
-        self.loggers.log(row, t.max_steps)
-        self.summary["status"] = "completed"  # unless finish finds a divergence since the last log step
+                return True  # diverged
+        return False
 
     def set_lr(self, step: int) -> float:
+        """The schedule's lr at ``step``, lowered for a while after a rollback (``train.rollback.lr_factor``)."""
         o = self.cfg.optim
         lr = lr_at(step, lr=o.lr, warmup_steps=o.warmup_steps, max_steps=self.cfg.train.max_steps,
-                   schedule=o.schedule, min_lr_ratio=o.min_lr_ratio, warmup_overlaps=o.warmup_overlaps)
+                   schedule=o.schedule, min_lr_ratio=o.min_lr_ratio,
+                   warmup_overlaps=o.warmup_overlaps) * self.policy.lr_scale(step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         return lr
 
     def train_step(self, step: int, log_step: bool) -> None:
-        """One optimizer update; the divergence flag sees its loss and gradient norm on the device."""
+        """One optimizer update over the global batch; the divergence flag sees its loss and gradient norm on the
+        device."""
         self.in_step = True  # a checkpoint is only consistent between steps
+        self.faults.before_step(step)
         x, y = self.sampler.next_batch()
-        forward = self.model if log_step else self.compiled  # diagnostics hook the eager model: no recompiles
-        with self.monitor.capture(step), self.autocast():
-            logits, loss = forward(x, y)
-        self.objective(step, logits, loss).backward()
+        loss = self.accumulate(step, log_step, x, y, batch_index=self.sampler.batches_drawn - 1)
         grads = [p.grad for p in self.params if p.grad is not None]
         grad_norm = torch.nn.utils.get_total_norm(grads)  # before clipping; no host sync
         # FSDP2: a DTensor of partial norms; the guard needs the whole one (clipping takes it as it is)
@@ -371,18 +425,37 @@ class Trainer:
         self.steps_done, self.in_step = step + 1, False
         self.bar.update(1)
 
-    def objective(self, step: int, logits: torch.Tensor, loss: torch.Tensor) -> torch.Tensor:
+    def accumulate(self, step: int, log_step: bool, x: torch.Tensor, y: torch.Tensor, batch_index: int) -> torch.Tensor:
+        """Forward and backward of this rank's micro-batches of ``train.batch_size``; each loss is divided by their
+        number, so the gradients (reduced across ranks once, after the last) are those of the mean loss over the
+        global batch. Diagnostics hook the first micro-batch. Returns the mean loss."""
+        size = self.cfg.train.batch_size
+        micro = list(zip(x.split(size), y.split(size), strict=True))
+        forward = self.model if log_step else self.compiled  # diagnostics hook the eager model: no recompiles
+        total = None
+        for i, (xs, ys) in enumerate(micro):
+            with grad_sync(self.model, enabled=i == len(micro) - 1):
+                with self.monitor.capture(step) if i == 0 else contextlib.nullcontext(), self.autocast():
+                    logits, loss = forward(xs, ys)
+                loss = self.faults.poison(loss, batch_index)
+                (self.objective(step, logits, loss, observe=i == 0) / len(micro)).backward()
+            total = loss.detach() if total is None else total + loss.detach()
+        return total / len(micro)
+
+    def objective(self, step: int, logits: torch.Tensor, loss: torch.Tensor, observe: bool = True) -> torch.Tensor:
         """What the step minimizes: the cross-entropy ``loss``, plus optim.z_loss × mean(log² Z) when it is on
         (normtrain/zloss.py). ``train/loss`` stays the cross-entropy, so curves compare across z-loss settings;
-        the term is logged as ``train/z_loss``. The monitor's output diagnostics reuse log Z."""
+        the term is logged as ``train/z_loss``. The monitor's output diagnostics (``observe``) reuse log Z."""
         coef = self.cfg.optim.z_loss
         log_z = log_partition(logits) if coef > 0 else None
         z = z_loss(log_z) if log_z is not None else None
-        self.monitor.observe_output(step, logits, log_z, z)
+        if observe:
+            self.monitor.observe_output(step, logits, log_z, z)
         return loss if z is None else loss + coef * z
 
     def log(self, step: int, row: dict[str, Any], lr: float) -> bool:
-        """Write the row of a log or eval step; True when the run has diverged."""
+        """Write the row of a log or eval step; True when the run has diverged. A log step is a point where the
+        ranks are in step, so a finished background checkpoint is committed here."""
         metrics, diverged_at = self.monitor.read()
         tokens_per_s = self.throughput.tick(self.steps_done)  # updates done, so the first interval counts too
         row.update(metrics, lr=lr, tokens_per_s=tokens_per_s)
@@ -393,6 +466,7 @@ class Trainer:
             self.train_losses.append((step, metrics["train/loss"]))
             self.bar.set_postfix(loss=f"{metrics['train/loss']:.3f}", lr=f"{lr:.2e}",
                                  tok_s=f"{tokens_per_s or 0:.0f}", refresh=False)
+        self.checkpointer.poll()
         return self.record_divergence(diverged_at, step)
 
     def stop_agreed(self, synced: bool) -> bool:
@@ -417,43 +491,71 @@ class Trainer:
         compare (for byte corpora, one byte per token, it is loss / ln 2)."""
         return loss / LN2 / self.corpus.val_bytes_per_token
 
-    # --- divergence and checkpoints
-    def record_divergence(self, diverged_at: int | None, step: int) -> bool:
-        """The one place a run becomes ``diverged``: a flagged step, or a non-finite val loss at ``step``."""
+    # --- divergence, rollback and checkpoints
+    def record_divergence(self, diverged_at: int | None, step: int, final: bool = False) -> bool:
+        """The one place a run becomes ``diverged``: a flagged step, or a non-finite val loss at ``step``. With
+        ``train.on_divergence=rollback`` and retries left it raises RollBack instead (not ``final``ly: at the end
+        of an interrupted run nothing is recorded, and its resume meets the divergence again)."""
         if diverged_at is None and all(math.isfinite(v) for v in self.val_losses):
             return self.summary["status"] == "diverged"
+        if self.summary["status"] != "diverged" and self.policy.allows():
+            if final:
+                return True  # no checkpoint of this state; the last one stays the resume point
+            raise RollBack(diverged_at if diverged_at is not None else step)
         if self.summary["status"] != "diverged":
             self.summary["status"] = "diverged"
             self.summary["diverged_at_step"] = diverged_at if diverged_at is not None else step
         return True
 
-    def check_divergence(self) -> bool:
+    def check_divergence(self, final: bool = False) -> bool:
         """Read the device-side flag (and the weights' finiteness) now: one host transfer."""
         self.monitor.guard.observe_weights(self.steps_done, self.params)
-        return self.record_divergence(self.monitor.diverged_at(), self.steps_done)
+        return self.record_divergence(self.monitor.diverged_at(), self.steps_done, final)
 
-    def checkpoint(self) -> bool:
-        """Save a resume point, but never a diverged one: False (and nothing written) once diverged."""
-        if self.check_divergence():
-            return False
-        model_state, optim_state = model_and_optimizer_state(self.model, self.optimizer)  # a collective under FSDP
+    def roll_back(self, diverged_at: int) -> None:
+        """Back to the last checkpoint, past the data that diverged (normtrain/rollback.py), on every rank alike
+        (the flag they read is reduced across ranks). The rollback is recorded, logged, and checkpointed at once:
+        a run killed right after it resumes past that data too."""
+        self.checkpointer.wait()
+        ckpt = self.checkpointer.latest()
+        state = ckpt.read(self.ctx)
+        ckpt.restore(self.model, self.optimizer, state, self.ctx)
+        self.restore_progress(state)
+        skipped = self.policy.batches_to_skip(diverged_at, self.steps_done)
+        self.sampler.skip(skipped)
+        record = self.policy.record(diverged_at, self.steps_done, str(ckpt.path), skipped)
+        self.loggers.rollback(record)
         if self.ctx.is_main:
-            save_checkpoint(self.run_dir, {
-                "model": model_state, "optimizer": optim_state, "step": self.steps_done,
-                "sampler": self.sampler.state_dict(), "monitor": self.monitor.state_dict(),
-                "val_losses": self.val_losses, "train_losses": self.train_losses, "config": self.summary["config"],
-                "world_size": self.ctx.world_size,
-                "corpus_fingerprint": self.corpus.fingerprint, "vocab_size": self.vocab_size, "resumes": self.resumes,
-                "started_at": self.summary["started_at"]})
+            lowered = f", lr × {record['lr_factor']} for {record['lr_steps']} steps" if record["lr_steps"] else ""
+            say(f"normtrain: diverged at step {diverged_at}; rolled back to step {self.steps_done} ({ckpt.path}), "
+                f"skipping {skipped} batches{lowered} (rollback {record['retry']} of {self.policy.max_retries})")
+        self.throughput = Throughput(self.global_batch * self.cfg.model.seq_len, self.steps_done)
+        self.bar.update(self.steps_done - self.bar.n)
+        self.checkpoint()
+
+    def checkpoint(self, final: bool = False) -> bool:
+        """Save a resume point, but never a diverged one: False (and nothing written) once diverged."""
+        if self.check_divergence(final):
+            return False
+        self.checkpointer.save(self.model, self.optimizer, {
+            "step": self.steps_done, "sampler": self.sampler.state_dict(), "monitor": self.monitor.state_dict(),
+            "val_losses": self.val_losses, "train_losses": self.train_losses, "config": self.summary["config"],
+            "world_size": self.ctx.world_size,
+            "global_batch_size": self.global_batch, "corpus_fingerprint": self.corpus.fingerprint,
+            "vocab_size": self.vocab_size, "resumes": self.resumes, "rollbacks": self.policy.records,
+            "started_at": self.summary["started_at"]})
         return True
 
     # --- finish
     def finish(self) -> None:
-        """The last checkpoint (between steps, not diverged) and the summary; runs shielded from signals."""
+        """The last checkpoint (between steps, not diverged), committed, and the summary; runs shielded from
+        signals."""
         self.bar.close()
         try:
             if self.summary["status"] != "failed" and not self.in_step:
-                self.checkpoint()  # also records a divergence after the last log step
+                self.checkpoint(final=True)  # also records a divergence after the last log step
+            if self.summary["status"] != "failed":
+                self.checkpointer.wait()
         finally:
             self.finalize_summary()
             if self.ctx.is_main:
@@ -461,7 +563,6 @@ class Trainer:
                     self.folder.write_summary(self.summary)
                 finally:
                     self.loggers.finish(self.summary)
-
     def finalize_summary(self) -> None:
         finite = [v for v in self.val_losses if math.isfinite(v)]
         last = self.val_losses[-1] if self.val_losses else None

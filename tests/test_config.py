@@ -211,3 +211,33 @@ def test_boundary_values_are_accepted():
     validate(normtrain.compose(["optim.weight_decay=0", "optim.grad_clip=0", "optim.min_lr_ratio=0",
                                 "optim.betas=[0,0.999]", f"train.seed={2**32 - 1}",
                                 "norm=prmsnorm", "norm.p=1"]))
+
+
+@pytest.mark.parametrize("overrides,needle", [
+    (["train.on_divergence=rollback"], "train.on_divergence=rollback needs train.ckpt_every > 0"),
+    (["train.on_divergence=retry"], "train.on_divergence='retry' is not known; allowed: rollback, stop"),
+    (["train.rollback.max_retries=0"], "train.rollback.max_retries=0: must be at least 1"),
+    (["train.rollback.lr_factor=2"], "train.rollback.lr_factor=2.0: must lie in (0, 1]"),
+    (["train.rollback.skip_batches=-1"], "train.rollback.skip_batches=-1"),
+    (["train.ckpt_format=zarr"], "train.ckpt_format='zarr' is not known; allowed: auto, dcp, full"),
+    (["train.async_ckpt=true"], "train.async_ckpt=true needs sharded checkpoints (train.ckpt_format=dcp); this run "
+                                "writes train.ckpt_format=full"),
+    (["train.global_batch_size=12", "train.batch_size=8"],
+     "train.global_batch_size=12 is not a multiple of train.batch_size × world size = 8 × 1 = 8 (gradient "
+     "accumulation makes up whole micro-batches); allowed: 8, 16, 24, ..., or a train.batch_size that divides it "
+     "on 1 process: 1, 2, 3, 4, 6, 12"),
+    (["debug.nan_rank=1"], "debug.nan_rank=1: this run has ranks 0 to 0"),
+    (["debug.inject_nan_at_step=-2"], "debug.inject_nan_at_step=-2: must be >= 0"),
+])
+def test_rollback_checkpoint_and_batch_keys_are_checked(overrides, needle):
+    with pytest.raises(ConfigError) as err:
+        validate(normtrain.compose(overrides))
+    assert len(err.value.problems) == 1 and needle in str(err.value), err.value
+
+
+def test_the_global_batch_is_checked_against_the_world_size(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    with pytest.raises(ConfigError, match=r"4 × 4 = 16 .* allowed: 16, 32, 48, ..., or a train.batch_size that "
+                                          r"divides it on 4 processes: 1, 2, 3, 6"):
+        validate(normtrain.compose(["train.global_batch_size=24", "train.batch_size=4"]))
+    validate(normtrain.compose(["train.global_batch_size=24", "train.batch_size=3", "train.async_ckpt=true"]))

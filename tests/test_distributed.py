@@ -1,25 +1,55 @@
-"""torchrun with 2 CPU processes (gloo) matches one process with the same global batch."""
+"""torchrun with 2 CPU processes (gloo) matches one process with the same global batch; so does a run that moves
+from 2 processes to 1 to 4 (sharded and one-file checkpoints, gradient accumulation), one that torchrun restarts
+after a rank was killed (also inside a sharded save), and one that rolls back after a NaN on one rank only."""
 
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from normtrain.checkpoint import CKPT_NAME, DCP_NAME, load_checkpoint
+from normtrain.checkpoint.sharded import LATEST, MANIFEST
+
 pytestmark = pytest.mark.slow
+VICTIM = Path(__file__).parent / "faults" / "victim.py"
 
 
 def losses(run_dir, key):
+    """{step: value} of the curve as trained: event rows skipped, a step's last row kept (after a rollback)."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return {r["step"]: r[key] for r in rows if r.get(key) is not None}
+    return {r["step"]: r[key] for r in rows if "event" not in r and key in r}
+
+
+def launch(args, cwd):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 def run(args, cwd):
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    proc = launch(args, cwd)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
+
+
+def torchrun(nproc, *flags):
+    return [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--standalone", *flags]
+
+
+def summary(run_dir):
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def assert_same_curve(run_dir, single, rel=1e-5):
+    """train and val loss at every step as the one-process run, to ``rel``: the ranks' gradients are summed in
+    another order (all-reduce, accumulation) than one process sums its batch, in float32."""
+    for key in ("train/loss", "val/loss"):
+        one, other = losses(single, key), losses(run_dir, key)
+        assert one.keys() == other.keys()
+        for step in one:
+            assert other[step] == pytest.approx(one[step], rel=rel), (key, step)
 
 
 @pytest.fixture(scope="module")
@@ -53,3 +83,64 @@ def test_two_gloo_processes_match_one_process_with_the_same_global_batch(strateg
             assert two[step] == pytest.approx(one[step], rel=1e-4, abs=1e-6), (key, step)
     # one output folder: no stray folders from rank 1 next to rank 0's
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_a_run_moves_from_2_to_1_to_4_processes_on_the_curve_of_one(single, text_corpus, tmp_path):
+    """Global batch 8 throughout: 2 ranks × 4, then 1 process × 4 × 2 accumulated, then 4 ranks × 2. Each of the
+    first two legs is killed (debug.kill_at_step) and the next one resumes its checkpoint: sharded (written by both
+    ranks), then one file, then sharded again, written in the background."""
+    out = tmp_path / "run"
+    common = [*tiny_args(text_corpus), "train.global_batch_size=8", "train.ckpt_every=2", f"hydra.run.dir={out}"]
+    first = launch(torchrun(2) + ["-m", "normtrain", *common, "train.batch_size=4", "debug.kill_at_step=3"], tmp_path)
+    assert first.returncode != 0 and (out / DCP_NAME / LATEST).read_text().startswith("step_00000002-")
+    manifest = json.loads((out / DCP_NAME / (out / DCP_NAME / LATEST).read_text() / MANIFEST).read_text())
+    assert {"__0_0.distcp", "__1_0.distcp"} <= set(manifest["files"])  # every rank wrote its own shard
+
+    second = launch([sys.executable, "-m", "normtrain", *common, "train.batch_size=4", "debug.kill_at_step=6"],
+                    tmp_path)
+    assert second.returncode == -9 and "resuming from step 2" in second.stderr
+    assert load_checkpoint(out / CKPT_NAME)["step"] == 6 and not (out / DCP_NAME).exists()
+
+    run(torchrun(4) + ["-m", "normtrain", *common, "train.batch_size=2", "train.async_ckpt=true"], tmp_path)
+    result = summary(out)
+    assert result["status"] == "completed" and result["world_size"] == 4 and result["global_batch_size"] == 8
+    assert [(r["step"], r["world_size"]) for r in result["resumes"]] == [(2, 1), (6, 4)]
+    assert result["resumes"][1]["changes"]["train.batch_size"] == [4, 2]
+    assert_same_curve(out, single)
+
+
+def test_torchrun_restarts_the_group_after_a_rank_is_killed(single, text_corpus, tmp_path):
+    out = tmp_path / "run"
+    run(torchrun(2, "--max-restarts=1") + ["-m", "normtrain", *tiny_args(text_corpus), "train.batch_size=4",
+                                           "train.ckpt_every=2", "debug.kill_at_step=5", "debug.kill_rank=1",
+                                           f"hydra.run.dir={out}"], tmp_path)
+    result = summary(out)
+    assert result["status"] == "completed" and result["restarts"] == 1
+    assert [(r["step"], r["restart"]) for r in result["resumes"]] == [(4, 1)]
+    assert_same_curve(out, single)
+
+
+def test_kill_9_of_one_rank_inside_a_sharded_save(single, text_corpus, tmp_path):
+    """Rank 1 dies with half its shard written, in the second save (step 4): torchrun restarts the group, which
+    resumes from the last committed checkpoint (step 2), whose every file still matches its digest."""
+    out = tmp_path / "run"
+    spec = {"overrides": [*tiny_args(text_corpus), "train.batch_size=4", "train.ckpt_every=2"], "run_dir": str(out),
+            "fault": {"kind": "dcp_partial", "n": 2, "rank": 1}, "cli": True}
+    proc = run(torchrun(2, "--max-restarts=1") + [str(VICTIM), json.dumps(spec)], tmp_path)
+    assert "resuming from step 2" in proc.stderr
+    result = summary(out)
+    assert result["status"] == "completed" and result["restarts"] == 1 and result["ckpt_format"] == "dcp"
+    assert_same_curve(out, single)
+
+
+def test_a_nan_on_one_rank_rolls_back_every_rank(single, text_corpus, tmp_path):
+    """Rank 1's loss is NaN at step 3; the divergence flag is reduced across ranks, so both roll back together
+    (FSDP: the sharded checkpoint is loaded into shards) and skip the batch."""
+    out = tmp_path / "run"
+    run(torchrun(2) + ["-m", "normtrain", *tiny_args(text_corpus), "train.batch_size=4", "train.strategy=fsdp",
+                       "train.ckpt_every=2", "train.on_divergence=rollback", "debug.inject_nan_at_step=3",
+                       "debug.nan_rank=1", f"hydra.run.dir={out}"], tmp_path)
+    result = summary(out)
+    assert result["status"] == "completed" and result["steps"] == 8
+    assert [(r["step"], r["restored_step"], r["skipped_batches"]) for r in result["rollbacks"]] == [(3, 2, 2)]
+    assert losses(out, "train/loss").keys() == losses(single, "train/loss").keys()

@@ -1,5 +1,5 @@
 """Loggers: TensorBoard event files and metrics.csv hold what metrics.jsonl holds; several backends at once;
-W&B group and run names; one interface, and every sink closed even when one fails."""
+W&B group and run names; one interface, and every sink closed even when one fails; a rollback in each."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import os
 import struct
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from omegaconf import OmegaConf
@@ -17,16 +18,15 @@ from omegaconf import OmegaConf
 import normtrain
 from normtrain.config import validate
 from normtrain.errors import ConfigError
-from normtrain.loggers import CsvLogger, Loggers, TensorBoardLogger
+from normtrain.loggers import CsvLogger, JsonlLogger, Loggers, TensorBoardLogger, WandbLogger
 from normtrain.loggers.names import SweepJob, group_name, run_name
 from normtrain.training import build_loggers
 
 
-def read_events(run_dir: Path) -> dict[str, dict[int, float]]:
-    """Scalars of the TensorBoard event files (TFRecord: length, crc, Event proto, crc) as {tag: {step: value}}."""
+def events(run_dir: Path):
+    """The Event protos of the TensorBoard event files (TFRecord: length, crc, Event proto, crc), in order."""
     from tensorboardX.proto import event_pb2
 
-    scalars: dict[str, dict[int, float]] = {}
     for path in sorted((run_dir / "tensorboard").glob("events.out.tfevents.*")):
         data, i = path.read_bytes(), 0
         while i < len(data):
@@ -34,9 +34,16 @@ def read_events(run_dir: Path) -> dict[str, dict[int, float]]:
             event = event_pb2.Event()
             event.ParseFromString(data[i + 12:i + 12 + length])
             i += 12 + length + 4
-            for value in event.summary.value:
-                if value.HasField("simple_value"):
-                    scalars.setdefault(value.tag, {})[event.step] = value.simple_value
+            yield event
+
+
+def read_events(run_dir: Path) -> dict[str, dict[int, float]]:
+    """Scalars of the TensorBoard event files as {tag: {step: value}}."""
+    scalars: dict[str, dict[int, float]] = {}
+    for event in events(run_dir):
+        for value in event.summary.value:
+            if value.HasField("simple_value"):
+                scalars.setdefault(value.tag, {})[event.step] = value.simple_value
     return scalars
 
 
@@ -149,3 +156,52 @@ def test_build_loggers_names_the_wandb_run_of_a_sweep_job(tiny, tmp_path, monkey
     build_loggers(cfg, tmp_path / "own", job, start_step=0)
     assert (seen["name"], seen["group"]) == ("mine", "g")
     assert OmegaConf.select(cfg, "logger.mode") == "auto" and os.environ.get("WANDB_MODE") == "offline"
+
+
+ROLLBACK = {"step": 9, "restored_step": 8, "checkpoint": "/runs/a/ckpt.pt", "skipped_batches": 2, "lr_factor": 0.5,
+            "lr_steps": 3, "retry": 1}
+
+
+def session_starts(run_dir: Path) -> list[int]:
+    """Steps of the TensorBoard purge markers (SessionLog START: hide earlier events at or after this step)."""
+    from tensorboardX.proto import event_pb2
+
+    return [e.step for e in events(run_dir)
+            if e.HasField("session_log") and e.session_log.status == event_pb2.SessionLog.START]
+
+
+def test_every_file_logger_records_a_rollback_and_a_resume_keeps_it(tmp_path):
+    sinks = Loggers([JsonlLogger(tmp_path / "metrics.jsonl"), CsvLogger(tmp_path / "metrics.csv"),
+                     TensorBoardLogger(tmp_path)])
+    for step in (0, 5, 10):
+        sinks.log({"train/loss": 3.0 - step / 10}, step)
+    sinks.rollback(ROLLBACK)
+    for step in (10, 15):
+        sinks.log({"train/loss": 2.0 - step / 100}, step)
+    sinks.finish({})
+    rows = jsonl(tmp_path)
+    assert [r["step"] for r in rows] == [0, 5, 10, 9, 10, 15]
+    assert rows[3] == {"step": 9, "event": "rollback", "rollback/restored_step": 8,
+                       "rollback/checkpoint": "/runs/a/ckpt.pt", "rollback/skipped_batches": 2,
+                       "rollback/lr_factor": 0.5, "rollback/lr_steps": 3, "rollback/retry": 1}
+    with open(tmp_path / "metrics.csv", newline="") as f:
+        assert [(r["step"], r["event"]) for r in csv.DictReader(f)] == [
+            ("0", ""), ("5", ""), ("10", ""), ("9", "rollback"), ("10", ""), ("15", "")]
+    # TensorBoard purges the abandoned attempt from the restored step on and notes the rollback there
+    assert 8 in session_starts(tmp_path) and read_events(tmp_path)["rollback/skipped_batches"] == {8: 2.0}
+
+    # a resume from the rollback's checkpoint (step 8) drops the trailing rows from 8 on, never the event row
+    JsonlLogger(tmp_path / "metrics.jsonl", start_step=8).finish({})
+    CsvLogger(tmp_path / "metrics.csv", start_step=8).finish({})
+    assert [r["step"] for r in jsonl(tmp_path)] == [0, 5, 10, 9]
+    with open(tmp_path / "metrics.csv", newline="") as f:
+        assert [r["step"] for r in csv.DictReader(f)] == ["0", "5", "10", "9"]
+
+
+def test_wandb_logs_a_rollback_at_its_diverged_step():
+    logged: list[dict] = []
+    logger = WandbLogger.__new__(WandbLogger)  # no W&B run: only what it is handed
+    logger.run = SimpleNamespace(log=logged.append)
+    logger.rollback(ROLLBACK)
+    assert logged == [{"step": 9, "rollback/restored_step": 8, "rollback/skipped_batches": 2,
+                       "rollback/lr_factor": 0.5, "rollback/lr_steps": 3, "rollback/retry": 1}]

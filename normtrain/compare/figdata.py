@@ -152,6 +152,13 @@ def diverged_marks(groups: Sequence[Group]) -> list[dict[str, Any]]:
     return marks
 
 
+def rollback_marks(groups: Sequence[Group]) -> list[dict[str, Any]]:
+    """Each rollback of each run: where it diverged, the step it went back to, what it skipped and its lr factor."""
+    return [{"g": group.label, "run": run.label, "step": int(r["step"]), "to": r.get("restored_step"),
+             "skipped": r.get("skipped_batches"), "lr": r.get("lr_factor"), "retry": r.get("retry")}
+            for group in groups for run in group.runs for r in run.rollbacks]
+
+
 def unigram_levels(runs: Sequence[Run]) -> list[dict[str, Any]]:
     """The unigram baseline loss of the runs' corpora (``summary.json``'s ``unigram_val_loss``), each once."""
     values = sorted({num(v) for r in runs if isinstance(v := r.summary.get("unigram_val_loss"), (int, float))

@@ -135,7 +135,8 @@ def _finite(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def loss(runs: Sequence[Run], cols: Sequence, path: Path) -> list[str]:
-    """Train (solid) and validation (dashed, dots) loss against step; an x where a diverged run stopped."""
+    """Train (solid) and validation (dashed, dots) loss against step; an x where a diverged run stopped, a dashed
+    vertical line where a run rolled back."""
     from matplotlib.lines import Line2D
 
     fig, (ax,) = _figure(9, 5, _legend_labels(runs) + ["validation"] * 3)
@@ -152,6 +153,8 @@ def loss(runs: Sequence[Run], cols: Sequence, path: Path) -> list[str]:
         top = min(values.max(), 1.5 * max(firsts)) * 1.04
         ax.set_ylim(values.min() * 0.96, top)
         for run, c in zip(runs, cols, strict=True):
+            for rollback in run.rollbacks:
+                ax.axvline(rollback["step"], color=c, ls=(0, (4, 3)), lw=1.0, alpha=0.8)
             if run.status == "diverged":
                 tx, ty = _finite(*run.series("train/loss"))
                 if ty.size:
@@ -164,7 +167,10 @@ def loss(runs: Sequence[Run], cols: Sequence, path: Path) -> list[str]:
     ax.set_title("Loss: train (solid) and validation (dashed)")
     ax.grid(True, which="both", alpha=0.25)
     diverged = (Line2D([], [], ls="none", marker="X", ms=9, color="0.5", mec="black"), "diverged here")
-    _legend(fig, runs, cols, [_style("-", None, "train"), _style("--", "o", "validation"), diverged])
+    marks = [_style("-", None, "train"), _style("--", "o", "validation"), diverged]
+    if any(run.rollbacks for run in runs):
+        marks.append((Line2D([], [], ls=(0, (4, 3)), color="0.5"), "rolled back here"))
+    _legend(fig, runs, cols, marks)
     save_png(fig, path)
     return [] if values.size else ["loss.png: no finite train or validation loss logged by any run"]
 

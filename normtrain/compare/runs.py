@@ -36,6 +36,7 @@ class Run:
     config: dict[str, Any] | None
     rows: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)  # metrics.jsonl's event rows (rollbacks)
     label: str = ""
     group: str = ""  # the label of its seed group (normtrain.compare.groups)
     color: str = ""  # its group's colour, the same in every figure
@@ -47,6 +48,17 @@ class Run:
     @property
     def diverged_at(self) -> int | None:
         return self.summary.get("diverged_at_step")
+
+    @property
+    def rollbacks(self) -> list[dict[str, Any]]:
+        """The run's rollbacks (normtrain/rollback.py): summary.json's record, or, from a run killed before it
+        wrote one, metrics.jsonl's event rows."""
+        recorded = self.summary.get("rollbacks")
+        if isinstance(recorded, list) and recorded:
+            return [r for r in recorded if isinstance(r, dict) and isinstance(r.get("step"), int)]
+        return [{"step": e["step"], **{k.removeprefix("rollback/"): v for k, v in e.items()
+                                       if k.startswith("rollback/")}}
+                for e in self.events if e.get("event") == "rollback"]
 
     def keys(self) -> set[str]:
         return {k for row in self.rows for k in row}
@@ -169,9 +181,10 @@ def _holds_runs(path: Path, exclude: Path | None) -> bool:
     return False
 
 
-def read_metrics(path: Path, notes: list[str]) -> list[dict[str, Any]]:
+def read_metrics(path: Path, notes: list[str], events: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Rows of ``metrics.jsonl`` in step order. Unreadable lines (a truncated last line) are noted and dropped;
-    a run resumed from a checkpoint logs from that step again, and its new rows replace the old ones."""
+    a run resumed from a checkpoint, or rolled back to one, logs from that step again, and its new rows replace
+    the old ones (the curve as trained). Event rows (``"event"``: a rollback) go to ``events``."""
     rows: list[dict[str, Any]] = []
     bad: list[int] = []
     try:
@@ -189,6 +202,10 @@ def read_metrics(path: Path, notes: list[str]) -> list[dict[str, Any]]:
             continue
         if not isinstance(row, dict) or not isinstance(row.get("step"), int):
             bad.append(n)
+            continue
+        if "event" in row:
+            if events is not None:
+                events.append(row)
             continue
         while rows and rows[-1]["step"] >= row["step"]:
             rows.pop()
@@ -248,7 +265,8 @@ def load_run(run_dir: Path) -> Run | str:
     notes: list[str] = []
     summary = read_json(run_dir / "summary.json", notes) if (run_dir / "summary.json").is_file() else None
     metrics = run_dir / "metrics.jsonl"
-    rows = read_metrics(metrics, notes) if metrics.is_file() else []
+    events: list[dict[str, Any]] = []
+    rows = read_metrics(metrics, notes, events) if metrics.is_file() else []
     if summary is None and not rows:
         why = "; ".join(notes) if notes else "metrics.jsonl has no rows yet"
         return f"{run_dir}: {why}"
@@ -264,7 +282,7 @@ def load_run(run_dir: Path) -> Run | str:
         summary = {"status": "incomplete"}
     if not rows:
         notes.append("metrics.jsonl is missing or empty: no curves")
-    run = Run(path=run_dir, summary=dict(summary), config=config, rows=rows, notes=notes)
+    run = Run(path=run_dir, summary=dict(summary), config=config, rows=rows, notes=notes, events=events)
     _fill_from_metrics(run)
     return run
 

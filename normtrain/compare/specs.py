@@ -170,13 +170,23 @@ def loss_figure(groups: Sequence[Group], runs: Sequence[Run], data: dict[str, li
                       "encoding": {"x": _x(), "y": _y("v", ""), "color": _color(groups),
                                    "tooltip": [_tip("run", "diverged", None), _tip("step", "at step", "d"),
                                                _tip("v", "last finite train loss")]}})
+    if rollbacks := figdata.rollback_marks(groups):
+        data["loss:rollbacks"] = rollbacks
+        uses.append("loss:rollbacks")
+        extra.append({"data": {"name": "loss:rollbacks"},
+                      "mark": {"type": "rule", "strokeDash": [4, 3], "strokeWidth": 1.5, "opacity": 0.8},
+                      "encoding": {"x": _x(), "color": _color(groups),
+                                   "tooltip": [_tip("run", "rolled back", None), _tip("step", "diverged at step", "d"),
+                                               _tip("to", "back to step", "d"), _tip("skipped", "batches skipped", "d"),
+                                               _tip("lr", "lr factor", None), _tip("retry", "rollback", "d")]}})
     if levels := figdata.unigram_levels(runs):
         extra.append({"data": {"values": levels}, "mark": {"type": "rule", "color": "#666", "strokeDash": [2, 3]},
                       "encoding": {"y": _y("v", ""), "tooltip": [_tip("text", "", None), _tip("v", "loss")]}})
     spec = line_spec("loss", groups, "loss (nats per byte)", kinds=True, extra=extra)
     caption = ("Training loss (solid) and validation loss (dashed) against step. Each line is the mean over a "
                "group's seeds; the band spans them (min–max or ±1 std); 'each seed' draws every run. A cross marks "
-               "where a run diverged (at its last finite training loss)"
+               "where a run diverged (at its last finite training loss); a dashed vertical line where a run rolled "
+               "back to a checkpoint (hover it: the step it went back to, the batches it skipped)"
                + ("; the dotted line is the unigram baseline of the corpus." if figdata.unigram_levels(runs) else "."))
     return Figure("fig-loss", "Loss: train (solid) and validation (dashed)", caption, spec, uses, log=True)
 

@@ -18,43 +18,67 @@ class BatchSampler:
     The starts come from a private CPU ``torch.Generator``, so the sequence of batches depends only
     on the seed and how many batches were drawn, not on the global RNG or the device; its state plus
     that count is the whole state of the sampler.
+
+    Every step draws one global batch of ``batch_size × world_size × accumulation`` windows, whatever the
+    number of processes, and each rank keeps its consecutive share (its ``accumulation`` micro-batches of
+    ``batch_size``): N ranks see exactly the batches one process with N× the accumulation would, and the state
+    does not depend on the world size, so a run resumes on any number of processes.
     """
 
     def __init__(self, tokens: np.ndarray, batch_size: int, seq_len: int, seed: int, device="cpu",
-                 *, name: str = "train", rank: int = 0, world_size: int = 1):
+                 *, name: str = "train", rank: int = 0, world_size: int = 1, accumulation: int = 1):
         _check_length(tokens, seq_len, name)
         self.tokens, self.batch_size, self.seq_len, self.seed = tokens, batch_size, seq_len, seed
         self.device = torch.device(device)
-        # Every rank draws the same global batch of batch_size × world_size windows and keeps its own
-        # slice, so N ranks see exactly the batches one process with N× the batch size would.
-        self.rank, self.world_size = rank, world_size
+        self.rank, self.share = rank, batch_size * accumulation
+        self.global_batch = self.share * world_size
         self.generator = torch.Generator().manual_seed(seed)
-        self.batches_drawn = 0
+        self.batches_drawn = 0  # global batches, skipped ones included
+
+    def _starts(self) -> torch.Tensor:
+        n_starts = len(self.tokens) - self.seq_len  # the last window ends on the last token
+        self.batches_drawn += 1
+        return torch.randint(n_starts, (self.global_batch,), generator=self.generator)
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        n_starts = len(self.tokens) - self.seq_len  # the last window ends on the last token
-        starts = torch.randint(n_starts, (self.batch_size * self.world_size,), generator=self.generator)
-        starts = starts[self.rank * self.batch_size:(self.rank + 1) * self.batch_size]
-        self.batches_drawn += 1
+        """This rank's share of the next global batch: ``accumulation × batch_size`` windows."""
+        starts = self._starts()[self.rank * self.share:(self.rank + 1) * self.share]
         return _windows(self.tokens, starts.numpy(), self.seq_len, self.device)
+
+    def skip(self, n: int) -> None:
+        """Move past the next ``n`` global batches without reading them (a rollback skips the data that
+        diverged)."""
+        for _ in range(n):
+            self._starts()
 
     def state_dict(self) -> dict:
         return {
             "generator": self.generator.get_state(),
             "batches_drawn": self.batches_drawn,
             "seed": self.seed,
-            "shape": [len(self.tokens), self.batch_size, self.seq_len],
+            "shape": [len(self.tokens), self.global_batch, self.seq_len],
+            "global": True,  # shape[1] is the global batch (before: the per-rank batch; see ``per_rank_state``)
         }
 
     def load_state_dict(self, state: dict) -> None:
-        shape = [len(self.tokens), self.batch_size, self.seq_len]
+        shape = [len(self.tokens), self.global_batch, self.seq_len]
         if list(state["shape"]) != shape:
             raise DataError(
-                f"the sampler state was saved for (tokens, batch_size, seq_len)={list(state['shape'])} "
-                f"but this run has {shape}: resume with the same corpus, train.batch_size and model.seq_len"
+                f"the sampler state was saved for (tokens, global batch, seq_len)={list(state['shape'])} "
+                f"but this run has {shape}: resume with the same corpus, global batch (train.global_batch_size, "
+                "or train.batch_size × processes) and model.seq_len"
             )
         self.generator.set_state(state["generator"])
         self.batches_drawn, self.seed = state["batches_drawn"], state["seed"]
+
+
+def global_state(state: dict, world_size: int) -> dict:
+    """A sampler state as this version writes it. Before the global batch, states recorded the per-rank batch
+    of a run on ``world_size`` processes, which drew ``batch_size × world_size`` windows per step too."""
+    if state.get("global"):
+        return state
+    n_tokens, batch_size, seq_len = state["shape"]
+    return {**state, "shape": [n_tokens, batch_size * world_size, seq_len], "global": True}
 
 
 def eval_starts(n_tokens: int, seq_len: int, n_windows: int) -> np.ndarray:

@@ -17,7 +17,7 @@ def parser() -> argparse.ArgumentParser:
                     "Gemma3ForCausalLM (Peri-LN, GeGLU; Gemma 3 with per-head QK-norm); in normtrain's own format "
                     "(model.safetensors + normtrain.json, read by normtrain.load) otherwise, naming the nearest "
                     "class and how the model differs from it.")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (with ckpt.pt)")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (with ckpt.pt or a sharded ckpt.dcp)")
     p.add_argument("out_dir", metavar="OUT_DIR", help="the folder to write (new, empty, or an earlier export)")
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="skip loading the export back with transformers to compare logits")

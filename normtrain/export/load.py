@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from normtrain.checkpoint import CKPT_NAME
+from normtrain.checkpoint import CKPT_NAME, DCP_NAME
 from normtrain.errors import CheckpointError
 from normtrain.export.hf import ARCHITECTURES
 from normtrain.export.run import gpt_config, run_model
@@ -14,9 +14,10 @@ from normtrain.model import GPT
 
 
 def load(path: str | Path) -> GPT:
-    """The ``GPT`` saved at ``path`` (in eval mode): a normtrain-export folder, a run folder or a ckpt.pt."""
+    """The ``GPT`` saved at ``path`` (in eval mode): a normtrain-export folder, a run folder (either checkpoint
+    format), a ckpt.pt or a ckpt.dcp folder."""
     path = Path(path).expanduser()
-    if (path / CKPT_NAME).is_file() or path.suffix == ".pt":
+    if (path / CKPT_NAME).is_file() or (path / DCP_NAME).is_dir() or path.suffix == ".pt" or path.name == DCP_NAME:
         return run_model(path)[0]
     try:
         record = json.loads((path / RECORD).read_text())

@@ -1,4 +1,5 @@
-"""A run folder's trained model: its checkpoint (verified, ``weights_only``) built back into a ``GPT``."""
+"""A run folder's trained model: its checkpoint (verified, ``weights_only``; either format: ``ckpt.pt`` or the
+sharded ``ckpt.dcp``, read in one process without a process group) built back into a ``GPT``."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from normtrain.checkpoint import CKPT_NAME, load_checkpoint
-from normtrain.errors import CheckpointError
+from normtrain.checkpoint import CKPT_NAME, DCP_NAME, find_checkpoint
+from normtrain.errors import CheckpointError, ConfigError
 from normtrain.model import GPT, GPTConfig, NormSpec
 
 
@@ -18,23 +19,36 @@ def run_model(run_dir: str | Path) -> tuple[GPT, dict[str, Any]]:
     from normtrain.config import NormtrainConfig, model_config
 
     run = Path(run_dir).expanduser()
-    path = run / CKPT_NAME if run.is_dir() else run
-    if not path.is_file():
-        raise CheckpointError(f"{run} holds no checkpoint ({CKPT_NAME}): export a run folder that trained to the "
-                              "end or was checkpointed (train.ckpt_every)")
-    state = load_checkpoint(path)
+    try:
+        ckpt = find_checkpoint(str(run), run)
+    except ConfigError:
+        raise CheckpointError(f"{run} holds no checkpoint ({CKPT_NAME} or {DCP_NAME}): export a run folder that "
+                              "trained to the end or was checkpointed (train.ckpt_every)") from None
+    state = ckpt.read()
     try:  # the schema fills keys a checkpoint of an older normtrain lacks
         config = OmegaConf.merge(OmegaConf.structured(NormtrainConfig), state["config"])
         model = GPT(model_config(config, vocab=state.get("vocab_size")))
-        model.load_state_dict(state["model"])
-    except Exception as err:  # a config or weights this normtrain cannot build: not a bug of the export
-        raise CheckpointError(f"the checkpoint {path} does not build a model here ({type(err).__name__}: "
+    except Exception as err:  # a config this normtrain cannot build: not a bug of the export
+        raise CheckpointError(f"the checkpoint {ckpt.path} does not build a model here ({type(err).__name__}: "
                               f"{str(err).strip().splitlines()[0][:200]}): was it written by another normtrain "
                               "version?") from None
-    summary = run / "summary.json" if run.is_dir() else path.parent / "summary.json"
-    previous = json.loads(summary.read_text()) if summary.is_file() else {}
+    try:
+        ckpt.load_weights(model, state)
+    except CheckpointError:
+        raise
+    except Exception as err:  # weights of another shape
+        raise CheckpointError(f"the checkpoint {ckpt.path} does not fit the model its config describes "
+                              f"({type(err).__name__}: {str(err).strip().splitlines()[0][:200]}): was it written "
+                              "by another normtrain version?") from None
+    folder = _run_folder(ckpt.path)
+    previous = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else {}
     return model.eval(), {"config": state["config"], "step": state["step"], "status": previous.get("status"),
-                          "corpus": previous.get("corpus") or {}, "run_dir": str(path.parent)}
+                          "corpus": previous.get("corpus") or {}, "run_dir": str(folder)}
+
+
+def _run_folder(path: Path) -> Path:
+    """The run folder a checkpoint lies in: ``<run>/ckpt.pt`` or ``<run>/ckpt.dcp/<save>``."""
+    return path.parent.parent if path.parent.name == DCP_NAME else path.parent
 
 
 def gpt_config(values: dict[str, Any]) -> GPTConfig:

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from normtrain.atomic import atomic_write
+from normtrain.loggers.base import before_resume
+from normtrain.rollback import event_row
 
 
 def _cell(value: Any) -> Any:
@@ -20,7 +22,8 @@ def _cell(value: Any) -> Any:
 
 
 class CsvLogger:
-    """One row per logged step, one column per key in the order first logged. A key that first appears later
+    """One row per logged row of metrics.jsonl (rollback event rows too), one column per key in the order first
+    logged. A key that first appears later
     (``tokens_per_s`` after step 0, a diagnostic switched on at a resume) adds a column: the file is rewritten
     with the wider header, atomically, which happens a few times per run at most."""
 
@@ -32,7 +35,8 @@ class CsvLogger:
             with open(self.path, newline="", encoding="utf-8") as f:
                 reader = csv.DictReader(f)
                 self.columns = list(reader.fieldnames or ["step"])
-                rows = [r for r in reader if _int(r.get("step")) is not None and _int(r["step"]) < start_step]
+                rows = before_resume([r for r in reader if _int(r.get("step")) is not None], start_step,
+                                     lambda r: None if r.get("event") else _int(r["step"]))
         self._rewrite(rows)
         self._file = open(self.path, "a", newline="", encoding="utf-8")  # noqa: SIM115 - closed in finish()
 
@@ -54,6 +58,10 @@ class CsvLogger:
             self._file = open(self.path, "a", newline="", encoding="utf-8")  # noqa: SIM115
         csv.DictWriter(self._file, self.columns, restval="").writerow(row)
         self._file.flush()
+
+    def rollback(self, record: dict[str, Any]) -> None:
+        """The rollback's event row (``event`` = rollback, at the diverged step), as in metrics.jsonl."""
+        self.log(event_row(record), record["step"])
 
     def finish(self, summary: dict[str, Any]) -> None:
         self._file.close()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from normtrain.loggers.base import LAYER_KEY, finite_numbers
+from normtrain.rollback import event_row
 
 
 class TensorBoardLogger:
@@ -21,11 +22,27 @@ class TensorBoardLogger:
     family with a line per block. A resumed run purges the events logged after its checkpoint."""
 
     def __init__(self, run_dir: str | os.PathLike, start_step: int = 0):
+        self.logdir = str(Path(run_dir) / "tensorboard")
+        self.writer = self._open(start_step)
+        self.families: list[str] = []
+
+    def _open(self, purge_step: int):
+        """A writer whose first event hides every earlier event at or after ``purge_step`` (TensorBoard's way of
+        continuing a run from a checkpoint)."""
         from tensorboardX import SummaryWriter
 
-        self.writer = SummaryWriter(logdir=str(Path(run_dir) / "tensorboard"),
-                                    purge_step=start_step if start_step > 0 else None)
-        self.families: list[str] = []
+        return SummaryWriter(logdir=self.logdir, purge_step=purge_step if purge_step > 0 else None)
+
+    def rollback(self, record: dict[str, Any]) -> None:
+        """The abandoned attempt's points are purged (TensorBoard draws one curve, as trained), and the rollback is
+        noted at the restored step: a text entry and ``rollback/*`` scalars."""
+        self.writer.close()
+        step = record["restored_step"]
+        self.writer = self._open(max(step, 1))
+        self.writer.add_text("rollback", json.dumps(record), global_step=step)
+        for key, value in finite_numbers(event_row(record)).items():
+            self.writer.add_scalar(key, value, global_step=step)
+        self.writer.flush()
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
         values = finite_numbers(metrics)
@@ -40,6 +57,6 @@ class TensorBoardLogger:
 
     def finish(self, summary: dict[str, Any]) -> None:
         shown = {k: summary.get(k) for k in ("status", "steps", "diverged_at_step", "final_val_loss", "best_val_loss",
-                                               "n_params", "wall_time_s")}
+                                               "n_params", "wall_time_s", "rollbacks", "restarts")}
         self.writer.add_text("summary", f"```\n{json.dumps(shown, indent=1)}\n```", global_step=summary.get("steps"))
         self.writer.close()

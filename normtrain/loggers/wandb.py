@@ -16,6 +16,7 @@ from typing import Any
 
 from normtrain.atomic import write_text
 from normtrain.loggers.base import LAYER_KEY, finite_numbers
+from normtrain.rollback import event_row
 from normtrain.runlog import say
 
 
@@ -68,6 +69,11 @@ class WandbLogger:
             if m := LAYER_KEY.match(key):
                 self.layers.setdefault(m["prefix"], {}).setdefault(int(m["index"]), []).append((step, value))
 
+    def rollback(self, record: dict[str, Any]) -> None:
+        """The rollback as ``rollback/*`` values at its diverged step (the rows that follow restart at the restored
+        step); the whole record goes to the run summary's ``rollbacks`` at the end."""
+        self.run.log({"step": record["step"], **finite_numbers(event_row(record))})
+
     def layer_panels(self) -> dict[str, Any]:
         """One chart per per-layer family with a line per block (``<prefix>/by_layer``): W&B files each
         ``<prefix>/layer_i`` in its own panel, which hides how the blocks compare."""
@@ -81,7 +87,7 @@ class WandbLogger:
 
     def finish(self, summary: dict[str, Any]) -> None:
         keys = ("status", "steps", "diverged_at_step", "final_val_loss", "best_val_loss", "n_params", "alpha",
-                "beta", "wall_time_s")
+                "beta", "wall_time_s", "rollbacks", "restarts")
         self.run.summary.update({k: summary.get(k) for k in keys})
         if charts := self.layer_panels():
             self.run.log({"step": summary.get("steps") or 0, **charts})

@@ -50,6 +50,33 @@ def test_metrics_truncated_line_nulls_and_a_resume(tmp_path):
     assert run.layer_matrix("grad_norm")[1].tolist() == [[1.0, 2.0]]
 
 
+ROLLED = [{"step": 0, "train/loss": 5.0}, {"step": 5, "train/loss": 4.0}, {"step": 10, "train/loss": None},
+          {"step": 9, "event": "rollback", "rollback/restored_step": 8, "rollback/checkpoint": "/r/ckpt.pt",
+           "rollback/skipped_batches": 2, "rollback/lr_factor": 0.5, "rollback/lr_steps": 3, "rollback/retry": 1},
+          {"step": 10, "train/loss": 3.5}, {"step": 15, "train/loss": 3.0}]
+
+
+def test_a_rolled_back_run_reads_as_trained_with_its_rollbacks(tmp_path, monkeypatch):
+    """The event row is set aside, the rows trained again replace the abandoned ones; the rollbacks come from
+    summary.json, or from the event rows when a killed run wrote none; the PNG marks them."""
+    run = load_run(make_run(tmp_path / "killed", ROLLED))
+    steps, loss = run.series("train/loss")
+    assert steps.tolist() == [0, 5, 10, 15] and loss.tolist() == [5.0, 4.0, 3.5, 3.0]
+    assert "rollback/skipped_batches" not in run.keys()
+    assert run.rollbacks == [{"step": 9, "restored_step": 8, "checkpoint": "/r/ckpt.pt", "skipped_batches": 2,
+                              "lr_factor": 0.5, "lr_steps": 3, "retry": 1}]
+    recorded = {"step": 9, "restored_step": 8, "skipped_batches": 2}
+    done = load_run(make_run(tmp_path / "done", ROLLED, {"status": "completed", "rollbacks": [recorded]}))
+    assert done.rollbacks == [recorded]
+
+    from matplotlib.axes import Axes
+
+    drawn = []
+    monkeypatch.setattr(Axes, "axvline", lambda self, x, **kw: drawn.append(x))
+    figures.loss([done], ["#123456"], tmp_path / "loss.png")
+    assert drawn == [9] and (tmp_path / "loss.png").is_file()
+
+
 def test_unusable_folders_are_reasons_not_errors(tmp_path):
     assert "no rows yet" in load_run(make_run(tmp_path / "a", []))
     assert "unreadable" in load_run(make_run(tmp_path / "b", raw='{"step": 0, "tra'))

@@ -96,3 +96,25 @@ def test_numbers_are_short_and_never_wrap():
     assert cell(12345678.0, ".0f") == "1.23e7" and cell(float("inf"), ".4f") == "inf"
     css = (Path(__import__("normtrain.compare.page").compare.page.STATIC) / "report.css").read_text()
     assert re.search(r"table\.runs th, table\.runs td \{[^}]*white-space: nowrap", css)
+
+
+def test_rollbacks_are_marked_on_the_loss_curve(tmp_path):
+    folders = write_sweep(tmp_path / "sweep", placements=("pre",), norms=("rmsnorm",), seeds=(0, 1), diverged=())
+    rolled = folders[1]
+    rows = [json.loads(line) for line in (rolled / "metrics.jsonl").read_text().splitlines()]
+    event = {"step": 22, "event": "rollback", "rollback/restored_step": 20, "rollback/skipped_batches": 3,
+             "rollback/lr_factor": 0.5, "rollback/lr_steps": 10, "rollback/retry": 1}
+    again = [{**r, "train/loss": r["train/loss"] - 0.5} for r in rows if r["step"] >= 20]
+    lines = [*rows[:6], event, *again]  # the abandoned attempt's rows to step 25, the event, steps 20.. again
+    (rolled / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    page, data = page_data(write_report(folders, tmp_path / "report.html"))
+    assert data["datasets"]["loss:rollbacks"] == [{"g": "all runs", "run": "seed=1", "step": 22, "to": 20,
+                                                   "skipped": 3, "lr": 0.5, "retry": 1}]
+    loss = next(f for f in data["figures"] if f["id"] == "fig-loss")
+    assert "loss:rollbacks" in loss["uses"]
+    rule = next(layer for layer in loss["spec"]["layer"] if layer.get("data") == {"name": "loss:rollbacks"})
+    assert rule["mark"]["type"] == "rule" and rule["encoding"]["x"]["field"] == "step"
+    seed = record(data, "loss:runs", "all runs", k="train", run="seed=1")
+    assert seed["step"] == sorted(set(seed["step"]))  # one point per step: the rows trained again
+    assert seed["v"][seed["step"].index(25)] == pytest.approx(rows[5]["train/loss"] - 0.5, rel=1e-3)
+    assert not any(f["id"].startswith("fig-rollback") for f in data["figures"])  # no rollback/* "metric"

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from normtrain.data import BatchSampler, eval_batches
+from normtrain.data.batches import global_state
 from normtrain.errors import DataError
 
 TOKENS = np.random.default_rng(0).integers(0, 256, 5_000, dtype=np.uint8)
@@ -87,3 +88,34 @@ def test_cuda_batches_match_cpu():
     assert x.is_cuda and torch.equal(x.cpu(), cx) and torch.equal(y.cpu(), cy)
     ex, _ = eval_batches(TOKENS, 2, 16, 1, device="cuda")[0]
     assert ex.is_cuda and ex.dtype == torch.int64
+
+
+def test_the_global_batch_is_the_same_on_any_number_of_ranks():
+    """2 ranks × 4 windows and 1 process × 2 micro-batches × 4 draw one sequence of global batches, and the state
+    (saved by either) resumes the other: it does not depend on the world size."""
+    ranks = [BatchSampler(TOKENS, 4, 16, seed=2, rank=r, world_size=2) for r in (0, 1)]
+    one = BatchSampler(TOKENS, 4, 16, seed=2, accumulation=2)
+    for _ in range(3):
+        x, y = one.next_batch()
+        assert x.shape == (8, 16)
+        assert torch.equal(x, torch.cat([r.next_batch()[0] for r in ranks]))
+    assert one.state_dict()["shape"] == ranks[0].state_dict()["shape"] == [len(TOKENS), 8, 16]
+    four = BatchSampler(TOKENS, 2, 16, seed=2, rank=3, world_size=4)
+    four.load_state_dict(ranks[1].state_dict())
+    assert torch.equal(four.next_batch()[0], one.next_batch()[0][6:])
+
+
+def test_skip_moves_past_batches_without_reading_them():
+    skipping, drawing = BatchSampler(TOKENS, 4, 16, seed=4), BatchSampler(TOKENS, 4, 16, seed=4)
+    skipping.skip(3)
+    for _ in range(3):
+        drawing.next_batch()
+    assert torch.equal(skipping.next_batch()[0], drawing.next_batch()[0]) and skipping.batches_drawn == 4
+
+
+def test_a_state_of_the_per_rank_era_reads_as_global():
+    old = {**BatchSampler(TOKENS, 4, 16, seed=1).state_dict(), "shape": [len(TOKENS), 2, 16]}
+    del old["global"]  # written by 2 ranks of 2 windows, before the global batch
+    sampler = BatchSampler(TOKENS, 4, 16, seed=1)
+    sampler.load_state_dict(global_state(old, world_size=2))
+    assert sampler.state_dict()["shape"] == [len(TOKENS), 4, 16]

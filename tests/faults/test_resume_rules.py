@@ -28,7 +28,7 @@ def stopped(tiny, tmp_path):
     ("optim.lr=3e-3", "optim.lr: 0.001 → 0.003"),
     ("optim.schedule=constant", "optim.schedule: 'cosine' → 'constant'"),
     ("train.seed=1", "train.seed: 0 → 1"),
-    ("train.batch_size=8", "train.batch_size: 4 → 8"),
+    ("train.batch_size=8", "global_batch_size: 4 → 8"),
 ])
 def test_a_changed_experiment_key_is_refused(change, shown, tiny, stopped):
     with pytest.raises(CheckpointError) as err:
@@ -36,6 +36,17 @@ def test_a_changed_experiment_key_is_refused(change, shown, tiny, stopped):
     message = str(err.value)
     assert shown in message and "train.resume=none" in message and "train.allow_changes" in message
     assert summary(stopped)["status"] == "completed" and summary(stopped)["steps"] == 6  # nothing overwritten
+
+
+def test_the_global_batch_may_be_kept_with_another_micro_batch(tiny, stopped):
+    """A per-rank batch change is refused unless the global batch stays (what another world size needs too):
+    the message says how; train.global_batch_size=4 with micro-batches of 2 then resumes (2 accumulated)."""
+    with pytest.raises(CheckpointError, match="keep the global batch instead: train.global_batch_size=4"):
+        normtrain.train(normtrain.compose([*tiny, "train.max_steps=12", "train.batch_size=2"]), run_dir=stopped)
+    result = normtrain.train(normtrain.compose([*tiny, "train.max_steps=12", "train.batch_size=2",
+                                                "train.global_batch_size=4"]), run_dir=stopped)
+    assert result["status"] == "completed" and result["grad_accumulation"] == 2 and result["global_batch_size"] == 4
+    assert result["resumes"][0]["changes"]["train.batch_size"] == [4, 2]
 
 
 def test_bookkeeping_may_change_and_is_recorded(tiny, stopped, capfd):

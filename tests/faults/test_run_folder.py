@@ -85,10 +85,10 @@ def test_leftover_temporary_files_are_swept_and_files_follow_the_umask(tiny, tmp
 
 
 def test_a_second_signal_during_the_final_write_waits_for_it(tiny, tmp_path, monkeypatch):
-    from normtrain import training
+    from normtrain import checkpoint
     from normtrain.data import batches
 
-    original_next, original_save = batches.BatchSampler.next_batch, training.save_checkpoint
+    original_next, original_save = batches.BatchSampler.next_batch, checkpoint.save_checkpoint
 
     def next_batch(self):
         if self.batches_drawn == 6:
@@ -101,7 +101,7 @@ def test_a_second_signal_during_the_final_write_waits_for_it(tiny, tmp_path, mon
         return original_save(run_dir, state)
 
     monkeypatch.setattr(batches.BatchSampler, "next_batch", next_batch)
-    monkeypatch.setattr(training, "save_checkpoint", save)
+    monkeypatch.setattr(checkpoint, "save_checkpoint", save)  # the Checkpointer's one-file writer
     result = normtrain.train(normtrain.compose([*tiny, "train.max_steps=50"]), run_dir=tmp_path)
     assert result["status"] == "interrupted" and result["steps"] == 7
     assert summary(tmp_path)["status"] == "interrupted" and load_checkpoint(tmp_path / CKPT_NAME)["step"] == 7

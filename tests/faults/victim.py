@@ -10,6 +10,9 @@ Faults (n counts from 1 within this process):
   summary       SIGKILL inside the n-th summary.json write (the "running" one is n=1)
   enospc_ckpt   the n-th checkpoint write fails with ENOSPC (a full disk); the run goes on to its end
   eacces_folder the run folder refuses the lock file with EACCES (a read-only folder)
+  dcp_partial   SIGKILL inside the n-th sharded (DCP) save, once this rank's shard file is on disk, cut to half
+Under torchrun, "rank" (in "fault") picks the one rank that injects, and only the group's first attempt does
+(TORCHELASTIC_RESTART_COUNT 0), so a group restarted by ``torchrun --max-restarts`` runs clean.
 Then it hands over to the real CLI (``normtrain.cli.run``) when "cli" is true, else calls normtrain.train.
 """
 
@@ -41,7 +44,8 @@ def counter(n: int):
 def inject(kind: str, n: int) -> None:
     import torch
 
-    from normtrain import atomic, checkpoint, loggers, run_folder
+    from normtrain import atomic, loggers, run_folder
+    from normtrain.checkpoint import full as checkpoint_full
     from normtrain.data import batches
 
     hit = counter(n)
@@ -69,7 +73,7 @@ def inject(kind: str, n: int) -> None:
             os.fsync(f.fileno())
             die()
 
-        checkpoint.torch = _ModuleView(torch, save=save)  # only the checkpoint module's view of torch.save
+        checkpoint_full.torch = _ModuleView(torch, save=save)  # only the one-file format's view of torch.save
     elif kind == "ckpt_replace":
         real_replace = os.replace
 
@@ -111,6 +115,21 @@ def inject(kind: str, n: int) -> None:
             return real_open(path, flags, mode, **kw)
 
         run_folder.os = _ModuleView(os, open=refuse)
+    elif kind == "dcp_partial":
+        from torch.distributed.checkpoint import filesystem
+
+        real_write = filesystem.FileSystemWriter.write_data
+
+        def write_data(self, plan, planner):
+            written = real_write(self, plan, planner)
+            if hit():
+                for shard in os.scandir(self.path):
+                    if shard.name.startswith(f"__{os.environ.get('RANK', '0')}_"):
+                        os.truncate(shard.path, shard.stat().st_size // 2)
+                die()
+            return written
+
+        filesystem.FileSystemWriter.write_data = write_data
     elif kind != "none":
         raise SystemExit(f"victim: unknown fault {kind!r}")
 
@@ -128,7 +147,9 @@ class _ModuleView:
 def main() -> None:
     spec = json.loads(sys.argv[1])
     fault = spec.get("fault") or {"kind": "none", "n": 0}
-    inject(fault["kind"], fault.get("n", 1))
+    rank, attempt = int(os.environ.get("RANK", "0")), int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    if fault.get("rank") in (None, rank) and attempt == 0:
+        inject(fault["kind"], fault.get("n", 1))
     if spec.get("cli"):
         sys.argv = ["normtrain", *spec["overrides"], f"hydra.run.dir={spec['run_dir']}"]
         from normtrain.cli import run
