@@ -40,7 +40,7 @@ from normtrain.checkpoint import (
     unwrap,
 )
 from normtrain.config import model_config, to_container, validate, vocab_size, with_defaults
-from normtrain.data import BatchSampler, eval_starts, load_corpus, window_batches
+from normtrain.data import BatchSampler, eval_starts, eval_window_count, load_corpus, window_batches
 from normtrain.data.unigram import collapsed, unigram_loss
 from normtrain.distributed import DistContext, init_distributed, wrap_model
 from normtrain.flops import mfu, model_flops_per_token, peak_flops
@@ -213,7 +213,8 @@ class Trainer:
                                all_reduce=ctx.all_reduce if ctx.enabled else None,
                                attn_logit_max=mon.attn_logit_max, output_log_z=mon.output_log_z,
                                output_logit_max=mon.output_logit_max,
-                               spike_window=mon.spike_window if mon.spike_score else None)
+                               spike_window=mon.spike_window if mon.spike_score else None,
+                               residual_stats=mon.residual_stats, block_cos=mon.block_cos)
         self.flops_per_token = model_flops_per_token(plain)
         self.summary: dict[str, Any] = {
             "status": "running", "steps": 0, "diverged_at_step": None, "final_val_loss": None,
@@ -232,8 +233,7 @@ class Trainer:
         """The fixed validation windows (each rank evaluates every world_size-th one), the monitor's probe batch,
         and the unigram baseline scored on exactly those windows."""
         t, ctx, seq_len = self.cfg.train, self.ctx, self.cfg.model.seq_len
-        n = t.eval_windows or t.batch_size * ctx.world_size * t.eval_batches
-        n = -(-n // ctx.world_size) * ctx.world_size  # every rank runs the same number of forward passes
+        n = eval_window_count(t.eval_windows, t.batch_size, t.eval_batches, ctx.world_size)
         starts = eval_starts(len(self.corpus.val), seq_len, n)
         self.n_eval_windows = n
         self.val_batches = window_batches(self.corpus.val, starts[ctx.rank::ctx.world_size], seq_len, t.batch_size,

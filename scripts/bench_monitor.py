@@ -22,7 +22,7 @@ import torch
 import normtrain
 
 SWITCHES = ("grad_norms", "activations", "attn_entropy", "update_ratio", "output_change", "attn_logit_max",
-            "output_log_z", "output_logit_max", "spike_score")
+            "output_log_z", "output_logit_max", "spike_score", "residual_stats", "block_cos")
 
 
 def throughput(overrides: list[str], run_dir: Path) -> float:

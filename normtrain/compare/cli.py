@@ -131,7 +131,8 @@ def _figures(runs: list[Run], out: Path, result: Comparison) -> list[Path]:
     cols = [run.color for run in runs]
     pngs: list[Path] = []
     for name, draw in (("loss.png", figures.loss), ("grad_norm_by_layer.png", figures.grad_norm_by_layer),
-                       ("activations.png", figures.activations), ("update.png", figures.update)):
+                       ("activations.png", figures.activations), ("residual_stream.png", figures.residual_stream),
+                       ("update.png", figures.update)):
         try:
             result.notes += draw(runs, cols, out / name)
             pngs.append(out / name)
