@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from normtrain.compare import page, report, specs, vega
+from normtrain.compare import page, probe, report, specs, vega
 from normtrain.compare.groups import group_runs
 from normtrain.compare.labels import LabelError, label_runs, unique_slugs
 from normtrain.compare.runs import Run, load_runs
@@ -112,6 +112,7 @@ def _interactive(view: page.Page, groups: list, runs: list[Run], notes: list[str
     """The interactive figures and their data into ``view``; odd data or a missing library costs a note."""
     try:
         view.figures, view.data = specs.build(groups, runs)
+        view.figures += probe.build(groups, view.data)  # runs with a probe/ folder (normtrain-probe)
         if view.figures:
             vega.bundle()
     except vega.VegaUnavailable as err:

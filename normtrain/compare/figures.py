@@ -74,7 +74,7 @@ def _style(linestyle: str, marker: str | None, text: str):
     return Line2D([], [], color="0.3", ls=linestyle, marker=marker, ms=5, lw=1.2), text
 
 
-def _log_axis(ax, values: np.ndarray) -> None:
+def log_axis(ax, values: np.ndarray) -> None:
     """Log y with plain-number tick labels (1.5, 2, 3, ...) when the data spans few decades."""
     ax.set_yscale("log")
     ticks = _log_ticks(values)
@@ -162,7 +162,7 @@ def loss(runs: Sequence[Run], cols: Sequence, path: Path) -> list[str]:
                     x = run.diverged_at if run.diverged_at is not None else tx[-1]
                     ax.plot([x], [min(ty[-1], top)], marker="X", ms=11, color=c, mec="black", mew=0.8,
                             clip_on=False, zorder=5)
-    _log_axis(ax, values)
+    log_axis(ax, values)
     ax.set_xlabel("step")
     ax.set_ylabel("loss (nats per byte, log scale)")
     ax.set_title("Loss: train (solid) and validation (dashed)")
@@ -203,7 +203,7 @@ def grad_norm_by_layer(runs: Sequence[Run], cols: Sequence, path: Path) -> list[
         ax.set_title(f"Gradient norm per block at the {when}{which}", fontsize="medium")
         ax.set_xlabel("layer (block index, 0 = next to the embedding)")
         ax.xaxis.get_major_locator().set_params(integer=True)
-        _log_axis(ax, np.concatenate(allv))
+        log_axis(ax, np.concatenate(allv))
         ax.grid(True, which="both", alpha=0.25)
     axes[0].set_ylabel("‖∇ block‖ (log scale)")
     _legend(fig, runs, cols)
@@ -307,7 +307,7 @@ def activations(runs: Sequence[Run], cols: Sequence, path: Path, stats: Sequence
             ax.set_title(f"{title}\n{when} ({which})", fontsize="small")
             ax.grid(True, which="both", alpha=0.25)
         if log and values:
-            _log_axis(row[0], np.concatenate(values))
+            log_axis(row[0], np.concatenate(values))
     for ax in grid[-1]:
         ax.set_xlabel("layer")
         ax.xaxis.get_major_locator().set_params(integer=True)
@@ -354,7 +354,7 @@ def update(runs: Sequence[Run], cols: Sequence, path: Path) -> list[str]:
             continue
         ax.set_title(title, fontsize="medium")
         ax.set_xlabel("step")
-        _log_axis(ax, np.concatenate(values))
+        log_axis(ax, np.concatenate(values))
         ax.grid(True, which="both", alpha=0.25)
     _legend(fig, runs, cols)
     save_png(fig, path)
