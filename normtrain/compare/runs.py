@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 
 from normtrain.loggers.base import LAYER_KEY  # noqa: F401 - also compare's name for it (figdata, specs)
-from normtrain.probe import PROBE_DIR, PROBE_FORMAT, PROBE_JSON
 
 RUN_FILES = ("summary.json", "metrics.jsonl")
-NOT_RUNS = {"wandb", "compare", "probe", "__pycache__"}  # folders that never hold runs of their own
+PROBE_DIR, PROBE_JSON = "probe", "probe.json"  # RUN_DIR/probe/probe.json: what normtrain-probe writes
+PROBE_FORMAT = 1  # probe.json's layout (normtrain-probe writes this one); bumped on a change that breaks reading it
+NOT_RUNS = {"wandb", "compare", PROBE_DIR, "__pycache__"}  # folders that never hold runs of their own
 FAILED_STATUSES = ("diverged", "failed")  # sorted after every other run, in this order
 
 

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["probe", "PROBE_DIR", "PROBE_JSON", "PROBE_FORMAT"]
-
-PROBE_DIR, PROBE_JSON = "probe", "probe.json"  # RUN_DIR/probe/probe.json, where normtrain-compare looks
-PROBE_FORMAT = 1  # probe.json's layout; bump on a change that breaks its readers (normtrain-compare)
+__all__ = ["probe"]
 
 
 def __getattr__(name: str) -> Any:

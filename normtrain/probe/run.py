@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from normtrain.atomic import write_json
-from normtrain.probe import PROBE_DIR, PROBE_FORMAT, PROBE_JSON, figures
+from normtrain.compare.runs import PROBE_DIR, PROBE_FORMAT, PROBE_JSON  # where compare looks for it
+from normtrain.probe import figures
 from normtrain.probe.inputs import load_probe_run
 from normtrain.probe.layers import anatomy, skip_losses
 from normtrain.probe.norm_curves import norm_curves
