@@ -1,10 +1,12 @@
-"""What the diagnostics cost: training throughput with every monitor switch on vs all off.
+"""What the diagnostics cost: training throughput with every monitor switch on vs all off (or vs all on but
+the ``--without`` ones: what those cost on top of the rest).
 
 Runs the real training loop (``normtrain.train``) on the default model and corpus, alternating the
 two settings (A B A B ...) so that machine noise hits both alike, and compares the median tokens/s
 of the logged intervals. Usage:
 
-    python scripts/bench_monitor.py [--steps 100] [--repeats 2] [--every 10] [--out FILE.json] [overrides...]
+    python scripts/bench_monitor.py [--steps 100] [--repeats 2] [--every 10] [--without S1,S2] [--out FILE.json]
+                                    [overrides...]
 """
 
 from __future__ import annotations
@@ -37,13 +39,19 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--every", type=int, default=10)
+    parser.add_argument("--without", default=None, metavar="S1,S2",
+                        help=f"switch off only these in the 'off' runs (default: all of {', '.join(SWITCHES)})")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
     parser.add_argument("overrides", nargs="*", help="extra config overrides, e.g. train.device=cuda")
     args = parser.parse_args()
 
     base = [f"train.max_steps={args.steps}", "train.eval_every=0", "logger=none", "train.progress=false",
             f"monitor.every={args.every}", *args.overrides]
-    settings = {"on": [f"monitor.{s}=true" for s in SWITCHES], "off": [f"monitor.{s}=false" for s in SWITCHES]}
+    without = args.without.split(",") if args.without else list(SWITCHES)
+    if unknown := sorted(set(without) - set(SWITCHES)):
+        parser.error(f"--without {','.join(unknown)}: not a switch; allowed: {', '.join(SWITCHES)}")
+    settings = {"on": [f"monitor.{s}=true" for s in SWITCHES],
+                "off": [f"monitor.{s}={str(s not in without).lower()}" for s in SWITCHES]}
     rates: dict[str, list[float]] = {"on": [], "off": []}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeats):
@@ -52,11 +60,13 @@ def main() -> None:
                 rates[name].append(rate)
                 print(f"repeat {i} monitor {name:3s}: {rate:9.0f} tokens/s", flush=True)
     on, off = statistics.median(rates["on"]), statistics.median(rates["off"])
-    result = {"tokens_per_s_on": on, "tokens_per_s_off": off, "overhead": off / on - 1, "every": args.every,
+    result = {"tokens_per_s_on": on, "tokens_per_s_off": off, "overhead": off / on - 1, "switched_off": without,
+              "every": args.every,
               "steps": args.steps, "repeats": args.repeats, "overrides": args.overrides, "runs": rates,
               "device": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores (or the GPU in "
                         "overrides)", "torch": torch.__version__}
-    print(f"diagnostics every {args.every} steps cost {100 * result['overhead']:.1f}% of the step time "
+    what = "diagnostics" if set(without) == set(SWITCHES) else f"{', '.join(without)}"
+    print(f"{what} every {args.every} steps cost {100 * result['overhead']:.1f}% of the step time "
           f"({on:.0f} vs {off:.0f} tokens/s)")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -143,9 +143,11 @@ def test_norm_inputs_see_the_fused_add_and_the_normalization_has_no_affine():
 
 
 def test_dyt_norms_fit_their_own_alpha():
-    """Without its affine part DyT is tanh(α·x): the fit finds each norm's α and explains all of the variance."""
+    """Without its affine part DyT is tanh(α·x): the fit finds each norm's α and explains all of the variance. The
+    block norms are depth-scaled (their 1/√ℓ is left out too) and QK-norm adds two per-head norms per block."""
     torch.manual_seed(0)
-    model = GPT(GPTConfig(n_layers=2, d_model=32, n_heads=2, seq_len=16, norm=NormSpec("dyt", alpha_init=0.5)))
+    model = GPT(GPTConfig(n_layers=2, d_model=32, n_heads=2, seq_len=16, qk_norm=True,
+                          norm=NormSpec("dyt", alpha_init=0.5, depth_scaled=True)))
     for name, p in model.named_parameters():
         if name.endswith(".alpha"):
             p.data.uniform_(0.2, 2.0)
@@ -153,11 +155,16 @@ def test_dyt_norms_fit_their_own_alpha():
     run = ProbeRun(path=Path("."), model=model.eval(), config=None, step=0, status=None, summary={},
                    batches=[(idx[:, :-1], idx[:, 1:])], device=torch.device("cpu"))
     curves = norm_curves(run, windows=4, rows=64, points=100)
-    assert [c["kind"] for c in curves] == ["dyt"] * 5
+    assert [(c["name"], c["kind"]) for c in curves[:4]] == [
+        ("blocks.0.attn.q_norm", "dyt"), ("blocks.0.attn.k_norm", "dyt"), ("blocks.0.norm1", "dyt, depth-scaled"),
+        ("blocks.0.norm2", "dyt, depth-scaled")]
+    assert len(curves) == 9 and curves[-1]["name"] == "final_norm" and curves[-1]["layer"] is None
     for c, (_, norm) in zip(curves, norm_modules(model), strict=True):
-        assert c["fit"]["alpha"] == pytest.approx(norm.alpha.item(), rel=2e-3)
+        alpha = getattr(norm, "inner", norm).alpha.item()
+        assert c["fit"]["alpha"] == pytest.approx(alpha, rel=2e-3)
         assert c["fit"]["gamma"] == pytest.approx(1.0, rel=2e-3) and c["fit"]["r2"] > 0.99999
-        assert len(c["x"]) == 100 and c["n_pairs"] == 64 * 32
+        assert len(c["x"]) == 100
+    assert curves[2]["n_pairs"] == 64 * 32 and curves[0]["n_pairs"] == 64 * 16  # per-head rows for QK-norm
 
 
 def test_fit_tanh_recovers_a_known_curve_and_a_line():
