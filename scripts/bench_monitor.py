@@ -3,10 +3,12 @@ the ``--without`` ones: what those cost on top of the rest).
 
 Runs the real training loop (``normtrain.train``) on the default model and corpus, alternating the
 two settings (A B A B ...) so that machine noise hits both alike, and compares the median tokens/s
-of the logged intervals. Usage:
+of the logged intervals, and the median CPU time of the whole run (set-up and final evaluation included, the
+same in both settings). On a machine shared with other work, wall-clock rates follow the neighbours' load; the
+CPU time this process spent does much less so (with ``--threads 1``: no threads waiting on each other). Usage:
 
-    python scripts/bench_monitor.py [--steps 100] [--repeats 2] [--every 10] [--without S1,S2] [--out FILE.json]
-                                    [overrides...]
+    python scripts/bench_monitor.py [--steps 100] [--repeats 2] [--every 10] [--without S1,S2] [--threads N]
+                                    [--out FILE.json] [overrides...]
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 import platform
 import statistics
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -27,11 +30,14 @@ SWITCHES = ("grad_norms", "activations", "attn_entropy", "update_ratio", "output
             "output_log_z", "output_logit_max", "spike_score", "residual_stats", "block_cos")
 
 
-def throughput(overrides: list[str], run_dir: Path) -> float:
+def throughput(overrides: list[str], run_dir: Path) -> tuple[float, float]:
+    """(median tokens/s of the logged intervals, CPU seconds of the whole run)."""
+    cpu = time.process_time()
     normtrain.train(normtrain.compose(overrides), run_dir=run_dir)
+    cpu = time.process_time() - cpu
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     rates = [r["tokens_per_s"] for r in rows[1:] if r.get("tokens_per_s")]  # skip the warm-up interval
-    return statistics.median(rates)
+    return statistics.median(rates), cpu
 
 
 def main() -> None:
@@ -41,6 +47,7 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=10)
     parser.add_argument("--without", default=None, metavar="S1,S2",
                         help=f"switch off only these in the 'off' runs (default: all of {', '.join(SWITCHES)})")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
     parser.add_argument("overrides", nargs="*", help="extra config overrides, e.g. train.device=cuda")
     args = parser.parse_args()
@@ -52,22 +59,30 @@ def main() -> None:
         parser.error(f"--without {','.join(unknown)}: not a switch; allowed: {', '.join(SWITCHES)}")
     settings = {"on": [f"monitor.{s}=true" for s in SWITCHES],
                 "off": [f"monitor.{s}={str(s not in without).lower()}" for s in SWITCHES]}
+    if args.threads:
+        torch.set_num_threads(args.threads)
     rates: dict[str, list[float]] = {"on": [], "off": []}
+    cpu: dict[str, list[float]] = {"on": [], "off": []}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeats):
             for name, switches in settings.items():
-                rate = throughput([*base, *switches], Path(tmp) / f"{name}{i}")
+                rate, seconds = throughput([*base, *switches], Path(tmp) / f"{name}{i}")
                 rates[name].append(rate)
-                print(f"repeat {i} monitor {name:3s}: {rate:9.0f} tokens/s", flush=True)
+                cpu[name].append(seconds)
+                print(f"repeat {i} monitor {name:3s}: {rate:9.0f} tokens/s, {seconds:7.2f} CPU s", flush=True)
     on, off = statistics.median(rates["on"]), statistics.median(rates["off"])
-    result = {"tokens_per_s_on": on, "tokens_per_s_off": off, "overhead": off / on - 1, "switched_off": without,
-              "every": args.every,
-              "steps": args.steps, "repeats": args.repeats, "overrides": args.overrides, "runs": rates,
+    cpu_on, cpu_off = statistics.median(cpu["on"]), statistics.median(cpu["off"])
+    result = {"tokens_per_s_on": on, "tokens_per_s_off": off, "overhead": off / on - 1,
+              "cpu_s_on": cpu_on, "cpu_s_off": cpu_off, "cpu_overhead": cpu_on / cpu_off - 1, "switched_off": without,
+              "every": args.every, "steps": args.steps, "repeats": args.repeats, "threads": torch.get_num_threads(),
+              "overrides": args.overrides, "runs": rates, "cpu_runs": cpu,
+              "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
               "device": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores (or the GPU in "
                         "overrides)", "torch": torch.__version__}
     what = "diagnostics" if set(without) == set(SWITCHES) else f"{', '.join(without)}"
     print(f"{what} every {args.every} steps cost {100 * result['overhead']:.1f}% of the step time "
-          f"({on:.0f} vs {off:.0f} tokens/s)")
+          f"({on:.0f} vs {off:.0f} tokens/s), {100 * result['cpu_overhead']:.1f}% of the run's CPU time "
+          f"({cpu_on:.1f} vs {cpu_off:.1f} s)")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from normtrain.compare.figures import DPI, save_png
+from normtrain.compare.figures import DPI, log_axis, save_png
 
 
 def _figure(width: float, height: float, nrows: int = 1, ncols: int = 1):
@@ -47,7 +47,7 @@ def stream(result: dict[str, Any], path: Path) -> Path:
         values = np.array([row[key] for row in layers], dtype=float)
         ax.plot(x, values, marker="o", ms=4, lw=1.3, color="#4c78a8")
         if log and np.all(values > 0):
-            ax.set_yscale("log")
+            log_axis(ax, values)
         ax.set_title(title, fontsize="medium")
         ax.set_xlabel("block")
         ax.xaxis.get_major_locator().set_params(integer=True)
