@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from normtrain.spikes import SpikeScore
@@ -98,14 +97,19 @@ def stream_rms(x: torch.Tensor) -> torch.Tensor:
 
 
 def stream_absmax(x: torch.Tensor) -> torch.Tensor:
-    """The largest |value| of ``x``: massive activations (Sun et al. 2024) show here long before in the rms."""
-    return torch.linalg.vector_norm(x.detach().float(), ord=float("inf"))
+    """The largest |value| of ``x``: massive activations (Sun et al. 2024) show here long before in the rms. One
+    pass (``aminmax``; the inf-norm is several times slower on CPU)."""
+    lo, hi = torch.aminmax(x.detach().float())
+    return torch.maximum(hi, -lo)
 
 
 def block_cosine(x_in: torch.Tensor, x_out: torch.Tensor) -> torch.Tensor:
     """cos(x_in, x_out) of each token's input and output vectors (B, T, d), averaged over batch and positions:
-    near 1 the block is close to the identity on the stream (the curse of depth, Sun et al. 2025)."""
-    return F.cosine_similarity(x_in.detach().float(), x_out.detach().float(), dim=-1).mean()
+    near 1 the block is close to the identity on the stream (the curse of depth, Sun et al. 2025). A zero
+    vector counts as cosine 0. (Twice as fast on CPU as ``F.cosine_similarity``.)"""
+    x_in, x_out = x_in.detach().float(), x_out.detach().float()
+    norms = torch.linalg.vector_norm(x_in, dim=-1) * torch.linalg.vector_norm(x_out, dim=-1)
+    return (torch.linalg.vecdot(x_in, x_out) / norms.clamp_min(1e-30)).mean()
 
 
 class LayerRecorder:
