@@ -29,7 +29,7 @@ CORPORA = ("python_stdlib", "local_text", "tokens")
 LOGGERS = ("wandb", "tensorboard", "csv", "none")  # logger=NAME, or several: logger=[wandb,tensorboard]
 BACKENDS = ("wandb", "tensorboard", "csv")  # normtrain.loggers.BACKENDS
 WANDB_MODES = ("auto", "online", "offline", "disabled")
-OPTIMIZERS = ("adamw",)
+OPTIMIZERS = ("adamw", "sgd")
 MAX_SEED = 2**32 - 1  # numpy's seed range
 ZERO_MEANS = {"eval_every": "only at the end", "ckpt_every": "only at the end",
               "eval_windows": "train.batch_size × train.eval_batches"}
@@ -104,9 +104,11 @@ class OptimSchema:
     warmup_steps: int = 50
     schedule: str = "cosine"
     min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio
+    warmup_overlaps: bool = False  # the warm-up ramp multiplies a schedule counted from step 0 (normtrain/optim.py)
     grad_clip: float = 1.0  # 0 = off
     z_loss: float = 0.0  # coefficient of mean(log² Z) added to the loss; 0 = off
     independent_wd: bool = False  # per-step decay weight_decay × lr_t/lr (not lr_t × weight_decay)
+    momentum: float = 0.0  # sgd only
 
 
 @dataclass
@@ -140,6 +142,7 @@ class MonitorSchema:
     update_ratio: bool = True  # update/layer_i = ‖Δθ‖/‖θ‖ per block
     output_change: bool = True  # update/output_change on a fixed probe batch
     output_kl: bool = False  # update/output_kl = KL(p_θ0 ‖ p_θt) of the output distributions on the probe batch
+    stream_change: bool = False  # update/stream_change, update/logit_change: ‖F_t − F_0‖/‖F_0‖ before the final norm
     probe_batch: int = 4  # sequences in the probe batch
     attn_logit_max: bool = True  # attn_logit_max/layer_i (shares attn_entropy's explicit logits)
     output_log_z: bool = True  # output/log_z: mean log-partition of the output softmax
@@ -342,6 +345,11 @@ def _optim_problems(o: DictConfig) -> list[str]:
     _number("optim.grad_clip", o.grad_clip, o.grad_clip >= 0, "must be a finite number >= 0 (0 = off)", p)
     _number("optim.z_loss", o.z_loss, o.z_loss >= 0, "the z-loss coefficient must be a finite number >= 0 (0 = off)",
             p)
+    _number("optim.momentum", o.momentum, 0 <= o.momentum < 1, "must lie in [0, 1)", p)
+    if o.momentum and math.isfinite(o.momentum) and o.name != "sgd":
+        p.append(f"optim.momentum={o.momentum} applies to optim=sgd only, not optim={o.name}")
+    if o.independent_wd and o.name == "sgd":
+        p.append("optim.independent_wd=true decouples AdamW's decay; optim=sgd has the coupled L2 term only")
     return p
 
 

@@ -16,8 +16,10 @@ Metrics (i counts blocks from 0):
   attn_logit_max/layer_i               max attention logit q·k/√d_head on that sequence (same explicit logits)
   update/layer_i                       ‖Δθ‖/‖θ‖ of block i's parameters for this step's update
   update/output_change                 ‖F(x,θ_t) − F(x,θ_0)‖ per token on a fixed probe batch (DeepNet Fig. 4)
-  update/output_kl                     KL(p_θ0 ‖ p_θt) per token of the output distributions on that batch: the
-                                       model update without the saturation of a normalized F (bounded by ≈ √2‖F‖)
+  update/output_kl                     KL(p_θ0 ‖ p_θt) per token of the output distributions on that batch
+  update/stream_change                 ‖F_t − F_0‖ / ‖F_0‖ over the probe batch, F the residual stream before the
+                                       final norm (unsaturated: DeepNet's ‖ΔF‖ relative to its size)
+  update/logit_change                  the same for the logits
   output/log_z, output/logit_max       mean log-partition and max of the output logits over the batch
   train/z_loss                         mean(log² Z) of the batch, without its coefficient (when optim.z_loss > 0)
 Every step, on the device: the divergence flag and the spike score (normtrain/spikes.py, read for the summary).
@@ -38,7 +40,8 @@ PREFIXES = {"grad_layer": "grad_norm", "act_mean": "act_mean", "act_std": "act_s
             "attn_entropy": "attn_entropy", "update_layer": "update", "attn_logit_max": "attn_logit_max",
             "act_rms": "act_rms", "act_absmax": "act_absmax", "block_cos": "block_cos"}
 SCALARS = {"loss": "train/loss", "grad_total": "grad_norm/total", "output_change": "update/output_change",
-           "output_kl": "update/output_kl", "log_z": "output/log_z", "logit_max": "output/logit_max",
+           "output_kl": "update/output_kl", "stream_change": "update/stream_change",
+           "logit_change": "update/logit_change", "log_z": "output/log_z", "logit_max": "output/logit_max",
            "z_loss": "train/z_loss"}
 MAXIMA = ("attn_logit_max", "logit_max", "act_absmax")  # reduced across ranks by max; every other value by mean
 
@@ -198,7 +201,8 @@ class Monitor:
     def state_dict(self) -> dict:
         """The reference values a resumed run needs: the first loss and F(x, θ_0); the spike score's windows."""
         return {"first_loss": self.guard.first, "probe_start": self.probe_start.get("hidden"),
-                "probe_logp_start": self.probe_start.get("logp"), "diverged_at": self.guard.diverged_at,
+                "probe_logp_start": self.probe_start.get("logp"), "probe_stream_start": self.probe_start.get("stream"),
+                "probe_logits_start": self.probe_start.get("logits"), "diverged_at": self.guard.diverged_at,
                 "spikes": self.spikes.state_dict() if self.spikes else None}
 
     def load_state_dict(self, state: dict) -> None:
@@ -206,7 +210,8 @@ class Monitor:
         self.guard.first = None if state["first_loss"] is None else state["first_loss"].to(device)
         self.guard.diverged_at = state["diverged_at"].to(device)
         if self.probe is not None:
-            saved = {"hidden": state["probe_start"], "logp": state.get("probe_logp_start")}
+            saved = {"hidden": state["probe_start"], "logp": state.get("probe_logp_start"),
+                     "stream": state.get("probe_stream_start"), "logits": state.get("probe_logits_start")}
             self.probe_start.update({k: v.to(device) for k, v in saved.items()
                                      if v is not None and k in self.probe_start})
         if self.spikes is not None and state.get("spikes") is not None:  # none in older checkpoints: start afresh
@@ -255,6 +260,9 @@ class Monitor:
         if "logp" in now and "logp" in start:
             kl = (start["logp"].exp() * (start["logp"] - now["logp"])).sum(-1).mean()
             self._values["output_kl"] = kl.reshape(1)
+        for name, key in (("stream_change", "stream"), ("logit_change", "logits")):
+            if key in now and key in start:
+                self._values[name] = ((now[key] - start[key]).norm() / start[key].norm().clamp(min=1e-12)).reshape(1)
 
     def after_backward(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor | None = None) -> None:
         """Divergence check and spike score every step (loss and total gradient norm); on log steps the

@@ -129,6 +129,38 @@ class BatchNorm(Norm):
         return self.bn(x.reshape(-1, x.shape[-1])).reshape(x.shape)
 
 
+@register_norm("batchnorm_causal")
+class CausalBatchNorm(BatchNorm):
+    """BatchNorm whose training statistics at position t use only positions ≤ t, over every sequence of the batch:
+    the control of the ``batchnorm_leak`` experiment. It keeps what batch statistics are (shared across the batch,
+    noisy for small batches) and removes the one thing that makes BatchNorm non-causal, the future tokens. Its
+    evaluation mode uses the running statistics, updated from the whole batch as ``nn.BatchNorm1d`` does.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        bn = self.bn
+        if not self.training or x.dim() != 3:
+            return super().forward(x)
+        xf = x.float()
+        count = x.shape[0] * torch.arange(1, x.shape[1] + 1, device=x.device, dtype=xf.dtype).view(1, -1, 1)
+        mean = xf.sum(0, keepdim=True).cumsum(1) / count  # (1, T, D): batch × positions ≤ t
+        var = (xf.square().sum(0, keepdim=True).cumsum(1) / count - mean.square()).clamp_min(0)
+        y = (xf - mean) * torch.rsqrt(var + bn.eps)
+        if bn.affine:
+            y = y * bn.weight + bn.bias
+        self._track(xf.detach())
+        return y.to(x.dtype)
+
+    @torch.no_grad()
+    def _track(self, xf: torch.Tensor) -> None:
+        """The running statistics, from the whole batch (evaluation never sees a batch's own statistics)."""
+        bn, flat = self.bn, xf.reshape(-1, xf.shape[-1])
+        bn.running_mean.lerp_(flat.mean(0), bn.momentum)
+        bn.running_var.lerp_(flat.var(0, unbiased=True) if len(flat) > 1 else torch.ones_like(bn.running_var),
+                             bn.momentum)
+        bn.num_batches_tracked += 1
+
+
 @register_norm("dyt")
 class DyT(Norm):
     """Dynamic Tanh (Zhu et al. 2025, "Transformers without Normalization"): y = γ ⊙ tanh(α·x) + β.

@@ -1,4 +1,4 @@
-"""AdamW with weight decay on matrices only, and the learning-rate schedules (warm-up included)."""
+"""AdamW (or plain SGD) with weight decay on matrices only, and the learning-rate schedules (warm-up included)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from torch import nn
 
 
 def build_optimizer(model: nn.Module, lr: float, betas, eps: float, weight_decay: float,
-                    independent_wd: bool = False) -> torch.optim.AdamW:
+                    independent_wd: bool = False, name: str = "adamw", momentum: float = 0.0) -> torch.optim.Optimizer:
     """Decay 2-D weights (linear and embedding matrices); never norm gains, biases or other vectors.
 
     AdamW multiplies each decayed weight by (1 − lr_t · wd) per step, so the decay grows with the learning rate.
@@ -17,6 +17,10 @@ def build_optimizer(model: nn.Module, lr: float, betas, eps: float, weight_decay
     factor is (1 − wd · lr_t / lr), where lr is the peak learning rate — the decay follows the schedule's shape
     but not the size of lr, so ``weight_decay`` is the per-step decay at the peak (Wortsman et al.: 1e-4).
     Implemented by handing AdamW wd / lr as its coefficient.
+
+    ``name="sgd"``: plain stochastic gradient descent (``momentum`` 0 by default), whose step is the gradient
+    times the learning rate: the setting of DeepNet's model-update bounds (Thm. 4.1–4.2), where Adam's first
+    steps, sized by the learning rate alone, are not. Its weight decay is the coupled L2 term of ``torch.optim.SGD``.
     """
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
@@ -24,17 +28,26 @@ def build_optimizer(model: nn.Module, lr: float, betas, eps: float, weight_decay
          else weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
+    if name == "sgd":
+        return torch.optim.SGD(groups, lr=lr, momentum=momentum)
     fused = all(p.is_cuda for p in params)  # one kernel per step on GPU; the foreach path elsewhere
     return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, fused=fused or None)
 
 
 def lr_at(step: int, *, lr: float, warmup_steps: int, max_steps: int, schedule: str,
-          min_lr_ratio: float = 0.1) -> float:
+          min_lr_ratio: float = 0.1, warmup_overlaps: bool = False) -> float:
     """Linear warm-up over ``warmup_steps`` (step 0 gets lr/warmup), then the schedule.
 
     cosine: from lr down to lr·min_lr_ratio at ``max_steps``; constant: lr;
     inverse_sqrt: lr·√(warmup/step) after warm-up (Vaswani et al. 2017; Xiong et al. 2020).
+    ``warmup_overlaps``: the ramp multiplies the schedule instead of preceding it, and the schedule is counted from
+    step 0 as if there were no warm-up; two runs that differ in their warm-up then differ in the ramp alone (a
+    warm-up experiment's control), not in the decay after it.
     """
+    if warmup_overlaps:
+        ramp = min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0
+        return ramp * lr_at(step, lr=lr, warmup_steps=0, max_steps=max_steps, schedule=schedule,
+                            min_lr_ratio=min_lr_ratio)
     if step < warmup_steps:
         return lr * (step + 1) / warmup_steps
     if schedule == "constant":

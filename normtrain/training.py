@@ -41,7 +41,7 @@ from normtrain.checkpoint import (
 )
 from normtrain.config import model_config, to_container, validate, vocab_size, with_defaults
 from normtrain.data import BatchSampler, eval_starts, eval_window_count, load_corpus, window_batches
-from normtrain.data.unigram import collapsed, unigram_loss
+from normtrain.data.unigram import unigram_loss
 from normtrain.distributed import DistContext, init_distributed, wrap_model
 from normtrain.flops import mfu, model_flops_per_token, peak_flops
 from normtrain.loggers import CsvLogger, JsonlLogger, Loggers, TensorBoardLogger, WandbLogger
@@ -49,8 +49,10 @@ from normtrain.loggers.names import SweepJob, group_name, run_name, sweep_job
 from normtrain.model import GPT
 from normtrain.monitor import Monitor
 from normtrain.optim import build_optimizer, lr_at
+from normtrain.outcome import outcome, tail_trend
 from normtrain.preemption import StopRequested
 from normtrain.progress import interactive, make_progress
+from normtrain.provenance import code_state_at_start
 from normtrain.resume import config_changes
 from normtrain.run_folder import USER_ERRNOS, RunFolder, write_error
 from normtrain.runlog import say
@@ -156,6 +158,7 @@ class Trainer:
         self.folder = RunFolder(self.run_dir)
         self.stop = StopRequested()
         self.steps_done, self.in_step, self.val_losses, self.resumes = 0, False, [], []
+        self.train_losses: list[tuple[int, float]] = []  # (step, train/loss) at log steps: the run's trend
 
     # --- set-up and resume
     def run(self) -> dict[str, Any]:
@@ -200,8 +203,9 @@ class Trainer:
         self.model = wrap_model(plain, ctx, t.strategy)
         self.raw = unwrap(self.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = build_optimizer(self.model, cfg.optim.lr, cfg.optim.betas, cfg.optim.eps,
-                                         cfg.optim.weight_decay, cfg.optim.independent_wd)
+        o = cfg.optim
+        self.optimizer = build_optimizer(self.model, o.lr, o.betas, o.eps, o.weight_decay, o.independent_wd, o.name,
+                                         o.momentum)
         self.compiled = torch.compile(self.model) if t.compile else self.model
         self.sampler = BatchSampler(self.corpus.train, t.batch_size, cfg.model.seq_len, t.seed, device=ctx.device,
                                     rank=ctx.rank, world_size=ctx.world_size)
@@ -209,7 +213,7 @@ class Trainer:
         self.monitor = Monitor(self.raw.blocks, self.params, mon.every, mon.divergence_factor,
                                grad_norms=mon.grad_norms, activations=mon.activations,
                                attn_entropy=mon.attn_entropy, update_ratio=mon.update_ratio,
-                               probe=self.probe if mon.output_change else None,
+                               probe=self.probe if mon.output_change or mon.stream_change else None,
                                all_reduce=ctx.all_reduce if ctx.enabled else None,
                                attn_logit_max=mon.attn_logit_max, output_log_z=mon.output_log_z,
                                output_logit_max=mon.output_logit_max,
@@ -224,7 +228,8 @@ class Trainer:
             "device": str(ctx.device), "world_size": ctx.world_size, "global_batch_size": t.batch_size * ctx.world_size,
             "resumed_from_step": None, "resumes": [], "run_dir": str(self.run_dir), "name": run_label(cfg),
             "corpus": self.corpus.describe(), "eval_windows": self.n_eval_windows,
-            "unigram_val_loss": self.unigram_val_loss, "collapsed": False,
+            "unigram_val_loss": self.unigram_val_loss, "collapsed": False, "undertrained": False, "loss_trend": None,
+            "code": code_state_at_start(),
             "started_at": datetime.fromtimestamp(self.started, timezone.utc).isoformat(timespec="seconds"),
             "config": to_container(cfg),
         }
@@ -280,6 +285,7 @@ class Trainer:
         self.sampler.load_state_dict(state["sampler"])
         self.monitor.load_state_dict(state["monitor"])
         self.steps_done, self.val_losses = state["step"], list(state["val_losses"])
+        self.train_losses = [tuple(p) for p in state.get("train_losses", [])]  # none in older checkpoints
         self.resumes = [*state.get("resumes", []), {"step": self.steps_done, "path": str(path), "changes": changes}]
         self.summary["started_at"] = state.get("started_at", self.summary["started_at"])  # the run's first start
         if ctx.is_main:
@@ -336,7 +342,7 @@ class Trainer:
     def set_lr(self, step: int) -> float:
         o = self.cfg.optim
         lr = lr_at(step, lr=o.lr, warmup_steps=o.warmup_steps, max_steps=self.cfg.train.max_steps,
-                   schedule=o.schedule, min_lr_ratio=o.min_lr_ratio)
+                   schedule=o.schedule, min_lr_ratio=o.min_lr_ratio, warmup_overlaps=o.warmup_overlaps)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         return lr
@@ -381,6 +387,7 @@ class Trainer:
             row["mfu"] = mfu(tokens_per_s, self.flops_per_token, self.peak, self.ctx.world_size)
         self.loggers.log(row, step)
         if "train/loss" in metrics:
+            self.train_losses.append((step, metrics["train/loss"]))
             self.bar.set_postfix(loss=f"{metrics['train/loss']:.3f}", lr=f"{lr:.2e}",
                                  tok_s=f"{tokens_per_s or 0:.0f}", refresh=False)
         return self.record_divergence(diverged_at, step)
@@ -431,7 +438,8 @@ class Trainer:
             save_checkpoint(self.run_dir, {
                 "model": model_state, "optimizer": optim_state, "step": self.steps_done,
                 "sampler": self.sampler.state_dict(), "monitor": self.monitor.state_dict(),
-                "val_losses": self.val_losses, "config": self.summary["config"], "world_size": self.ctx.world_size,
+                "val_losses": self.val_losses, "train_losses": self.train_losses, "config": self.summary["config"],
+                "world_size": self.ctx.world_size,
                 "corpus_fingerprint": self.corpus.fingerprint, "vocab_size": self.vocab_size, "resumes": self.resumes,
                 "started_at": self.summary["started_at"]})
         return True
@@ -455,8 +463,9 @@ class Trainer:
         finite = [v for v in self.val_losses if math.isfinite(v)]
         last = self.val_losses[-1] if self.val_losses else None
         final = None if self.summary["status"] == "diverged" or last is None or not math.isfinite(last) else last
+        trend = tail_trend([s for s, _ in self.train_losses], [v for _, v in self.train_losses], self.steps_done)
+        self.summary.update(outcome(final, self.summary["unigram_val_loss"], trend), loss_trend=trend.as_dict())
         self.summary.update(steps=self.steps_done, final_val_loss=final,
-                            collapsed=collapsed(final, self.summary["unigram_val_loss"]),
                             final_val_bpb=None if final is None else self.bpb(final),
                             last_finite_val_loss=finite[-1] if finite else None,
                             best_val_loss=min(finite) if finite else None,
@@ -472,18 +481,25 @@ class Trainer:
     @torch.no_grad()
     def probe(self) -> dict[str, torch.Tensor]:
         """F(x, θ) on the fixed probe batch for the model-update metrics: the final hidden state the LM head reads
-        and, with ``monitor.output_kl``, the output log-probabilities. One forward pass through the wrapper-aware
-        ``forward`` (FSDP gathers the head there); a hook on the head takes its input."""
+        and, with ``monitor.stream_change``, the residual stream before the final norm (unsaturated; for placements
+        without a final norm, the last block's output) and the logits; with ``monitor.output_kl``, the output
+        log-probabilities. One forward pass through the wrapper-aware ``forward`` (FSDP gathers the head there);
+        hooks take the head's and the final norm's inputs."""
         seen: dict[str, torch.Tensor] = {}
-        hook = self.raw.lm_head.register_forward_pre_hook(lambda _m, args: seen.update(hidden=args[0]))
+        hooks = [self.raw.lm_head.register_forward_pre_hook(lambda _m, args: seen.update(hidden=args[0]))]
+        if self.raw.final_norm is not None:
+            hooks.append(self.raw.final_norm.register_forward_pre_hook(lambda _m, args: seen.update(stream=args[0])))
         self.model.eval()
         try:
             with self.autocast():
                 logits, _ = self.raw(self.probe_x)
         finally:
-            hook.remove()
+            for hook in hooks:
+                hook.remove()
             self.model.train()
         out = {"hidden": seen["hidden"].float()}
+        if self.cfg.monitor.stream_change:
+            out.update(stream=seen.get("stream", seen["hidden"]).float(), logits=logits.float())
         if self.cfg.monitor.output_kl:
             out["logp"] = logits.float().log_softmax(-1)
         return out

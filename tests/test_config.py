@@ -78,8 +78,8 @@ def test_all_problems_are_reported_together():
         validate(cfg)
     text = str(err.value)
     assert len(err.value.problems) == 6
-    for needle in ["norm.name='groupnorm' is not known; allowed: batchnorm, dyt, layernorm, prmsnorm, rmsnorm",
-                   "model.n_heads=3 does not divide model.d_model=128", "model.n_layers=0",
+    for needle in ["norm.name='groupnorm' is not known; allowed: batchnorm, batchnorm_causal, dyt, layernorm, "
+                   "prmsnorm, rmsnorm", "model.n_heads=3 does not divide model.d_model=128", "model.n_layers=0",
                    "optim.lr=-0.1", "/no/such/corpus", "placement.beta"]:
         assert needle in text
 
@@ -170,7 +170,7 @@ def float_keys() -> list[str]:
 def test_the_float_keys_are_known():
     assert {"model.emb_std", "norm.eps", "norm.p", "optim.lr", "optim.eps", "optim.weight_decay",
             "optim.min_lr_ratio", "optim.grad_clip", "monitor.divergence_factor", "data.val_fraction",
-            "norm.alpha_init", "optim.z_loss",
+            "norm.alpha_init", "optim.z_loss", "optim.momentum",
             "train.progress_every_s"} == set(
         float_keys())
 
@@ -197,7 +197,8 @@ def test_every_float_key_must_be_finite(key, value):
     ("data.val_fraction=0", "data.val_fraction=0.0"),
     ("train.seed=-1", "train.seed=-1: must lie in [0, 2**32 - 1]"),
     (f"train.seed={2**32}", f"train.seed={2**32}"),
-    ("optim.name=sgd", "optim.name='sgd' is not known; allowed: adamw"),
+    ("optim.name=lion", "optim.name='lion' is not known; allowed: adamw, sgd"),
+    ("optim.momentum=0.9", "optim.momentum=0.9 applies to optim=sgd only"),
     ("placement.beta=inf", "placement.beta"),
 ])
 def test_values_out_of_range_name_the_key(override, needle):

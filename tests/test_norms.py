@@ -73,7 +73,7 @@ def test_rmsnorm_zero_rows_stay_finite():
 
 
 def test_unknown_norm_lists_allowed():
-    with pytest.raises(ValueError, match="allowed: batchnorm, dyt, layernorm, prmsnorm, rmsnorm"):
+    with pytest.raises(ValueError, match="allowed: batchnorm, batchnorm_causal, dyt, layernorm, prmsnorm, rmsnorm"):
         build_norm(NormSpec("groupnorm"), 8)
 
 
@@ -88,6 +88,30 @@ def test_batchnorm_normalizes_over_batch_and_positions_and_leaks_the_future():
     assert not torch.allclose(norm(x)[:, :-1], norm(changed)[:, :-1])  # training mode: earlier outputs move
     norm.eval()  # running statistics: each position depends on itself only
     torch.testing.assert_close(norm(x)[:, :-1], norm(changed)[:, :-1])
+
+
+def test_causal_batchnorm_uses_the_batch_and_positions_up_to_t_only():
+    d = 8
+    norm = build_norm(NormSpec("batchnorm_causal", eps=1e-5), d)
+    with torch.no_grad():
+        norm.bn.weight.uniform_(0.5, 2.0), norm.bn.bias.uniform_(-1, 1)  # a gain mix-up would show
+    x = (torch.randn(3, 7, d) * 2 + 0.5).requires_grad_()
+    y = norm(x)
+    for t in range(7):  # the formula, position by position: statistics over batch × positions 0…t
+        seen = x[:, : t + 1].reshape(-1, d)
+        mean, var = seen.mean(0), seen.var(0, unbiased=False)
+        expected = (x[:, t] - mean) / torch.sqrt(var + 1e-5) * norm.bn.weight + norm.bn.bias
+        torch.testing.assert_close(y[:, t], expected)
+    changed = x.detach().clone()
+    changed[:, -1] += 50.0  # a future token moves nothing before it
+    torch.testing.assert_close(norm(x)[:, :-1], norm(changed)[:, :-1])
+    y.square().sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+    assert norm.bn.num_batches_tracked.item() == 3  # running statistics tracked as BatchNorm does
+    norm.eval()
+    torch.testing.assert_close(norm(x), torch.nn.functional.batch_norm(
+        x.reshape(-1, d), norm.bn.running_mean, norm.bn.running_var, norm.bn.weight, norm.bn.bias, False, 0.0,
+        1e-5).reshape(x.shape))
 
 
 def test_dyt_is_gamma_tanh_alpha_x_plus_beta():

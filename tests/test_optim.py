@@ -72,3 +72,16 @@ def test_weight_decay_per_step_follows_its_formula(independent):
         expected = before[name] * factor if p.dim() >= 2 else before[name]
         torch.testing.assert_close(p.detach(), expected, rtol=1e-6, atol=0)
     assert factor == pytest.approx(0.97 if independent else 1 - 9e-5)  # lr_t = 9e-4
+
+
+def test_an_overlapping_warm_up_only_ramps_a_schedule_counted_from_step_0():
+    """Two runs that differ in their warm-up differ in the ramp alone: after it, the same lr at every step."""
+    def at(step, warmup):
+        return lr_at(step, lr=1.0, warmup_steps=warmup, max_steps=100, schedule="cosine", min_lr_ratio=0.1,
+                     warmup_overlaps=True)
+
+    cold, warm = [at(s, 0) for s in range(100)], [at(s, 10) for s in range(100)]
+    assert warm[10:] == cold[10:] and cold[0] == 1.0 and cold[-1] == pytest.approx(0.1, abs=1e-3)
+    assert warm[:10] == pytest.approx([(s + 1) / 10 * cold[s] for s in range(10)])
+    # the default warm-up precedes the schedule: its decay starts after the ramp, so the two differ after it too
+    assert lr_at(50, lr=1.0, warmup_steps=10, max_steps=100, schedule="cosine") > cold[50]

@@ -70,7 +70,7 @@ def test_bad_config_raises_before_any_work(tiny, tmp_path):
     assert not (tmp_path / "metrics.jsonl").exists()
 
 
-def test_summary_records_the_unigram_baseline_and_flags_collapse(tiny, tmp_path):
+def test_summary_records_the_unigram_baseline_and_tells_collapsed_from_undertrained(tiny, tmp_path):
     from normtrain.data import eval_starts, load_corpus
     from normtrain.data.unigram import unigram_loss
 
@@ -79,11 +79,19 @@ def test_summary_records_the_unigram_baseline_and_flags_collapse(tiny, tmp_path)
     corpus = load_corpus("local_text", cfg.data.path)
     expected = unigram_loss(corpus.token_counts(), corpus.val, eval_starts(len(corpus.val), 32, 24), 32)
     assert summary["unigram_val_loss"] == pytest.approx(expected) and summary["eval_windows"] == 24
-    assert summary["final_val_loss"] < summary["unigram_val_loss"] - 0.05 and summary["collapsed"] is False
-    # a learning rate of ~0 leaves the model at the uniform distribution, above the unigram line
-    stuck = normtrain.train(normtrain.compose([*tiny, "train.max_steps=10", "optim.lr=1e-9"]), run_dir=tmp_path / "s")
-    assert stuck["final_val_loss"] > stuck["unigram_val_loss"] and stuck["collapsed"] is True
-    assert json.loads((tmp_path / "s" / "summary.json").read_text())["collapsed"] is True
+    assert summary["final_val_loss"] < summary["unigram_val_loss"] - 0.05
+    assert summary["collapsed"] is False and summary["undertrained"] is False
+    # a learning rate of ~0 leaves the model at the uniform distribution, above the unigram line: a 10-step run
+    # has no trend to read (too few logged points at its end), so it is undertrained, never collapsed
+    short = normtrain.train(normtrain.compose([*tiny, "train.max_steps=10", "optim.lr=1e-9"]), run_dir=tmp_path / "s")
+    assert short["final_val_loss"] > short["unigram_val_loss"]
+    assert (short["collapsed"], short["undertrained"], short["loss_trend"]["falling"]) == (False, True, None)
+    # 60 steps logged every 2: twelve points in its last fifth, flat, above the line: stalled there, collapsed
+    stuck = normtrain.train(normtrain.compose([*tiny, "train.max_steps=60", "monitor.every=2", "optim.lr=1e-9",
+                                               "train.eval_every=0"]), run_dir=tmp_path / "stuck")
+    assert (stuck["collapsed"], stuck["undertrained"], stuck["loss_trend"]["falling"]) == (True, False, False)
+    record = json.loads((tmp_path / "stuck" / "summary.json").read_text())
+    assert record["collapsed"] is True and record["loss_trend"]["tail_points"] == 6
 
 
 def test_eval_windows_fix_one_val_set_across_batch_sizes(tiny, tmp_path):

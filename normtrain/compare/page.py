@@ -20,6 +20,10 @@ from normtrain.compare.groups import Group
 from normtrain.compare.runs import Run
 
 STATIC = Path(__file__).parent / "static"
+OUTCOMES = {  # summary flags shown as badges (normtrain/outcome.py has the rules)
+    "collapsed": "stalled on the unigram line: learned token frequencies only",
+    "undertrained": "on or above the unigram line but still falling: too short, not broken",
+}
 SEEDS_NOTE = ("Runs that differ only in their seed form a group: its line is the mean over the seeds, its band "
               "their min–max (or ±1 std), and 'each seed' draws every run.")
 
@@ -38,8 +42,8 @@ class Page:
 
 
 def _shown(col: report.Column, runs: Sequence[Run]) -> bool:
-    """Columns with a value somewhere; ``collapsed`` is a badge in the status column instead."""
-    return col.key == "label" or (col.key != "collapsed" and any(col.value(r) is not None for r in runs))
+    """Columns with a value somewhere; ``collapsed`` and ``undertrained`` are badges in the status column instead."""
+    return col.key == "label" or (col.key not in OUTCOMES and any(col.value(r) is not None for r in runs))
 
 
 def _status(run: Run) -> str:
@@ -48,9 +52,13 @@ def _status(run: Run) -> str:
     if run.status in ("diverged", "failed"):
         at = f" at {run.diverged_at}" if run.diverged_at is not None else ""
         badges += f'<span class="badge {e(run.status)}">{e(run.status)}{at}</span>'
-    if run.summary.get("collapsed") is True:
-        badges += '<span class="badge collapsed">collapsed</span>'
+    for flag in _outcomes(run):
+        badges += f'<span class="badge {flag}" title="{e(OUTCOMES[flag])}">{flag}</span>'
     return badges or e(run.status)
+
+
+def _outcomes(run: Run) -> list[str]:
+    return [flag for flag in OUTCOMES if run.summary.get(flag) is True]
 
 
 def table_html(runs: Sequence[Run], cols: Sequence[report.Column]) -> str:
@@ -72,7 +80,7 @@ def table_html(runs: Sequence[Run], cols: Sequence[report.Column]) -> str:
             else:
                 num = ' class="num"' if report.is_number(v) else ""
                 cells.append(f"<td{num}{sort}>{e(report.cell(v, c.fmt))}</td>")
-        kind = run.status + (" collapsed" if run.summary.get("collapsed") is True else "")
+        kind = " ".join([run.status, *_outcomes(run)])
         rows.append(f'<tr class="{e(kind)}" title="{e(report.shown_path(run.path))}">{"".join(cells)}</tr>')
     return (f'<div class="table-wrap"><table class="runs sortable"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div>')

@@ -74,6 +74,7 @@ def sort_runs(runs: Sequence[Run], value: Callable[[Run], float | None], higher:
 # summary keys that only some runs record (issue 11's collapse check, issue 12's spike score): a column when present
 OPTIONAL: tuple[tuple[str, str, str], ...] = (
     ("collapsed", "collapsed", ""),
+    ("undertrained", "undertrained", ""),
     ("unigram_val_loss", "unigram loss", ".4f"),
     ("spike_score", "spike score", ".3g"),
 )

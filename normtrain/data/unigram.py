@@ -3,8 +3,8 @@
 On byte-level text a model that predicts nothing but the byte distribution reaches the cross-entropy of
 the train split's byte frequencies on the evaluation windows (about 3.38 nats on the Python standard
 library). A loss that stalls there looks like convergence on a curve but means the model learned nothing
-of the context, so every run records this number (``unigram_val_loss``) and is flagged ``collapsed`` when
-its final loss does not beat it by more than ``COLLAPSE_MARGIN``.
+of the context, so every run records this number (``unigram_val_loss``); a run whose final loss does not beat
+it by more than ``COLLAPSE_MARGIN`` is *on the line* (normtrain/outcome.py then tells collapsed from undertrained).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def unigram_loss(counts: np.ndarray, tokens: np.ndarray, starts: np.ndarray, seq
     return float(-logp[targets].mean())
 
 
-def collapsed(final_loss: float | None, unigram: float | None) -> bool:
-    """Whether a finished run's final loss sits on (or above) the unigram line: it learned no more than
-    token frequencies. A run without a final loss (diverged) is not called collapsed: it is ``diverged``."""
+def on_unigram_line(final_loss: float | None, unigram: float | None) -> bool:
+    """Whether a final loss sits on (or above) the unigram line: so far no more than token frequencies learned.
+    A run without a final loss (diverged) is not on the line: it is ``diverged``."""
     return final_loss is not None and unigram is not None and final_loss >= unigram - COLLAPSE_MARGIN

@@ -1,9 +1,11 @@
 """``normtrain-reproduce NAME|all [--scale cpu|gpu] [--seeds N] [--smoke] [OVERRIDES...]`` and ``reproduce()``.
 
-Runs one experiment end to end: its grid of runs (in this process, one after the other), the
-analysis, and the write-up in ``experiments/NAME/`` (``--scale gpu``: ``experiments/NAME-gpu/``).
-Runs that already finished with the same config are reused, so an interrupted experiment picks up
-where it stopped. Exit codes: 0 when the write-up was written (whatever the verdict), 2 for bad input.
+Runs one experiment end to end: its grid of runs (``--jobs`` at a time, each in its own single-threaded
+process; ``--jobs 1``: in this process), the analysis, and the write-up in ``experiments/NAME/``
+(``--scale gpu``: ``experiments/NAME-gpu/``). Runs that already finished with the same config are reused, so
+an interrupted experiment (or a later day) picks up where it stopped and recomputes only the analysis. A
+result names the code that ran it, so outside ``--smoke`` the checkout must be clean (committed). Exit codes:
+0 when the write-up was written (whatever the verdict), 2 for bad input.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from normtrain.reproduce.catalog import EXPERIMENTS
-from normtrain.reproduce.preregistration import declaration_files, provenance
+from normtrain.reproduce.preregistration import declaration, declaration_files
 from normtrain.reproduce.runner import SCALES, SEED_AXIS, SMOKE_OVERRIDES, Plan, expand, sweep_axes
 from normtrain.reproduce.writeup import update_index, write
 
@@ -39,9 +41,16 @@ def device_name(cfg) -> str:
     return f"CPU ({cores} cores)"
 
 
+def default_jobs(scale: str) -> int:
+    """Runs at a time: one per core on a CPU (single-threaded runs), one on a GPU."""
+    if scale == "gpu":
+        return 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def make_plan(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bool = False,
               overrides: Sequence[str] = (), out: str | Path | None = None, runs_dir: str | Path | None = None,
-              fresh: bool = False, progress: bool = True) -> Plan:
+              fresh: bool = False, progress: bool = True, jobs: int | None = None) -> Plan:
     """Validate the request and expand the experiment's grid."""
     from normtrain.config import validate
     from normtrain.errors import NormtrainError
@@ -52,6 +61,8 @@ def make_plan(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
         raise ReproduceError(f"--scale {scale!r}; allowed: {', '.join(SCALES)}")
     if seeds is not None and seeds < 1:
         raise ReproduceError(f"--seeds {seeds}: need at least 1")
+    if jobs is not None and jobs < 1:
+        raise ReproduceError(f"--jobs {jobs}: need at least 1")
     exp = EXPERIMENTS[name]
     bad = [o for o in overrides if "=" not in o]
     if bad:
@@ -83,7 +94,12 @@ def make_plan(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
     command = " ".join([PROG, name, *(["--scale", scale] if scale != "cpu" else []),
                         *(["--seeds", str(seeds)] if seeds else []), *(["--smoke"] if smoke else []), *overrides])
     plan = Plan(name=name, scale=scale, smoke=smoke, base=base, grid=grid, runs_dir=runs_dir, out=Path(out),
-                command=command, fresh=fresh, progress=progress, keep=exp().keeps)
+                command=command, fresh=fresh, progress=progress, keep=exp().keeps,
+                jobs=jobs or (1 if smoke else default_jobs(scale)))  # a smoke run's runs are too short for workers
+    if not plan.combos():
+        raise ReproduceError(f"the overrides leave no run of {name}'s grid (it runs only some combinations of its "
+                             f"axes: see configs/experiment/{name}.yaml); axes: "
+                             + "; ".join(f"{k}={','.join(v)}" for k, v in grid.items()))
     try:
         validate(plan.compose(plan.combos()[0]))
     except NormtrainError as err:
@@ -95,19 +111,28 @@ def make_plan(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
 
 def reproduce(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bool = False,
               overrides: Sequence[str] = (), out: str | Path | None = None, runs_dir: str | Path | None = None,
-              fresh: bool = False, progress: bool = True) -> dict[str, Any]:
+              fresh: bool = False, progress: bool = True, jobs: int | None = None) -> dict[str, Any]:
     """Run experiment ``name`` end to end; returns what ``result.json`` holds plus ``readme`` (its path)."""
-    plan = make_plan(name, scale, seeds, smoke, overrides, out, runs_dir, fresh, progress)
+    from normtrain.provenance import code_state
+
+    plan = make_plan(name, scale, seeds, smoke, overrides, out, runs_dir, fresh, progress, jobs)
     exp = EXPERIMENTS[name]()
-    record = provenance(declaration_files(name))  # read before any run: what was declared when the runs began
+    code = code_state()
+    if not smoke and code.get("code_dirty"):
+        raise ReproduceError("the checkout has uncommitted changes to its code (normtrain/, configs/, scripts/): "
+                             "a result must name the code that ran it, so commit them first (git status shows "
+                             "what changed), or use --smoke to try the pipeline")
+    record = declaration(declaration_files(name))  # read before any run: what was declared when the runs began
     if not smoke and record.get("dirty") is not False:
         print(f"{PROG}: warning: the checks of {name} ({', '.join(record['files'])}) are not committed; the "
-              "result will say it was not pre-registered", file=sys.stderr)
+              "result will say so", file=sys.stderr)
     started, started_at = time.time(), datetime.now(timezone.utc).isoformat(timespec="seconds")
     rows = exp.measure(plan)
     findings = exp.analyse(rows, plan)
-    readme = write(exp, plan, rows, findings, wall_time_s=time.time() - started + plan.reused_s,
-                   device=device_name(plan.compose(plan.combos()[0])), provenance=record, started_at=started_at)
+    timing = {"wall_time_s": time.time() - started, "reused_run_time_s": plan.reused_s, "jobs": plan.jobs,
+              "run_time_s": sum(r.get("wall_time_s") or 0.0 for r in rows)}
+    readme = write(exp, plan, rows, findings, timing=timing, device=device_name(plan.compose(plan.combos()[0])),
+                   declared=record, code=code, started_at=started_at)
     if not smoke:
         update_index(plan.out.parent / "README.md", order=list(EXPERIMENTS))
     result = json.loads((plan.out / "result.json").read_text())
@@ -129,6 +154,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default=None, help="results folder (default experiments/NAME, or experiments/NAME-gpu)")
     p.add_argument("--runs-dir", default=None, help="where the run folders go (default multirun/reproduce/NAME)")
     p.add_argument("--fresh", action="store_true", help="retrain runs that already finished")
+    p.add_argument("--jobs", type=int, default=None, help="runs at a time, each a single-threaded process "
+                                                          "(default: one per core at --scale cpu, 1 at gpu)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p.parse_intermixed_args(argv)  # overrides may come after the options
 
@@ -142,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in names:
         try:
             result = reproduce(name, args.scale, args.seeds, args.smoke, args.overrides, args.out, args.runs_dir,
-                               args.fresh, not args.no_progress)
+                               args.fresh, not args.no_progress, args.jobs)
         except ReproduceError as err:
             print(f"{PROG}: {err}", file=sys.stderr)
             return 2

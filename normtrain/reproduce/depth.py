@@ -1,4 +1,4 @@
-"""DeepNet / Admin: Post-LN degrades or diverges with depth without warm-up; Pre-LN and DeepNorm train."""
+"""DeepNet / Admin: Post-LN degrades or fails with depth even with warm-up; Pre-LN and DeepNorm keep training."""
 
 from __future__ import annotations
 
@@ -6,75 +6,96 @@ from typing import Any
 
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, Plan, Scale, curve_points, present
-from normtrain.reproduce.warmup import difference, final_loss
 from normtrain.reproduce.writeup import markdown_table
 
 TRAINS = ("pre", "deepnorm")  # the placements the papers say keep training at depth
+ARMS = {(1e-3, 0): "lr 1e-3, no warm-up", (1e-3, 100): "lr 1e-3, warm-up",
+        (3e-4, 100): "lr 3e-4, warm-up"}  # (optim.lr, optim.warmup_steps) -> name; the paper's claim: with warm-up
+
+
+def arm_key(values: dict[str, Any]) -> tuple[float, int]:
+    return float(values["optim.lr"]), int(values["optim.warmup_steps"])
+
+
+def arm_of(row: dict[str, Any]) -> str:
+    return ARMS.get(arm_key(row), f"lr {row['optim.lr']}, warm-up {row['optim.warmup_steps']}")
 
 
 class Depth(Experiment):
     name = "deepnet_depth"
-    title = "Depth stability of Post-LN, Pre-LN and DeepNorm (Wang et al. 2022; Liu et al. 2020)"
+    title = ("Depth stability of Post-LN, Pre-LN and DeepNorm, with and without warm-up (Wang et al. 2022; "
+             "Liu et al. 2020)")
     paper = "Wang et al. 2022 (DeepNet); Liu et al. 2020 (Admin)"
     reference = "**Wang et al. 2022**, *DeepNet*, Fig. 1 and Table 1; **Liu et al. 2020**, *Admin*, Table 1"
-    method = ("d 64, 4 heads, GELU FFN 256, learned positions, LayerNorm, Adam lr 1e-3 β = (0.9, 0.98), **no "
-              "warm-up**, constant learning rate, no clipping, 200 steps of 8 × 128 bytes, at 6, 24 and 48 layers, "
-              "3 seeds.")
-    gpu = Scale(overrides=("model.d_model=256", "model.d_ff=1024", "train.max_steps=2000", "train.batch_size=32",
-                           "train.eval_every=250"),
+    method = ("d 64, 4 heads, GELU FFN 256, learned positions, LayerNorm, Adam β = (0.9, 0.98), no clipping, 1000 "
+              "steps of 8 × 128 bytes, a cosine to 10% counted from step 0, at 6 and 24 layers, 3 seeds, in three "
+              "arms: lr 1e-3 without warm-up, lr 1e-3 with a 100-step warm-up (multiplying the schedule), and the "
+              "lower lr 3e-4 with that warm-up.")
+    gpu = Scale(overrides=("model.d_model=256", "model.d_ff=1024", "train.max_steps=4000", "train.batch_size=32",
+                           "train.eval_every=500", "optim.warmup_steps=400"),
                 grid={"model.n_layers": "6,24,48,96,192"})
 
+    def keeps(self, combo: dict[str, str]) -> bool:
+        return "optim.lr" not in combo or "optim.warmup_steps" not in combo or arm_key(combo) in ARMS
+
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
+        for r in rows:
+            r["arm"] = arm_of(r)
         depths = sorted({int(r["model.n_layers"]) for r in rows})
         places = present(rows, "placement", PLACEMENT_ORDER)
+        arms = [a for a in ARMS.values() if any(r["arm"] == a for r in rows)]
         shallow, deep = depths[0], depths[-1]
         unigram = next((r["unigram_val_loss"] for r in rows if r.get("unigram_val_loss") is not None), None)
 
-        def losses(p, d):
-            return stats.per_seed(rows, final_loss, lambda r: r["placement"] == p and int(r["model.n_layers"]) == d)
+        def losses(p, d, arm):
+            return stats.seeds(rows, stats.final_or_inf, placement=p, model__n_layers=d, arm=arm)
 
-        def minus(a: dict, b: dict) -> dict:
-            return {s: difference(a[s], b.get(s)) for s in a}
+        def gap(a, b):
+            return stats.paired(a, b, stats.difference)
 
+        warmed = [a for a in arms if "no warm-up" not in a]
+        behind = {a: gap(losses("post", deep, a), losses("deepnorm", deep, a)) for a in arms}
         measured = {
-            "post_minus_pre_deepest": {f"L={deep}": minus(losses("post", deep), losses("pre", deep))},
-            "post_deep_minus_shallow": {"": minus(losses("post", deep), losses("post", shallow))},
-            "margin_below_unigram": {f"{p}, L={d}": {s: (unigram - v if unigram is not None and v is not None
-                                                         else None) for s, v in losses(p, d).items()}
-                                     for p in TRAINS if p in places for d in depths},
+            "post_minus_deepnorm_deep_warmup": {a: behind[a] for a in warmed},
+            "post_minus_deepnorm_deep_no_warmup": {a: behind[a] for a in arms if a not in warmed},
+            "post_deep_minus_shallow_warmup": {a: gap(losses("post", deep, a), losses("post", shallow, a))
+                                               for a in warmed},
+            "deepnorm_deep_minus_shallow": {a: gap(losses("deepnorm", deep, a), losses("deepnorm", shallow, a))
+                                            for a in arms},
+            "reference_margin": {f"{p}, L={d}, {a}": stats.margin_below(unigram, losses(p, d, a))
+                                 for p in TRAINS if p in places for d in depths for a in arms},
         }
+        table = self.table(rows, places, depths, arms, losses)
+        ours = (f"Post-LN − DeepNorm at L={deep} with warm-up (lr 1e-3): "
+                f"{stats.spread(behind.get(ARMS[(1e-3, 100)], {}).values())} nats")
+        key = (f"{ours}; without warm-up: {stats.spread(behind.get(ARMS[(1e-3, 0)], {}).values())}; at lr 3e-4 with "
+               f"warm-up: {stats.spread(behind.get(ARMS[(3e-4, 100)], {}).values())}.")
+        return Findings(table=table, measured=measured, key=key, ours=ours, figures={
+            "depth.png": lambda path: self.draw(rows, places, depths, arms, losses, unigram, path)})
 
-        def cell(p, d):
-            mine = [r for r in rows if r["placement"] == p and int(r["model.n_layers"]) == d]
-            flags = [f"{n} {what}" for what in ("diverged", "collapsed")
-                     if (n := sum(r.get("status") == what or (what == "collapsed" and r.get("collapsed"))
-                                  for r in mine))]
-            return stats.spread(losses(p, d).values()) + (f" ({', '.join(flags)})" if flags else "")
+    @staticmethod
+    def table(rows, places, depths, arms, losses) -> str:
+        body = [[a, p, *[stats.cell(losses(p, d, a).values(), stats.select(rows, placement=p, model__n_layers=d,
+                                                                             arm=a)) for d in depths]]
+                for a in arms for p in places]
+        return (f"Final validation loss (nats per byte; ∞ = diverged); {stats.CELL_NOTE}:\n\n"
+                + markdown_table(["arm", "placement", *[f"L={d}" for d in depths]], body))
 
-        table = ("Final validation loss (nats per byte), mean ± std over seeds (n); ∞ = diverged:\n\n"
-                 + markdown_table(["placement", *[f"L={d}" for d in depths]],
-                                  [[p, *[cell(p, d) for d in depths]] for p in places]))
-        gap = measured["post_minus_pre_deepest"][f"L={deep}"]
-        ours = f"Post-LN − Pre-LN at L={deep}: {stats.spread(gap.values())} nats"
-        key = (f"{ours}; Post-LN L={deep} − L={shallow}: "
-               f"{stats.spread(measured['post_deep_minus_shallow'][''].values())} nats.")
-
-        def draw(path):
-            fig, axes = plots.figure(ncols=2, width=4.8, height=3.6)
+    @staticmethod
+    def draw(rows, places, depths, arms, losses, unigram, path) -> None:
+        deep = depths[-1]
+        fig, axes = plots.figure(ncols=len(arms), nrows=2, width=4.4, height=3.4)
+        for col, a in enumerate(arms):
             for p in places:
                 per_seed = list(zip(*[[v if v is not None and v != float("inf") else None
-                                       for v in losses(p, d).values()] for d in depths], strict=True))
-                plots.seeds_and_mean(axes[0], depths, per_seed, plots.PLACEMENT_COLORS[p], p)
-                mine = [r for r in rows if r["placement"] == p and int(r["model.n_layers"]) == deep]
-                plots.curves(axes[1], [curve_points(r["val_curve"]) for r in mine if r["val_curve"]],
+                                       for v in losses(p, d, a).values()] for d in depths], strict=True))
+                plots.seeds_and_mean(axes[col], depths, per_seed, plots.PLACEMENT_COLORS[p], p)
+                mine = stats.select(rows, placement=p, model__n_layers=deep, arm=a)
+                plots.curves(axes[len(arms) + col], [curve_points(r["val_curve"]) for r in mine if r["val_curve"]],
                              plots.PLACEMENT_COLORS[p], p)
-            plots.log_axis(axes[0], depths)
-            for ax in axes:
+            plots.log_axis(axes[col], depths)
+            for ax in (axes[col], axes[len(arms) + col]):
                 plots.unigram_line(ax, unigram)
-            plots.finish(axes[0], "final val loss (thin: seeds; diverged runs left out)", "depth L",
-                         "val loss (nats/byte)")
-            plots.finish(axes[1], f"L = {deep}, LayerNorm", "step", "val loss (nats/byte)")
-            plots.save(fig, path)
-
-        return Findings(table=table, measured=measured, key=key, ours=ours, figures={"depth.png": draw})
-
+            plots.finish(axes[col], f"{a}: final val loss (thin: seeds)", "depth L", "val loss (nats/byte)")
+            plots.finish(axes[len(arms) + col], f"{a}, L = {deep}, LayerNorm", "step", "val loss (nats/byte)")
+        plots.save(fig, path)

@@ -1,4 +1,11 @@
-"""Zhang & Sennrich 2019: RMSNorm (and pRMSNorm) against LayerNorm, quality over seeds and speed like with like."""
+"""Zhang & Sennrich 2019: RMSNorm (and pRMSNorm) against LayerNorm: quality over seeds, and the training step's time.
+
+The speed claim is about training, so the timing is the whole training step (forward, backward, clipping, AdamW
+update) of the model the quality runs train, once per norm with that norm's best implementation on this device,
+in interleaved *repeats* (a repeat times every norm once, round robin, so drift in the machine's speed hits them
+alike). Repeats are repeats of one measurement on one machine, not seeds. A per-call time of the norm alone (every
+norm in the same composite torch ops, and each norm's best) is reported beside it, not judged.
+"""
 
 from __future__ import annotations
 
@@ -13,67 +20,120 @@ from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, curve_
 from normtrain.reproduce.writeup import markdown_table
 
 NORM_ORDER = ("layernorm", "rmsnorm", "prmsnorm")
-REPEATS, CALLS = 7, 30  # timing: interleaved repeats, each the median of this many forward + backward calls
+REPEATS, WARMUP_STEPS, TIMED_STEPS = 7, 5, 20  # whole-step timing: repeats × (untimed, timed) steps per norm
+CALL_REPEATS, CALLS = 7, 30  # per-call timing (reported): repeats × calls
 
 
-def composite(norm: str, d: int, eps: float) -> Callable:
-    """Every norm in the same plain torch ops (what the paper's cost argument is about)."""
+def best_impl(norm: str, cuda: bool) -> tuple[str, list[str]]:
+    """Each norm's fastest implementation here, named, and the overrides that select it in the model. On a CPU
+    torch's ``layer_norm`` is one fused kernel and its ``rms_norm`` is not (slower than normtrain's composite
+    torch path, measured in ``call_times``); on CUDA normtrain's fused Triton RMSNorm kernel."""
+    if norm == "layernorm":
+        return "torch.nn.functional.layer_norm (fused)", ["norm=layernorm"]
+    if cuda:
+        return "normtrain's fused Triton kernel", [f"norm={norm}", "norm.impl=triton"]
+    return "normtrain's torch path (composite ops)", [f"norm={norm}", "norm.impl=torch"]
+
+
+def step_times(base: list[str], device: str) -> list[dict[str, Any]]:
+    """Milliseconds per training step of each norm's model, ``REPEATS`` interleaved repeats (one thread on CPU)."""
     import torch
 
-    k = max(1, math.ceil(0.0625 * d))
-    if norm == "layernorm":
-        return lambda x, w, b: ((x - x.mean(-1, keepdim=True)) * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True)
-                                                                              + eps) * w + b)
-    stat = (lambda x: x) if norm == "rmsnorm" else (lambda x: x[..., :k])
-    return lambda x, w, b: x * torch.rsqrt(stat(x).pow(2).mean(-1, keepdim=True) + eps) * w
+    from normtrain.config import compose
+
+    steppers = {n: TrainingStep(compose([*base, *best_impl(n, device == "cuda")[1], f"train.device={device}"]))
+                for n in NORM_ORDER}
+    out = []
+    for repeat in range(REPEATS):
+        for n, stepper in steppers.items():
+            out.append({"norm": n, "timing": "training step", "implementation": best_impl(n, device == "cuda")[0],
+                        "repeat": str(repeat), "time_ms": stepper.time(torch)})
+    return out
 
 
-def best(norm: str, d: int, eps: float) -> tuple[str, Callable]:
-    """Each norm's fastest implementation here: torch's fused ops, and normtrain's kernel where the model uses it."""
+class TrainingStep:
+    """A model, its optimizer and one fixed batch: the step the training loop runs, without its diagnostics."""
+
+    def __init__(self, cfg):
+        import torch
+
+        import normtrain
+        from normtrain.data import BatchSampler, load_corpus
+        from normtrain.optim import build_optimizer
+
+        torch.manual_seed(cfg.train.seed)
+        device = torch.device("cuda" if cfg.train.device == "cuda" else "cpu")
+        self.model = normtrain.build_model(cfg).to(device)
+        o = cfg.optim
+        self.opt = build_optimizer(self.model, o.lr, o.betas, o.eps, o.weight_decay)
+        d = cfg.data
+        corpus = load_corpus(d.name, d.path, d.val_fraction, d.cache_dir, progress=False)
+        self.x, self.y = BatchSampler(corpus.train, cfg.train.batch_size, cfg.model.seq_len, 0,
+                                      device=device).next_batch()
+        self.clip, self.cuda = o.grad_clip, device.type == "cuda"
+
+    def step(self, torch) -> None:
+        _, loss = self.model(self.x, self.y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+    def time(self, torch) -> float:
+        """The median of ``TIMED_STEPS`` steps after ``WARMUP_STEPS`` untimed ones, in ms."""
+        samples = []
+        for i in range(WARMUP_STEPS + TIMED_STEPS):
+            if self.cuda:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            self.step(torch)
+            if self.cuda:
+                torch.cuda.synchronize()
+            if i >= WARMUP_STEPS:
+                samples.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(samples)
+
+
+def call_times(tokens: int, d: int, device: str) -> list[dict[str, Any]]:
+    """Forward + backward of one norm call (ms), every norm in the same composite ops and in its best form."""
     import torch
     import torch.nn.functional as F
 
     from normtrain.ops import rms_norm
 
     k = max(1, math.ceil(0.0625 * d))
-    if norm == "layernorm":
-        return "torch.nn.functional.layer_norm", lambda x, w, b: F.layer_norm(x, (d,), w, b, eps)
-    cuda = torch.cuda.is_available()
-    if norm == "rmsnorm" and not cuda:
-        return "torch.nn.functional.rms_norm", lambda x, w, b: F.rms_norm(x, (d,), w, eps)
-    name = "normtrain.ops.rms_norm (" + ("Triton kernel" if cuda else "torch path") + ")"
-    return name, lambda x, w, b: rms_norm(x, w, eps, n_stat=None if norm == "rmsnorm" else k)
-
-
-def time_norms(tokens: int, d: int, device: str = "cpu") -> list[dict[str, Any]]:
-    """Forward + backward time (ms) of one call per norm and form, ``REPEATS`` interleaved repeats."""
-    import torch
-
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(tokens, d, generator=gen).to(device).requires_grad_()
     w, b = torch.ones(d, device=device, requires_grad=True), torch.zeros(d, device=device, requires_grad=True)
     grad = torch.randn(tokens, d, generator=gen).to(device)
-    fns = {(n, "composite"): ("composite torch ops", composite(n, d, 1e-5)) for n in NORM_ORDER}
-    fns.update({(n, "best"): best(n, d, 1e-5) for n in NORM_ORDER})
-    times: dict[tuple, list[float]] = {key: [] for key in fns}
-    for _ in range(REPEATS):
-        for key, (_, fn) in fns.items():  # round robin: drift in the machine's speed hits every form alike
-            times[key].append(_median_call(fn, x, w, b, grad, device))
-    return [{"norm": n, "form": form, "implementation": fns[(n, form)][0], "times_ms": times[(n, form)]}
-            for (n, form) in fns]
+    ln = lambda x, w, b: (x - x.mean(-1, keepdim=True)) * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True)  # noqa: E731
+                                                                       + 1e-5) * w + b
+    fns: dict[tuple[str, str], Callable] = {
+        ("layernorm", "composite"): ln,
+        ("rmsnorm", "composite"): lambda x, w, b: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w,
+        ("prmsnorm", "composite"): lambda x, w, b: x * torch.rsqrt(x[:, :k].pow(2).mean(-1, keepdim=True) + 1e-5) * w,
+        ("layernorm", "best"): lambda x, w, b: F.layer_norm(x, (d,), w, b, 1e-5),
+        ("rmsnorm", "best"): lambda x, w, b: rms_norm(x, w, 1e-5),
+        ("prmsnorm", "best"): lambda x, w, b: rms_norm(x, w, 1e-5, n_stat=k)}
+    out = []
+    for repeat in range(CALL_REPEATS):
+        for (n, form), fn in fns.items():
+            out.append({"norm": n, "timing": f"one call, {form}", "implementation": form, "repeat": str(repeat),
+                        "time_ms": _median_call(fn, x, w, b, grad, device == "cuda")})
+    return out
 
 
-def _median_call(fn, x, w, b, grad, device) -> float:
+def _median_call(fn, x, w, b, grad, cuda: bool) -> float:
     import torch
 
     samples = []
     for i in range(CALLS + 3):
         x.grad = w.grad = b.grad = None
-        if device == "cuda":
+        if cuda:
             torch.cuda.synchronize()
         t0 = time.perf_counter()
         fn(x, w, b).backward(grad)
-        if device == "cuda":
+        if cuda:
             torch.cuda.synchronize()
         if i >= 3:  # warm-up calls left out
             samples.append((time.perf_counter() - t0) * 1e3)
@@ -86,89 +146,93 @@ class NormTypes(Experiment):
     paper = "Zhang & Sennrich 2019"
     reference = "**Zhang & Sennrich 2019**, *Root Mean Square Layer Normalization*, Tables 1–5"
     method = ("Quality: Pre-LN, the default model (6 layers, d 128, 4 heads, SwiGLU, RoPE), AdamW lr 1e-3 with a "
-              "20-step warm-up and cosine decay, 200 steps of 16 × 128 bytes, 5 seeds; diagnostics off. Speed: "
-              f"forward + backward of one norm call on 2048 × 128 fp32 activations, {REPEATS} interleaved repeats "
-              f"of the median of {CALLS} calls, in two forms: the same composite torch ops for every norm, and "
-              "each norm's best implementation on this device (named in the table).")
+              "20-step warm-up and cosine decay, 200 steps of 16 × 128 bytes, 5 seeds; diagnostics off. Speed: the "
+              f"whole training step of that model (forward, backward, clipping, AdamW), each norm in its best "
+              f"implementation here (named in the table), {REPEATS} interleaved repeats, each the median of "
+              f"{TIMED_STEPS} steps after {WARMUP_STEPS} untimed ones, one thread on a CPU; and, reported only, one "
+              f"norm call on the model's activation shape, {CALL_REPEATS} repeats of the median of {CALLS} calls.")
     gpu = Scale(overrides=("model=gpt2_small", "train.max_steps=2000", "train.batch_size=16", "train.eval_every=250"))
 
     def measure(self, plan: Plan) -> list[dict[str, Any]]:
-        """Train the grid; then time the norms (kept in ``self.timings`` for the analysis, and in timings.csv)."""
+        """Train the grid; then time (kept in ``self.timings`` for the analysis, and in timings.csv)."""
         import torch
 
         rows = [{**combo, **self.row(run, combo)} for combo, run in train_grid(plan)]
         cfg = plan.compose(plan.combos()[0])
         device = "cuda" if torch.cuda.is_available() and cfg.train.device != "cpu" else "cpu"
-        self.timings = [{"norm": t["norm"], "timing": t["form"], "implementation": t["implementation"],
-                         "repeat": str(i), "time_ms": ms}
-                        for t in time_norms(cfg.train.batch_size * cfg.model.seq_len, cfg.model.d_model, device)
-                        for i, ms in enumerate(t["times_ms"])]
+        threads = torch.get_num_threads()
+        if device == "cpu":
+            torch.set_num_threads(1)  # as the training runs: one thread each (a busy machine stalls more threads)
+        try:
+            base = [o for o in plan.overrides(plan.combos()[0]) if not o.startswith(("norm=", "train.seed="))]
+            self.timings = step_times(base, device) + call_times(cfg.train.batch_size * cfg.model.seq_len,
+                                                                 cfg.model.d_model, device)
+        finally:
+            torch.set_num_threads(threads)
         return rows
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
-        runs, timings = rows, getattr(self, "timings", [])
-        norms = present(runs, "norm", NORM_ORDER)
-        unigram = next((r["unigram_val_loss"] for r in runs if r.get("unigram_val_loss") is not None), None)
+        timings = getattr(self, "timings", [])
+        norms = present(rows, "norm", NORM_ORDER)
+        unigram = next((r["unigram_val_loss"] for r in rows if r.get("unigram_val_loss") is not None), None)
+        loss = {n: stats.seeds(rows, stats.final_or_inf, norm=n) for n in norms}
+        minus_ln = {n: stats.paired(loss[n], loss.get("layernorm", {}), stats.difference) for n in norms}
+        measured = {"rms_minus_ln": {"": minus_ln.get("rmsnorm", {})},
+                    "prms_minus_ln": {"": minus_ln.get("prmsnorm", {})},
+                    "rms_over_ln_step_time": {"": time_ratio(timings, "rmsnorm", "training step")},
+                    "reference_margin": {"LayerNorm": stats.margin_below(unigram, loss.get("layernorm", {}))}}
+        quality = markdown_table(["norm", "final val loss", "Δ vs LayerNorm (per seed)"],
+                                 [[n, stats.cell(loss[n].values(), stats.select(rows, norm=n)),
+                                   stats.spread(minus_ln[n].values())] for n in norms])
+        table = (f"Quality ({stats.CELL_NOTE}):\n\n{quality}\n\nSpeed on this device, mean ± sd over the interleaved "
+                 f"repeats (n = repeats of one measurement, not seeds):\n\n{speed_table(timings, norms)}")
+        step = stats.spread(measured["rms_over_ln_step_time"][""].values())
+        ours = (f"RMSNorm − LayerNorm {stats.spread(minus_ln.get('rmsnorm', {}).values())} nats (seeds); training-step "
+                f"time ratio RMSNorm/LayerNorm {step} (repeats)")
+        key = f"{ours}; pRMSNorm − LayerNorm {stats.spread(minus_ln.get('prmsnorm', {}).values())} nats."
+        return Findings(table=table, measured=measured, key=key, ours=ours, notes=[],
+                        figures={"norm_types.png": lambda path: self.draw(rows, norms, timings, unigram, path)},
+                        csv={"timings.csv": timings})
 
-        def loss(n):
-            return stats.per_seed(runs, "final_val_loss", lambda r: r["norm"] == n)
+    @staticmethod
+    def draw(rows, norms, timings, unigram, path) -> None:
+        fig, axes = plots.figure(ncols=2, width=4.6, height=3.6)
+        forms = list(dict.fromkeys(t["timing"] for t in timings))
+        for n in norms:
+            plots.curves(axes[0], [curve_points(r["val_curve"]) for r in stats.select(rows, norm=n) if r["val_curve"]],
+                         plots.NORM_COLORS[n], n)
+            for i, form in enumerate(forms):
+                vals = list(time_ratio(timings, n, form).values())
+                x = i * (len(norms) + 1) + norms.index(n)
+                axes[1].scatter([x] * len(vals), vals, color=plots.NORM_COLORS[n], s=12, alpha=0.6)
+                if vals:
+                    axes[1].hlines(statistics.median(vals), x - 0.3, x + 0.3, color=plots.NORM_COLORS[n], lw=2.5)
+        plots.unigram_line(axes[0], unigram)
+        axes[0].set_ylim(top=(unigram or 4) + 0.4)
+        plots.finish(axes[0], "Pre-LN val loss (thin: seeds)", "step", "val loss (nats/byte)")
+        axes[1].set_xticks([i * (len(norms) + 1) + j for i in range(len(forms)) for j in range(len(norms))],
+                           [f"{n}\n{form}" for form in forms for n in norms], fontsize=5)
+        axes[1].axhline(1, color="k", lw=0.8)
+        plots.finish(axes[1], "time / LayerNorm's, per repeat (bar: median)", "", "ratio", legend=False)
+        plots.save(fig, path)
 
-        def minus_ln(n):
-            ln = loss("layernorm")
-            return {s: v - ln[s] if v is not None and ln.get(s) is not None else None for s, v in loss(n).items()}
 
-        def timing(n, form):
-            return stats.per_seed(timings, "time_ms", lambda r: r["timing"] == form and r["norm"] == n, key="repeat")
+def time_ratio(timings: list[dict[str, Any]], norm: str, form: str) -> dict[str, float]:
+    """``{repeat: time(norm) / time(LayerNorm)}`` for one timing form, repeat by repeat."""
+    def times(n):
+        return {t["repeat"]: t["time_ms"] for t in timings if t["norm"] == n and t["timing"] == form}
+    ln = times("layernorm")
+    return {rep: v / ln[rep] for rep, v in times(norm).items() if ln.get(rep)}
 
-        def over_ln(n, form):
-            ln = timing("layernorm", form)
-            return {s: v / ln[s] for s, v in timing(n, form).items() if ln.get(s)}
 
-        impl = {(r["norm"], r["timing"]): r["implementation"] for r in timings}
-        measured = {"rms_minus_ln": {"": minus_ln("rmsnorm")}, "prms_minus_ln": {"": minus_ln("prmsnorm")},
-                    "rms_over_ln_composite_time": {"": over_ln("rmsnorm", "composite")}}
-        quality = markdown_table(["norm", "final val loss", "Δ vs LayerNorm (per seed)", "collapsed"],
-                                 [[n, stats.spread(loss(n).values()), stats.spread(minus_ln(n).values()),
-                                   f"{sum(bool(r.get('collapsed')) for r in runs if r['norm'] == n)}/"
-                                   f"{len(loss(n))}"] for n in norms])
-        speed = markdown_table(["norm", "form", "implementation", "fwd+bwd ms per call", "time / LayerNorm's"],
-                               [[n, form, impl.get((n, form), "–"), stats.spread(timing(n, form).values()),
-                                 stats.spread(over_ln(n, form).values())]
-                                for form in ("composite", "best") for n in norms if timing(n, form)])
-        table = (f"Quality, mean ± std over seeds (n):\n\n{quality}\n\nSpeed on this device, mean ± std over the "
-                 f"{REPEATS} interleaved repeats (n):\n\n{speed}")
-        rms_best = stats.spread(over_ln("rmsnorm", "best").values())
-        ours = (f"RMSNorm − LayerNorm {stats.spread(minus_ln('rmsnorm').values())} nats; time ratio "
-                f"{stats.spread(over_ln('rmsnorm', 'composite').values())} (same composite ops), {rms_best} "
-                "(each norm's best implementation)")
-        key = f"{ours}; pRMSNorm − LayerNorm {stats.spread(minus_ln('prmsnorm').values())} nats."
-        bests = ", ".join(f"{n}: {impl[(n, 'best')]}" for n in norms if (n, "best") in impl)
-        notes = [f"Best implementations here: {bests}."]
-        if "torch.nn.functional.rms_norm" in bests:
-            notes.append("On a CPU, torch's `layer_norm` is one fused kernel while its `rms_norm` is not, so the "
-                         "best-vs-best ratio measures the libraries, not the algorithms; the composite form compares "
-                         "like with like.")
-
-        def draw(path):
-            fig, axes = plots.figure(ncols=2, width=4.6, height=3.6)
-            for n in norms:
-                mine = [r for r in runs if r["norm"] == n]
-                plots.curves(axes[0], [curve_points(r["val_curve"]) for r in mine if r["val_curve"]],
-                             plots.NORM_COLORS[n], n)
-                for i, form in enumerate(("composite", "best")):
-                    vals = list(over_ln(n, form).values())
-                    x = i * (len(norms) + 1) + norms.index(n)
-                    axes[1].scatter([x] * len(vals), vals, color=plots.NORM_COLORS[n], s=12, alpha=0.6)
-                    if vals:
-                        axes[1].hlines(statistics.median(vals), x - 0.3, x + 0.3, color=plots.NORM_COLORS[n], lw=2.5)
-            plots.unigram_line(axes[0], unigram)
-            axes[0].set_ylim(top=(unigram or 4) + 0.4)
-            plots.finish(axes[0], "Pre-LN val loss (thin: seeds)", "step", "val loss (nats/byte)")
-            axes[1].set_xticks([i * (len(norms) + 1) + j for i in range(2) for j in range(len(norms))],
-                               [f"{n}\n{form}" for form in ("composite", "best") for n in norms], fontsize=6)
-            axes[1].axhline(1, color="k", lw=0.8)
-            plots.finish(axes[1], "norm time / LayerNorm's (bar: median)", "", "ratio", legend=False)
-            plots.save(fig, path)
-
-        return Findings(table=table, measured=measured, key=key, ours=ours, notes=notes,
-                        figures={"norm_types.png": draw}, csv={"timings.csv": timings})
+def speed_table(timings: list[dict[str, Any]], norms: list[str]) -> str:
+    forms = list(dict.fromkeys(t["timing"] for t in timings))
+    impl = {(t["norm"], t["timing"]): t["implementation"] for t in timings}
+    rows = []
+    for form in forms:
+        for n in norms:
+            ms = [t["time_ms"] for t in timings if t["norm"] == n and t["timing"] == form]
+            if ms:
+                rows.append([form, n, impl[(n, form)], stats.spread(ms), stats.spread(time_ratio(timings, n,
+                                                                                               form).values())])
+    return markdown_table(["timing", "norm", "implementation", "ms", "time / LayerNorm's"], rows)

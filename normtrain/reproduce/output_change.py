@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from normtrain.reproduce import plots, stats
@@ -13,7 +12,7 @@ from normtrain.reproduce.runner import (
     Findings,
     Plan,
     Scale,
-    each_run,
+    measure_grid,
     present,
     validation_batches,
 )
@@ -22,8 +21,8 @@ from normtrain.reproduce.writeup import markdown_table
 if TYPE_CHECKING:
     import torch
 
-NOISE = 1e-3  # δ per entry of every block matrix: N(0, NOISE²), the same for every model
-DRAWS = 4  # perturbations averaged per model
+SIGMAS = (1e-3, 1e-2)  # δ per entry of every block matrix: N(0, σ²), the same for every model; an order apart
+DRAWS = 16  # perturbations averaged per model and σ
 NORM_ORDER = ("layernorm", "rmsnorm")
 JUDGED_NORM = "layernorm"
 
@@ -35,116 +34,145 @@ def growth_fits(depths: list[int], values: list[float]) -> dict[str, float | Non
             "r2_log": stats.r_squared([math.log(d) for d in depths], values)}
 
 
+def key(sigma: float) -> str:
+    return f"sq_change_{sigma:g}"
+
+
 class OutputChange(Experiment):
     name = "admin_output_change"
     title = "Output change under a weight perturbation, against depth (Liu et al. 2020, Admin)"
     paper = "Liu et al. 2020 (Admin), §4"
     reference = "**Liu et al. 2020**, *Understanding the Difficulty of Training Transformers* (Admin), §4, Thm. 3"
-    method = (f"Forward passes only, at initialization: every block matrix W gets δ ~ N(0, {NOISE:g}²) per entry "
-              "(the same absolute size for every model; embeddings and LM head untouched); we report "
-              f"E‖F(x,W) − F(x,W+δ)‖² per token, F the final hidden state the LM head reads (after the final norm "
-              f"for Pre-LN), averaged over {DRAWS} draws of δ and one batch of 8 × 128 validation bytes. 64-128-2 "
-              "models at 6 depths from 6 to 192 layers, 5 seeds each; Post-LN, Pre-LN and DeepNorm.")
+    method = ("Forward passes only, at initialization: every block matrix W gets δ ~ N(0, σ²) per entry, σ = "
+              f"{SIGMAS[0]:g} and {SIGMAS[1]:g} (the same absolute size for every model; embeddings and LM head "
+              "untouched); we report E‖F(x,W) − F(x,W+δ)‖² per token, F the final hidden state the LM head reads "
+              f"(after the final norm for Pre-LN), averaged over {DRAWS} draws of δ per σ and one batch of 8 × 128 "
+              "validation bytes. 64-128-2 models at 6 depths from 6 to 192 layers; Post-LN, Pre-LN and DeepNorm, "
+              "20 seeds with LayerNorm, 5 with RMSNorm (a labelled variant).")
     gpu = Scale(overrides=("model.d_model=256", "model.n_heads=4", "model.d_ff=1024"),
                 grid={"model.n_layers": "6,12,24,48,96,192,384"})
 
-    def measure(self, plan: Plan) -> list[dict[str, Any]]:
-        import normtrain
-        from normtrain.training import seed_everything
+    def keeps(self, combo: dict[str, str]) -> bool:
+        return combo.get("norm") == JUDGED_NORM or int(combo.get("train.seed", 0)) < 5
 
-        rows, batch = [], None
-        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        for combo in each_run(plan):
-            cfg = plan.compose(combo)
-            if batch is None:  # one batch for every model
-                batch = validation_batches(cfg)[0][0]
-            seed_everything(cfg.train.seed)
-            model = normtrain.build_model(cfg).eval()
-            rows.append({**combo, "started_at": started, "sq_change": output_change(model, batch, cfg.train.seed)})
-        return rows
+    def measure(self, plan: Plan) -> list[dict[str, Any]]:
+        return [{**combo, **{k: m[k] for k in ("started_at", "wall_time_s", "code_commit", "code_dirty")},
+                 **m["value"]} for combo, m in zip(plan.combos(), measure_grid(plan, output_changes), strict=True)]
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         depths = sorted({int(r["model.n_layers"]) for r in rows})
         places = present(rows, "placement", PLACEMENT_ORDER)
         norms = present(rows, "norm", NORM_ORDER)
+        fits = {(p, n, s): {seed: growth_fits(depths, vs) for seed, vs in self.series(rows, p, n, s, depths).items()}
+                for p in places for n in norms for s in SIGMAS}
 
-        def series(p, n) -> dict[str, list[float]]:  # seed -> E‖ΔF‖² at each depth
-            out: dict[str, list[float]] = {}
-            for d in depths:
-                at = stats.per_seed(rows, "sq_change", lambda r, d=d: (r["placement"], r["norm"],
-                                                                       int(r["model.n_layers"])) == (p, n, d))
-                for s, v in at.items():
-                    out.setdefault(s, []).append(v)
-            return {s: vs for s, vs in out.items() if len(vs) == len(depths)}
+        def fit(p, what, sigma=SIGMAS[0], n=JUDGED_NORM):
+            return {seed: what(f) for seed, f in fits.get((p, n, sigma), {}).items()}
 
-        fits = {(p, n): {s: growth_fits(depths, vs) for s, vs in series(p, n).items()} for p in places for n in norms}
-
-        def per_seed(p, what, n=JUDGED_NORM):
-            return {s: what(f) for s, f in fits.get((p, n), {}).items()}
-
-        def deep_over_shallow(p, n=JUDGED_NORM):
-            return {s: vs[-1] / vs[0] if vs[0] else None for s, vs in series(p, n).items()}
-
-        def r2_diff(f, first, second):
-            return None if f[first] is None or f[second] is None else f[first] - f[second]
-
-        post_slope, pre_slope = per_seed("post", lambda f: f["slope"]), per_seed("pre", lambda f: f["slope"])
+        slope = lambda f: f["slope"]  # noqa: E731
+        r2_gap = lambda a, b: (lambda f: None if f[a] is None or f[b] is None else f[a] - f[b])  # noqa: E731
+        sub = lambda a, b: a - b  # noqa: E731
         measured = {
-            "post_slope": {"": post_slope},
-            "post_r2_linear_minus_log": {"": per_seed("post", lambda f: r2_diff(f, "r2_linear", "r2_log"))},
-            "pre_r2_log_minus_linear": {"": per_seed("pre", lambda f: r2_diff(f, "r2_log", "r2_linear"))},
-            "post_minus_pre_slope": {"": {s: v - pre_slope[s] if v is not None and pre_slope.get(s) is not None
-                                          else None for s, v in post_slope.items()}},
-            "deepnorm_deep_over_shallow": {"": deep_over_shallow("deepnorm")},
+            "post_slope": {"": fit("post", slope)},
+            "slope_change_with_sigma": {p: stats.paired(fit(p, slope, SIGMAS[1]), fit(p, slope), sub) for p in places},
+            "post_r2_linear_minus_log": {"": fit("post", r2_gap("r2_linear", "r2_log"))},
+            "pre_r2_log_minus_linear": {"": fit("pre", r2_gap("r2_log", "r2_linear"))},
+            "post_minus_pre_slope": {"": stats.paired(fit("post", slope), fit("pre", slope), sub)},
+            "deepnorm_deep_over_shallow": {"": self.deep_over_shallow(rows, "deepnorm", JUDGED_NORM, depths)},
         }
-        header = ["placement", "norm", *[f"L={d}" for d in depths], "log-log slope", "R² a+b·N", "R² a+b·ln N",
-                  f"L={depths[-1]} / L={depths[0]}"]
-        body = [[p, n, *[stats.spread(v[i] for v in series(p, n).values()) for i in range(len(depths))],
-                 stats.spread(per_seed(p, lambda f: f["slope"], n).values()),
-                 stats.spread(per_seed(p, lambda f: f["r2_linear"], n).values()),
-                 stats.spread(per_seed(p, lambda f: f["r2_log"], n).values()),
-                 stats.spread(deep_over_shallow(p, n).values())] for n in norms for p in places]
-        table = ("E‖F(x,W) − F(x,W+δ)‖² per token and its growth with depth, mean ± std over seeds (n); the "
-                 "checks read the LayerNorm rows:\n\n" + markdown_table(header, body))
-        ours = (f"log-log slope: Post-LN {stats.spread(post_slope.values())}, Pre-LN "
-                f"{stats.spread(pre_slope.values())}")
-        key = (f"Growth of E‖ΔF‖² with depth, {ours}; DeepNorm L={depths[-1]}/L={depths[0]}: "
-               f"{stats.spread(deep_over_shallow('deepnorm').values())}.")
+        table = self.table(rows, places, norms, depths, fits)
+        ours = (f"log-log slope (σ = {SIGMAS[0]:g}): Post-LN {self.median_ci(fit('post', slope))}, Pre-LN "
+                f"{self.median_ci(fit('pre', slope))}")
+        key_text = (f"Growth of E‖ΔF‖² with depth, {ours}; DeepNorm L={depths[-1]}/L={depths[0]}: "
+                    f"{self.median_ci(measured['deepnorm_deep_over_shallow'][''])}.")
+        return Findings(table=table, measured=measured, key=key_text, ours=ours,
+                        figures={"output_change.png": lambda path: self.draw(rows, places, norms, depths, path)})
 
-        def draw(path):
-            fig, (ax,) = plots.figure(width=5.6, height=3.8)
+    @staticmethod
+    def series(rows, p, n, sigma, depths) -> dict[str, list[float]]:
+        """seed -> E‖ΔF‖² at each depth, for one σ."""
+        out: dict[str, list[float]] = {}
+        for d in depths:
+            for seed, v in stats.seeds(rows, key(sigma), placement=p, norm=n, model__n_layers=d).items():
+                out.setdefault(seed, []).append(v)
+        return {seed: vs for seed, vs in out.items() if len(vs) == len(depths)}
+
+    def deep_over_shallow(self, rows, p, n, depths, sigma=SIGMAS[0]) -> dict[str, float | None]:
+        return {s: vs[-1] / vs[0] if vs[0] else None for s, vs in self.series(rows, p, n, sigma, depths).items()}
+
+    @staticmethod
+    def median_ci(per_seed: dict[str, float | None]) -> str:
+        """``median [95% CI] (n)``: the per-seed slopes are heavy-tailed, so the median, not the mean."""
+        from normtrain.reproduce.preregistration import median_ci
+
+        vals = stats.finite(per_seed.values())
+        ci = median_ci(vals)
+        if not vals:
+            return "–"
+        interval = f" [95% CI {ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+        return f"median {stats.median(vals):.3f}{interval} (n={len(vals)})"
+
+    def table(self, rows, places, norms, depths, fits) -> str:
+        header = ["placement", "norm", "σ", *[f"L={d}" for d in depths], "log-log slope", "R² a+b·N", "R² a+b·ln N",
+                  f"L={depths[-1]} / L={depths[0]}"]
+        body = []
+        for n in norms:
+            for p in places:
+                for s in SIGMAS:
+                    series = self.series(rows, p, n, s, depths)
+                    f = fits.get((p, n, s), {})
+                    body.append([p, n, f"{s:g}", *[stats.spread(v[i] for v in series.values())
+                                                   for i in range(len(depths))],
+                                 self.median_ci({k: v["slope"] for k, v in f.items()}),
+                                 stats.spread(v["r2_linear"] for v in f.values()),
+                                 stats.spread(v["r2_log"] for v in f.values()),
+                                 stats.spread(self.deep_over_shallow(rows, p, n, depths, s).values())])
+        return ("E‖F(x,W) − F(x,W+δ)‖² per token (mean ± sd over seeds, n) and its growth with depth (slopes: the "
+                "median over seeds and its 95% bootstrap interval); forward passes only, so no run can diverge or "
+                "collapse. The checks read the LayerNorm rows:\n\n" + markdown_table(header, body))
+
+    def draw(self, rows, places, norms, depths, path) -> None:
+        fig, axes = plots.figure(ncols=len(SIGMAS), width=5.0, height=3.8)
+        for ax, s in zip(axes, SIGMAS, strict=True):
             for n in norms:
                 for p in places:
-                    plots.seeds_and_mean(ax, depths, list(series(p, n).values()), plots.PLACEMENT_COLORS[p],
-                                         f"{p}, {n}", style=plots.NORM_STYLES[n])
+                    plots.seeds_and_mean(ax, depths, list(self.series(rows, p, n, s, depths).values()),
+                                         plots.PLACEMENT_COLORS[p], f"{p}, {n}", style=plots.NORM_STYLES[n])
             plots.log_axis(ax, depths)
             ax.set_yscale("log")
-            plots.finish(ax, f"absolute perturbation σ = {NOISE:g} at init (thin: seeds)", "depth L",
+            plots.finish(ax, f"perturbation σ = {s:g} at init (thin: seeds)", "depth L",
                          "E‖F(x,W) − F(x,W+δ)‖² per token")
-            plots.save(fig, path)
-
-        return Findings(table=table, measured=measured, key=key, ours=ours, figures={"output_change.png": draw})
+        plots.save(fig, path)
 
 
-def output_change(model, x: torch.Tensor, seed: int) -> float:
-    """E‖F(x,W) − F(x,W+δ)‖² per token over ``DRAWS`` perturbations of every block matrix."""
+def output_changes(overrides: list[str]) -> dict[str, float]:
+    """E‖F(x,W) − F(x,W+δ)‖² per token for each σ of ``SIGMAS`` (keyed ``key(σ)``), over ``DRAWS`` perturbations of
+    every block matrix of the seeded fresh model, on the first validation batch."""
     import torch
 
+    import normtrain
+    from normtrain.config import compose
+    from normtrain.training import seed_everything
+
+    cfg = compose(overrides)
+    x = validation_batches(cfg)[0][0]
+    seed_everything(cfg.train.seed)
+    model = normtrain.build_model(cfg).eval()
     with torch.no_grad():
-        return _output_change(model, x, seed)
+        return {key(s): _output_change(model, x, cfg.train.seed, s) for s in SIGMAS}
 
 
-def _output_change(model, x, seed: int) -> float:
+def _output_change(model, x: torch.Tensor, seed: int, sigma: float) -> float:
     import torch
 
     clean = model(x, hidden_only=True).float()
     matrices = [p for block in model.blocks for p in block.parameters() if p.dim() >= 2]
     saved = [p.detach().clone() for p in matrices]
-    gen = torch.Generator(device=x.device).manual_seed(10_000 + seed)
+    gen = torch.Generator(device=x.device).manual_seed(10_000 + seed)  # the same draws for every σ: paired
     total = 0.0
     for _ in range(DRAWS):
         for p, w in zip(matrices, saved, strict=True):
-            p.copy_(w + NOISE * torch.randn(w.shape, generator=gen, device=w.device, dtype=w.dtype))
+            p.copy_(w + sigma * torch.randn(w.shape, generator=gen, device=w.device, dtype=w.dtype))
         total += (model(x, hidden_only=True).float() - clean).pow(2).sum(-1).mean().item()
     for p, w in zip(matrices, saved, strict=True):
         p.copy_(w)

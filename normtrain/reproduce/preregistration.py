@@ -1,12 +1,15 @@
 """Pre-registered checks: what an experiment claims, how it is measured and what passes, fixed before the runs.
 
 Each experiment declares a :class:`Registration` in ``normtrain/reproduce/preregistered/NAME.py``: the paper's
-claim and number, the metric, and its :class:`Rule` s (quantity, comparison, threshold and how the seeds decide).
-The analysis only *measures*: it returns every quantity per condition (a depth, a learning rate) and per seed,
-and :func:`judge` applies the declared rule to those values. A verdict is therefore never computed on the best
-seed, and no threshold lives in analysis code where it could drift with the data.
+claim and number, the metric, its :class:`Rule` s (quantity, comparison, threshold, how the seeds decide, and
+for every band the basis of its width), the trainability :class:`Guard`, and its label: ``before_runs`` (nothing
+of this experiment was seen before) or ``after_pilot`` (written after earlier runs whose numbers were seen: the
+:class:`Pilot` names them, gives their numbers and says what changed). The analysis only *measures*: it returns
+every quantity per condition (a depth, a learning rate) and per seed, and :func:`judge` applies the declared rule
+to those values. A verdict is therefore never computed on the best seed, and no threshold lives in analysis code
+where it could drift with the data.
 
-:func:`provenance` records which commit the declaration (and the experiment's YAML, which holds its settings)
+:func:`declaration` records which commit the declaration (and the experiment's YAML, which holds its settings)
 comes from, and whether that commit predates the runs: ``result.json`` carries it, and the README says plainly
 when the checks were not committed before the data.
 """
@@ -16,14 +19,18 @@ from __future__ import annotations
 import hashlib
 import math
 import statistics
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from normtrain.provenance import git
+
 OPS = {">=": lambda v, t: v >= t, "<=": lambda v, t: v <= t, ">": lambda v, t: v > t, "<": lambda v, t: v < t,
        "between": lambda v, t: t[0] <= v <= t[1]}
+LABELS = ("before_runs", "after_pilot")
+DECIDE = ("median", "median_ci")  # or a share of the seeds in (0, 1]
+INCONCLUSIVE = "inconclusive (undertrained)"
 Values = Mapping[str, Mapping[str, float | None]]  # condition -> seed -> value (None: not measurable)
 
 
@@ -32,9 +39,13 @@ class Rule:
     """One pass/fail check, declared before the runs.
 
     ``quantity`` names a value the analysis measures per condition and seed; the check holds for a condition
-    when the ``decide`` rule over its seeds holds: ``"median"`` (the median satisfies ``op threshold``) or a
+    when the ``decide`` rule over its seeds holds: ``"median"`` (the median satisfies ``op threshold``),
+    ``"median_ci"`` (the whole 95% bootstrap interval of the median does: robust to outlier seeds; with 5 seeds or
+    fewer the interval reaches the smallest and largest value, so every seed must satisfy it; fewer than 3 values
+    are not judged) or a
     fraction (at least that share of the seeds satisfies it, e.g. 0.8 = 4 of 5), and holds when it holds for
-    every condition.
+    every condition. A two-sided band (``between``: "flat", "comparable", "bounded") must say in ``basis`` why
+    it is that wide (a pilot's seed spread, the paper's own number).
     """
 
     id: str
@@ -43,19 +54,52 @@ class Rule:
     op: str
     threshold: float | tuple[float, float]
     decide: str | float = "median"
+    basis: str = ""  # why this threshold (required for a band)
 
     def __post_init__(self) -> None:
         if self.op not in OPS:
             raise ValueError(f"rule {self.id}: op {self.op!r}; allowed: {', '.join(OPS)}")
-        if self.decide != "median" and not (isinstance(self.decide, float) and 0 < self.decide <= 1):
-            raise ValueError(f"rule {self.id}: decide must be 'median' or a fraction in (0, 1]")
+        if self.decide not in DECIDE and not (isinstance(self.decide, float) and 0 < self.decide <= 1):
+            raise ValueError(f"rule {self.id}: decide must be one of {', '.join(DECIDE)} or a fraction in (0, 1]")
+        if self.op == "between" and not self.basis:
+            raise ValueError(f"rule {self.id}: a band (between) needs a basis: why it is that wide")
 
     def condition_text(self) -> str:
         t = self.threshold
         bound = f"in [{t[0]:g}, {t[1]:g}]" if self.op == "between" else f"{self.op} {t:g}"
-        how = ("the median over seeds" if self.decide == "median" else "every seed" if self.decide == 1.0
-               else f"at least {self.decide:.0%} of the seeds")
+        named = {"median": "the median over seeds", 1.0: "every seed",
+                 "median_ci": "the 95% bootstrap interval of the median over seeds, all of it (with 5 seeds or "
+                              "fewer the interval spans every seed)"}
+        how = named.get(self.decide) or f"at least {self.decide:.0%} of the seeds"
         return f"{self.quantity} {bound}: {how}, at every condition measured"
+
+
+@dataclass(frozen=True)
+class Pilot:
+    """Earlier runs of an experiment that its registration was written after: which, what they showed, what changed."""
+
+    runs: str  # which runs and where they are kept (a commit, a folder)
+    numbers: str  # what they measured, as the registration's authors saw it
+    changed: str  # what the registration changed after seeing them, and why
+
+
+@dataclass(frozen=True)
+class Guard:
+    """Trainability before any loss comparison: the reference arm must beat the unigram line by ``margin`` nats.
+
+    The analysis measures ``quantity`` (unigram − final val loss of the reference arm, per condition and seed);
+    where the guard fails the verdict is "inconclusive (undertrained)", whatever the checks say.
+    """
+
+    arm: str  # the reference arm, in words
+    margin: float = 0.3
+    basis: str = ""
+    quantity: str = "reference_margin"
+    decide: str | float = "median"
+
+    def rule(self) -> Rule:
+        return Rule("trainability_guard", f"the reference arm ({self.arm}) learned more than byte frequencies",
+                    self.quantity, ">=", self.margin, self.decide, self.basis)
 
 
 @dataclass(frozen=True)
@@ -68,6 +112,16 @@ class Registration:
     metric: str  # what we measure and how, in Markdown
     norm: str  # the norm of the runs, e.g. "LayerNorm (as the paper); RMSNorm as a labelled variant"
     rules: tuple[Rule, ...]
+    label: str = "before_runs"  # or "after_pilot" (then ``pilot`` says which runs came first)
+    pilot: Pilot | None = None
+    guard: Guard | None = None  # every experiment that compares losses has one
+    reported: tuple[str, ...] = ()  # numbers reported but not judged, declared here with how they are computed
+
+    def __post_init__(self) -> None:
+        if self.label not in LABELS:
+            raise ValueError(f"label {self.label!r}; allowed: {', '.join(LABELS)}")
+        if (self.label == "after_pilot") != (self.pilot is not None):
+            raise ValueError("an after_pilot registration names its pilot, and only such a registration does")
 
     def digest(self) -> str:
         """A digest of everything declared (not of comments or formatting)."""
@@ -89,13 +143,16 @@ class CheckResult:
                 parts.append(f"not measured{where}")
                 continue
             spread = f" [{fmt_num(c['min'])}, {fmt_num(c['max'])}]" if c["n"] > 1 else ""
-            parts.append(f"median {fmt_num(c['median'])}{spread}, {c['passing']}/{c['n']} seeds pass{where}")
+            ci = c.get("median_ci95")
+            interval = (f" (95% CI of the median [{fmt_num(ci[0])}, {fmt_num(ci[1])}])"
+                        if ci and self.rule.decide == "median_ci" else "")
+            parts.append(f"median {fmt_num(c['median'])}{spread}{interval}, {c['passing']}/{c['n']} seeds pass{where}")
         return "; ".join(parts)
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.rule.id, "expectation": self.rule.expectation, "rule": self.rule.condition_text(),
                 "quantity": self.rule.quantity, "op": self.rule.op, "threshold": self.rule.threshold,
-                "decide": self.rule.decide, "ok": self.ok, "measured": self.measured(),
+                "decide": self.rule.decide, "basis": self.rule.basis, "ok": self.ok, "measured": self.measured(),
                 "conditions": self.conditions}
 
 
@@ -120,22 +177,43 @@ def judge(rule: Rule, values: Values | None) -> CheckResult:
         vals = [float(v) for v in seeds.values() if _finite_or_inf(v)]
         passing = sum(bool(test(v, rule.threshold)) for v in vals)
         median = statistics.median(vals) if vals else None
+        ci = median_ci(vals)
         if not vals:
             ok = None
         elif rule.decide == "median":
             ok = bool(test(median, rule.threshold))
+        elif rule.decide == "median_ci":  # fewer than 3 values have no interval: not judged
+            ok = None if ci is None else bool(test(ci[0], rule.threshold) and test(ci[1], rule.threshold))
         else:
             ok = passing >= math.ceil(rule.decide * len(vals) - 1e-9)
         result.conditions[cond] = {"per_seed": {s: v for s, v in seeds.items()}, "n": len(vals), "passing": passing,
-                                   "median": median, "min": min(vals) if vals else None,
-                                   "max": max(vals) if vals else None, "ok": ok}
+                                   "median": median, "median_ci95": list(ci) if ci else None,
+                                   "min": min(vals) if vals else None, "max": max(vals) if vals else None, "ok": ok}
         outcomes.append(ok)
     judged = [o for o in outcomes if o is not None]
     result.ok = None if not judged or len(judged) < len(outcomes) else all(judged)
     return result
 
 
-def verdict(results: list[CheckResult]) -> str:
+def median_ci(values: list[float], level: float = 0.95, draws: int = 4000) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the median (a fixed generator: the same values give the same interval);
+    None with fewer than 3 finite values. Infinite values (diverged runs) take part as they are."""
+    if len(values) < 3 or any(math.isnan(v) for v in values):
+        return None
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    arr = np.asarray(values, dtype=float)
+    medians = np.median(rng.choice(arr, size=(draws, len(arr)), replace=True), axis=1)
+    lo, hi = np.quantile(medians, (1 - level) / 2, method="lower"), np.quantile(medians, (1 + level) / 2,
+                                                                                  method="higher")
+    return float(lo), float(hi)
+
+
+def verdict(results: list[CheckResult], guard: CheckResult | None = None) -> str:
+    """reproduced / partly / not reproduced / not judged; "inconclusive (undertrained)" when the guard failed."""
+    if guard is not None and guard.ok is False:
+        return INCONCLUSIVE
     judged = [r.ok for r in results if r.ok is not None]
     if not judged:
         return "not judged"
@@ -156,7 +234,7 @@ def _config_dir() -> Path:
     return Path(config_dir())
 
 
-def provenance(files: list[Path]) -> dict[str, Any]:
+def declaration(files: list[Path]) -> dict[str, Any]:
     """The commit that last changed ``files`` and whether they have changed since (``dirty``).
 
     A result whose declaration is dirty, or whose commit is younger than its first run, was not pre-registered:
@@ -165,13 +243,13 @@ def provenance(files: list[Path]) -> dict[str, Any]:
     digest = hashlib.sha256(b"".join(f.read_bytes() for f in files if f.is_file())).hexdigest()[:16]
     info: dict[str, Any] = {"files": [_relative(f) for f in files], "digest": digest, "commit": None,
                             "committed_at": None, "dirty": None}
-    root = _git(["rev-parse", "--show-toplevel"], files[0].parent)
+    root = git(["rev-parse", "--show-toplevel"], files[0].parent)
     if root is None:
         info["why_unknown"] = "not a git checkout"
         return info
     paths = [str(f) for f in files]
-    log = _git(["log", "-1", "--format=%H %cI", "--", *paths], Path(root))
-    status = _git(["status", "--porcelain", "--", *paths], Path(root))
+    log = git(["log", "-1", "--format=%H %cI", "--", *paths], Path(root))
+    status = git(["status", "--porcelain", "--", *paths], Path(root))
     if log:
         info["commit"], info["committed_at"] = log.split()
     info["dirty"] = bool(status) or not log
@@ -184,14 +262,6 @@ def _relative(path: Path) -> str:
         if anchor in parts:
             return str(Path(*parts[len(parts) - 1 - parts[::-1].index(anchor):]))
     return path.name
-
-
-def _git(args: list[str], cwd: Path) -> str | None:
-    try:
-        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return proc.stdout.strip() if proc.returncode == 0 else None
 
 
 def preregistered(record: dict[str, Any], first_run_at: str | None) -> bool:

@@ -4,15 +4,20 @@ An experiment's settings live in ``configs/experiment/NAME.yaml`` (a ``@package 
 and its grid in that file's ``hydra.sweeper.params``, so ``normtrain -m experiment=NAME`` and
 ``normtrain-reproduce NAME`` run the same jobs. ``--scale gpu`` adds the experiment's own overrides
 (wider, deeper, longer) and may replace grid axes; ``--smoke`` shrinks everything to a few steps.
+
+``--jobs N`` runs N of the grid's runs at a time, each in its own process with one torch thread: the models
+here are so small that a second thread buys little, while two single-threaded runs use both cores of a small
+machine fully (and a busy machine does not stall a run's threads waiting for each other).
 """
 
 from __future__ import annotations
 
 import importlib
 import itertools
+import os
 import re
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -54,6 +59,7 @@ class Plan:
     progress: bool = True
     reused_s: float = 0.0  # wall time of the runs reused from an earlier invocation (counted in the total)
     keep: Callable[[dict[str, str]], bool] | None = None  # the experiment's filter on the grid's product
+    jobs: int = 1  # runs at a time, each in its own single-threaded process (1: in this process)
 
     def combos(self) -> list[dict[str, str]]:
         axes = list(self.grid)
@@ -130,8 +136,9 @@ class Experiment:
                 "final_val_loss": s.get("final_val_loss"), "best_val_loss": s.get("best_val_loss"),
                 "initial_val_loss": losses[0].item() if losses.size else None,
                 "unigram_val_loss": s.get("unigram_val_loss"), "collapsed": s.get("collapsed"),
+                "undertrained": s.get("undertrained"), "tail_drop": (s.get("loss_trend") or {}).get("tail_drop"),
                 "wall_time_s": s.get("wall_time_s"), "started_at": s.get("started_at"), "device": s.get("device"),
-                "val_curve": curve_text(steps, losses)}
+                **code_of(s.get("code")), "val_curve": curve_text(steps, losses)}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         raise NotImplementedError
@@ -150,48 +157,158 @@ class Findings:
     csv: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # more measurements than runs.csv holds
 
 
-def each_run(plan: Plan) -> Iterator[dict[str, str]]:
-    """The grid's runs one by one: a bar on a terminal, a plain line every 30 s in a batch job's log."""
-    from normtrain.progress import Lines, make_progress
+def code_of(code: dict | None) -> dict[str, Any]:
+    """A run's ``code_commit`` and ``code_dirty`` columns (normtrain/provenance.py)."""
+    code = code or {}
+    return {"code_commit": code.get("code_commit"), "code_dirty": code.get("code_dirty")}
 
-    combos = plan.combos()
-    bar = make_progress(len(combos), 0, plan.name, plan.progress, every_s=30.0)
+
+def progress_bar(plan: Plan, total: int):
+    """A bar on a terminal, a plain line every 30 s in a batch job's log."""
+    from normtrain.progress import make_progress
+
+    return make_progress(total, 0, plan.name, plan.progress, every_s=30.0)
+
+
+def describe(combo: dict[str, str]) -> str:
+    return " ".join(f"{k.split('.')[-1]}={v}" for k, v in combo.items())
+
+
+def map_grid(plan: Plan, fn: Callable[[list[str]], Any], combos: Sequence[dict[str, str]]) -> list[Any]:
+    """``fn(overrides)`` for each combo, in the combos' order: ``plan.jobs`` at a time in single-threaded worker
+    processes (``fn`` must be a module-level function), or one after the other in this process."""
+    from normtrain.progress import Lines
+
+    bar = progress_bar(plan, len(combos))
+    results: list[Any] = [None] * len(combos)
     try:
-        for combo in combos:
-            if not isinstance(bar, Lines):
-                bar.set_postfix_str(" ".join(f"{k.split('.')[-1]}={v}" for k, v in combo.items()), refresh=True)
-            yield combo
-            bar.update(1)
+        if plan.jobs <= 1 or len(combos) <= 1:
+            for i, combo in enumerate(combos):
+                if not isinstance(bar, Lines):
+                    bar.set_postfix_str(describe(combo), refresh=True)
+                results[i] = fn(plan.overrides(combo))
+                bar.update(1)
+            return results
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(plan.jobs, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=single_threaded) as pool:
+            futures = {pool.submit(fn, plan.overrides(c)): i for i, c in enumerate(combos)}
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                bar.update(1)
+        return results
     finally:
         bar.close()
 
 
-def train_grid(plan: Plan, keep_checkpoints: bool = False) -> list[tuple[dict[str, str], Run]]:
-    """Run (or reuse) every run of the grid in this process; a run already done with the same config is kept."""
+MEASUREMENT = "measurement.json"  # a forward-only experiment's result for one combo, in the combo's folder
+
+
+def measure_grid(plan: Plan, fn: Callable[[list[str]], Any]) -> list[dict[str, Any]]:
+    """Forward-only experiments: ``fn(overrides)`` for every combo of the grid, in the grid's order. Each result is
+    kept in the combo's folder (``measurement.json``: the value, the config, the code that measured it, when and how
+    long) and reused like a finished run when the config is the same, so a rerun recomputes only the analysis."""
+    from functools import partial
+
+    from normtrain.atomic import write_json
+
+    combos = plan.combos()
+    records: list[dict[str, Any] | None] = [reused_measurement(plan, c) for c in combos]
+    todo = [i for i, r in enumerate(records) if r is None]
+    for i, record in zip(todo, map_grid(plan, partial(_measured, fn), [combos[i] for i in todo]), strict=True):
+        write_json(plan.run_dir(combos[i]) / MEASUREMENT, record)
+        records[i] = record
+    return records  # type: ignore[return-value]
+
+
+def _measured(fn: Callable[[list[str]], Any], overrides: list[str]) -> dict[str, Any]:
+    import time
+    from datetime import datetime, timezone
+
+    from normtrain.config import compose, to_container
+    from normtrain.provenance import code_state_at_start
+
+    started, t0 = datetime.now(timezone.utc).isoformat(timespec="seconds"), time.time()
+    value = fn(overrides)
+    return {"value": value, "config": to_container(compose(overrides)), **code_of(code_state_at_start()),
+            "started_at": started, "wall_time_s": round(time.time() - t0, 3)}
+
+
+def reused_measurement(plan: Plan, combo: dict[str, str]) -> dict[str, Any] | None:
+    import json
+
     from normtrain.config import to_container
+
+    path = plan.run_dir(combo) / MEASUREMENT
+    if plan.fresh or not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not same_run(record.get("config") or {}, to_container(plan.compose(combo))):
+        return None
+    plan.reused_s += record.get("wall_time_s") or 0.0
+    return record
+
+
+def single_threaded() -> None:
+    """A worker's set-up: one thread for torch (and the libraries it calls), quiet progress."""
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def train_run(overrides: list[str], run_dir: str, keep_checkpoint: bool) -> None:
+    """Train one run of a grid into ``run_dir`` (a fresh folder); the checkpoint is dropped unless kept."""
+    from normtrain.config import compose
     from normtrain.training import train
 
+    train(compose(overrides), run_dir=run_dir)
+    if not keep_checkpoint:
+        (Path(run_dir) / "ckpt.pt").unlink(missing_ok=True)  # the runs are measured, not resumed
+
+
+def train_grid(plan: Plan, keep_checkpoints: bool = False) -> list[tuple[dict[str, str], Run]]:
+    """Run (or reuse) every run of the grid; a run already done with the same config is kept."""
+    from functools import partial
+
+    combos = plan.combos()
+    todo = [c for c in combos if not reusable(plan, c, keep_checkpoints)]
+    for combo in todo:
+        if plan.run_dir(combo).exists():
+            shutil.rmtree(plan.run_dir(combo))
+    by_overrides = {tuple(plan.overrides(c)): str(plan.run_dir(c)) for c in todo}
+    map_grid(plan, partial(_train_by_overrides, by_overrides, keep_checkpoints), todo)
     done = []
-    for combo in each_run(plan):
-        cfg = plan.compose(combo)
-        run_dir = plan.run_dir(combo)
-        previous = load_run(run_dir) if (run_dir / "summary.json").is_file() else None
-        reusable = (not plan.fresh and isinstance(previous, Run) and previous.status in ("completed", "diverged")
-                    and same_run(previous.summary.get("config") or {}, to_container(cfg))
-                    and (not keep_checkpoints or (run_dir / "ckpt.pt").is_file()))
-        if reusable:
-            plan.reused_s += previous.summary.get("wall_time_s") or 0.0
-        else:
-            if run_dir.exists():
-                shutil.rmtree(run_dir)
-            train(cfg, run_dir=run_dir)
-            if not keep_checkpoints:
-                (run_dir / "ckpt.pt").unlink(missing_ok=True)  # the runs are measured, not resumed
-        run = load_run(run_dir)
+    for combo in combos:
+        run = load_run(plan.run_dir(combo))
         if not isinstance(run, Run):
-            raise RuntimeError(f"{run_dir}: the run left nothing readable ({run})")
+            raise RuntimeError(f"{plan.run_dir(combo)}: the run left nothing readable ({run})")
         done.append((combo, run))
     return done
+
+
+def _train_by_overrides(run_dirs: dict[tuple[str, ...], str], keep: bool, overrides: list[str]) -> None:
+    train_run(overrides, run_dirs[tuple(overrides)], keep)
+
+
+def reusable(plan: Plan, combo: dict[str, str], keep_checkpoints: bool) -> bool:
+    """A finished run of this config is in the combo's folder (and its checkpoint, when the experiment needs it);
+    its own wall time is added to ``plan.reused_s``."""
+    from normtrain.config import to_container
+
+    run_dir = plan.run_dir(combo)
+    previous = load_run(run_dir) if (run_dir / "summary.json").is_file() else None
+    ok = (not plan.fresh and isinstance(previous, Run) and previous.status in ("completed", "diverged")
+          and same_run(previous.summary.get("config") or {}, to_container(plan.compose(combo)))
+          and (not keep_checkpoints or (run_dir / "ckpt.pt").is_file()))
+    if ok:
+        plan.reused_s += previous.summary.get("wall_time_s") or 0.0
+    return ok
 
 
 BOOKKEEPING = ("logger", "data.cache_dir", "train.progress", "train.resume", "train.allow_changes")

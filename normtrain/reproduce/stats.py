@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 SEED = "train.seed"
@@ -62,10 +62,10 @@ def loglog_slope(xs: list[float], ys: list[float | None]) -> float | None:
     """Least-squares slope of log y against log x (y ~ x^slope); None with fewer than two points."""
     pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True) if x > 0 and y is not None and y > 0
            and math.isfinite(y)]
-    return _slope(pts)
+    return slope(pts)
 
 
-def _slope(pts: list[tuple[float, float]]) -> float | None:
+def slope(pts: list[tuple[float, float]]) -> float | None:
     if len(pts) < 2:
         return None
     mx = sum(p[0] for p in pts) / len(pts)
@@ -78,10 +78,79 @@ def r_squared(xs: list[float], ys: list[float]) -> float | None:
     """R² of the least-squares line y = a + b·x."""
     if len(xs) < 3:
         return None
-    b = _slope(list(zip(xs, ys, strict=True)))
+    b = slope(list(zip(xs, ys, strict=True)))
     if b is None:
         return None
     my, mx = sum(ys) / len(ys), sum(xs) / len(xs)
     total = sum((y - my) ** 2 for y in ys)
     resid = sum((y - (my + b * (x - mx))) ** 2 for x, y in zip(xs, ys, strict=True))
     return 1 - resid / total if total else None
+
+
+# --- selecting rows, and what a table cell says about its runs
+
+def select(rows: list[dict[str, Any]], **axes: Any) -> list[dict[str, Any]]:
+    """The rows whose grid values equal ``axes`` (compared as text; a dotted key is passed with ``__`` for ``.``,
+    e.g. ``model__n_layers=24``)."""
+    want = {k.replace("__", "."): str(v) for k, v in axes.items()}
+    return [r for r in rows if all(str(r.get(k)) == v for k, v in want.items())]
+
+
+def seeds(rows: list[dict[str, Any]], value: str | Callable[[dict], float | None], **axes: Any
+          ) -> dict[str, float | None]:
+    """``{seed: value}`` of the rows selected by ``axes``."""
+    chosen = select(rows, **axes)
+    return per_seed(chosen, value)
+
+
+def final_or_inf(row: dict[str, Any]) -> float | None:
+    """The final val loss, +∞ for a diverged run (a gap or a penalty then reads as infinite)."""
+    return math.inf if row.get("status") == "diverged" else row.get("final_val_loss")
+
+
+def difference(a: float | None, b: float | None) -> float | None:
+    """a − b of two final losses, where both infinite (both diverged) is no difference."""
+    if a is None or b is None:
+        return None
+    return 0.0 if math.isinf(a) and math.isinf(b) and a == b else a - b
+
+
+def paired(a: dict[str, float | None], b: dict[str, float | None], op: Callable[[float, float], float | None]
+           ) -> dict[str, float | None]:
+    """``op(a[seed], b[seed])`` seed by seed (None where either is missing)."""
+    return {s: (op(v, b[s]) if v is not None and b.get(s) is not None else None) for s, v in a.items()}
+
+
+def counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """How many runs, and how many of them diverged, collapsed or ended undertrained (normtrain/outcome.py)."""
+    return {"n": len(rows), "diverged": sum(r.get("status") == "diverged" for r in rows),
+            "collapsed": sum(bool(r.get("collapsed")) for r in rows),
+            "undertrained": sum(bool(r.get("undertrained")) for r in rows)}
+
+
+def cell(values: Iterable[float | None], rows: list[dict[str, Any]], digits: int = 3) -> str:
+    """A table cell of trained runs: ``mean ± sd (n=3; 0 div, 1 coll)`` (+ ``, 2 short`` for undertrained runs)."""
+    c = counts(rows)
+    flags = f"{c['diverged']} div, {c['collapsed']} coll" + (f", {c['undertrained']} short" if c["undertrained"]
+                                                              else "")
+    text = spread(values, digits)
+    if text.endswith(")") and "(n=" in text:
+        return text[:-1] + f"; {flags})"
+    return f"{text} (n={c['n']}; {flags})"
+
+
+CELL_NOTE = ("cells give mean ± sd over seeds (n), then how many of the cell's runs diverged (div), collapsed on "
+             "the unigram line (coll) and ended undertrained, still falling above it (short)")
+
+
+def cell_counts(rows: list[dict[str, Any]], axes: Sequence[str]) -> list[dict[str, Any]]:
+    """Per cell of the grid (every axis but the seed): its values and the counts of ``counts``."""
+    keys = sorted({tuple(str(r.get(a)) for a in axes) for r in rows})
+    return [{**dict(zip(axes, key, strict=True)), **counts([r for r in rows
+                                                             if tuple(str(r.get(a)) for a in axes) == key])}
+            for key in keys]
+
+
+def margin_below(unigram: float | None, losses: dict[str, float | None]) -> dict[str, float | None]:
+    """unigram − loss per seed: how far below the unigram line a run ended (the trainability guard's measure)."""
+    return {s: (unigram - v if unigram is not None and v is not None else None) for s, v in losses.items()}

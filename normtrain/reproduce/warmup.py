@@ -6,28 +6,10 @@ import math
 from typing import Any
 
 from normtrain.reproduce import plots, stats
-from normtrain.reproduce.runner import (
-    PLACEMENT_ORDER,
-    Experiment,
-    Findings,
-    Plan,
-    Scale,
-    curve_points,
-    present,
-)
+from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, Plan, Scale, curve_points, present
 from normtrain.reproduce.writeup import markdown_table
 
-
-def final_loss(row: dict[str, Any]) -> float | None:
-    """The final val loss, +∞ for a diverged run (a penalty or a gap then reads as infinite)."""
-    return math.inf if row.get("status") == "diverged" else row.get("final_val_loss")
-
-
-def difference(a: float | None, b: float | None) -> float | None:
-    """a − b of two final losses, where both infinite (both diverged) is no difference."""
-    if a is None or b is None:
-        return None
-    return 0.0 if math.isinf(a) and math.isinf(b) and a == b else a - b
+WARMUP_AXIS = "optim.warmup_steps"
 
 
 class Warmup(Experiment):
@@ -36,66 +18,75 @@ class Warmup(Experiment):
     paper = "Xiong et al. 2020, §3.2"
     reference = "**Xiong et al. 2020**, *On Layer Normalization in the Transformer Architecture*, §3.2 and Fig. 2"
     method = ("Scaled down: 12 layers of the 64-128-2 model (d 64, FFN 128 GELU, 2 heads, learned positions), "
-              "LayerNorm, Adam β = (0.9, 0.98), no weight decay, no gradient clipping, 600 steps of 8 × 128 bytes, at "
-              "the paper's two learning rates (5e-4 and 1e-3). Warm-up: none, or linear over the first 150 steps "
-              "(25% of the run); after it the learning rate is constant in both, so the two runs of a pair differ "
-              "only in the ramp (the paper's inverse-square-root decay would also change the rest of the schedule "
-              "with the warm-up length).")
+              "LayerNorm, Adam β = (0.9, 0.98), no weight decay, no gradient clipping, 1500 steps of 8 × 128 bytes, "
+              "at the paper's two learning rates (5e-4 and 1e-3), 5 seeds. The learning rate follows a cosine from "
+              "the peak to 10% of it over the whole run (so the with-warm-up runs flatten by the end); the warm-up, "
+              "none or linear over the first 150 steps (10%), *multiplies* that schedule (`optim.warmup_overlaps`), "
+              "so the two runs of a pair differ in the ramp alone.")
     gpu = Scale(overrides=("model.d_model=256", "model.n_heads=4", "model.d_ff=1024", "train.max_steps=8000",
-                           "train.batch_size=32", "train.eval_every=500"),
-                grid={"optim.warmup_steps": "0,800"})  # warm-up a tenth of a long run
+                           "train.batch_size=32", "train.eval_every=1000"),
+                grid={WARMUP_AXIS: "0,800"})
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         lrs = sorted({r["optim.lr"] for r in rows}, key=float)
-        warmups = sorted({r["optim.warmup_steps"] for r in rows}, key=int)
+        warmups = sorted({r[WARMUP_AXIS] for r in rows}, key=int)
         places = present(rows, "placement", PLACEMENT_ORDER)
         lo, hi, cold, warm = lrs[0], lrs[-1], warmups[0], warmups[-1]
+        unigram = next((r["unigram_val_loss"] for r in rows if r.get("unigram_val_loss") is not None), None)
 
         def losses(p, lr, w):
-            return stats.per_seed(rows, final_loss, lambda r: (r["placement"], r["optim.lr"],
-                                                               r["optim.warmup_steps"]) == (p, lr, w))
+            return stats.seeds(rows, stats.final_or_inf, placement=p, optim__lr=lr, optim__warmup_steps=w)
 
         def penalty(p, lr):
-            a, b = losses(p, lr, cold), losses(p, lr, warm)
-            return {s: difference(a[s], b.get(s)) for s in a}
+            return stats.paired(losses(p, lr, cold), losses(p, lr, warm), stats.difference)
 
-        unigram = next((r["unigram_val_loss"] for r in rows if r.get("unigram_val_loss") is not None), None)
-        growth = {s: difference(penalty("post", hi).get(s), penalty("post", lo).get(s)) for s in penalty("post", hi)}
-        margin = {f"lr {lr}": {s: (unigram - v if unigram is not None and v is not None else None)
-                               for s, v in losses("pre", lr, cold).items()} for lr in lrs}
+        minus = lambda a, b: a - b  # noqa: E731
         measured = {
             "post_penalty": {f"lr {lr}": penalty("post", lr) for lr in lrs},
-            "post_penalty_growth": {"": growth if lo != hi else {}},
-            "pre_abs_penalty": {f"lr {lr}": {s: abs(v) if v is not None else None
-                                             for s, v in penalty("pre", lr).items()} for lr in lrs},
-            "pre_no_warmup_margin": margin,
+            "post_minus_pre_penalty": {f"lr {lr}": stats.paired(penalty("post", lr), penalty("pre", lr), minus)
+                                       for lr in lrs},
+            "post_penalty_growth": {"": stats.paired(penalty("post", hi), penalty("post", lo), minus)
+                                    if lo != hi else {}},
+            "pre_penalty": {f"lr {lr}": penalty("pre", lr) for lr in lrs},
+            "reference_margin": {f"{p}, lr {lr}, warm-up {warm}": stats.margin_below(unigram, losses(p, lr, warm))
+                                 for p in places for lr in lrs},
         }
-        table = markdown_table(
-            ["placement", "lr", *[f"warm-up {w}" for w in warmups], "penalty (no warm-up − warm-up)", "collapsed"],
-            [[p, lr, *[stats.spread(losses(p, lr, w).values()) for w in warmups],
-              stats.spread(penalty(p, lr).values()), self.collapsed(rows, p, lr)] for p in places for lr in lrs])
-        table = ("Final validation loss (nats per byte) and the no-warm-up penalty, mean ± std over seeds (n); "
-                 "∞ = diverged:\n\n" + table)
-        ours = (f"Post-LN penalty {stats.spread(penalty('post', hi).values())} nats at lr {hi}, "
-                f"{stats.spread(penalty('post', lo).values())} at lr {lo}; Pre-LN "
-                f"{stats.spread(penalty('pre', hi).values())} at lr {hi}")
-        key = f"No warm-up costs {ours}."
-        return Findings(table=table, measured=measured, key=key, ours=ours,
-                        figures={"val_loss.png": lambda path: self.draw_curves(rows, lrs, places, unigram, path),
-                                 "penalty.png": lambda path: self.draw_penalty(places, lrs, penalty, path)})
+        table = self.table(rows, places, lrs, warmups, losses, penalty)
+        gap = measured["post_minus_pre_penalty"]
+        ours = (f"Post-LN − Pre-LN warm-up penalty {stats.spread(gap[f'lr {hi}'].values())} nats at lr {hi}, "
+                f"{stats.spread(gap[f'lr {lo}'].values())} at lr {lo}")
+        key = (f"No warm-up costs Post-LN {stats.spread(penalty('post', hi).values())} nats at lr {hi} and Pre-LN "
+               f"{stats.spread(penalty('pre', hi).values())}; {ours}.")
+        return Findings(table=table, measured=measured, key=key, ours=ours, figures={
+            "val_loss.png": lambda path: self.draw_curves(rows, lrs, places, unigram, path),
+            "penalty.png": lambda path: self.draw_penalty(places, lrs, penalty, path)})
 
     @staticmethod
-    def collapsed(rows, p, lr) -> str:
-        mine = [r for r in rows if r["placement"] == p and r["optim.lr"] == lr]
-        return f"{sum(bool(r.get('collapsed')) for r in mine)}/{len(mine)}"
+    def table(rows, places, lrs, warmups, losses, penalty) -> str:
+        def cell(p, lr, w):
+            return stats.cell(losses(p, lr, w).values(), stats.select(rows, placement=p, optim__lr=lr,
+                                                                       optim__warmup_steps=w))
+
+        def tail(p, lr, w):  # the fitted fall of the training loss over the last 20% of the run
+            return stats.spread(r.get("tail_drop") for r in stats.select(rows, placement=p, optim__lr=lr,
+                                                                          optim__warmup_steps=w))
+
+        body = [[p, lr, *[cell(p, lr, w) for w in warmups], stats.spread(penalty(p, lr).values()),
+                 *[tail(p, lr, w) for w in warmups]] for p in places for lr in lrs]
+        return (f"Final validation loss (nats per byte; ∞ = diverged) with and without warm-up, and the no-warm-up "
+                f"penalty per seed; {stats.CELL_NOTE}. 'Fall over the last 20%' is the fitted fall of the training "
+                "loss over the run's last 300 steps (≈ 0: it has stopped falling):\n\n"
+                + markdown_table(["placement", "lr", *[f"warm-up {w}" for w in warmups],
+                                  "penalty (no warm-up − warm-up)", *[f"fall over the last 20%, warm-up {w}"
+                                                                      for w in warmups]], body))
 
     @staticmethod
     def draw_curves(rows, lrs, places, unigram, path) -> None:
         fig, axes = plots.figure(ncols=len(lrs), width=4.8, height=3.6)
         for ax, lr in zip(axes, lrs, strict=True):
             for p in places:
-                for w in sorted({r["optim.warmup_steps"] for r in rows}, key=int):
-                    mine = [r for r in rows if (r["placement"], r["optim.lr"], r["optim.warmup_steps"]) == (p, lr, w)]
+                for w in sorted({r[WARMUP_AXIS] for r in rows}, key=int):
+                    mine = stats.select(rows, placement=p, optim__lr=lr, optim__warmup_steps=w)
                     plots.curves(ax, [curve_points(r["val_curve"]) for r in mine if r["val_curve"]],
                                  plots.PLACEMENT_COLORS[p], f"{p}, warm-up {w}", style="-" if w == "0" else "--")
             plots.unigram_line(ax, unigram)

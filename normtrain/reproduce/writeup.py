@@ -1,10 +1,14 @@
 """The results folder of a reproduction: README.md, figures, ``runs.csv`` and ``result.json``.
 
 The checks are the experiment's declared rules (normtrain/reproduce/preregistered/NAME.py) applied to what the
-analysis measured, seed by seed; the README says which commit declared them and whether that was before the runs,
-and includes the hand-written ``CHECK_HISTORY.md`` of the experiment's folder (every change to a check made after
-results were seen, with its reason). ``experiments/README.md`` gets one table row per experiment, rebuilt from
-every ``result.json`` between two markers, so the hand-written rest of that page stays as it is.
+analysis measured, seed by seed, behind the trainability guard. ``result.json`` records the registration's label
+(``before_runs`` or ``after_pilot``, with the pilot), which commit declared the checks and whether that was before
+the runs, the code that ran the runs (``provenance.code_commit``, ``code_dirty``), the guard's outcome, every check's
+per-seed values and, per cell of the grid, how many runs diverged, collapsed or ended undertrained. Three hand-written
+files of the experiment's folder are woven into the README: ``CHECK_HISTORY.md`` (every change to a check made after
+results were seen, with its reason), ``DISCUSSION.md`` (why each failed check failed: ``## <check id>`` sections; a
+failed check without one says so) and nothing else. ``experiments/README.md`` gets one table row per experiment,
+rebuilt from every ``result.json`` between two markers, so the hand-written rest of that page stays as it is.
 """
 
 from __future__ import annotations
@@ -12,17 +16,23 @@ from __future__ import annotations
 import csv
 import json
 import platform
+import re
+from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from normtrain.atomic import write_json
-from normtrain.reproduce.preregistration import CheckResult, judge, preregistered, verdict
-from normtrain.reproduce.runner import Experiment, Findings, Plan
+from normtrain.reproduce import stats
+from normtrain.reproduce.preregistration import CheckResult, Registration, judge, preregistered, verdict
+from normtrain.reproduce.runner import SEED_AXIS, Experiment, Findings, Plan
 
 BEGIN, END = "<!-- reproduce:begin -->", "<!-- reproduce:end -->"
 MARK = {True: "yes", False: "**no**", None: "n/a"}
-HISTORY = "CHECK_HISTORY.md"
+HISTORY, DISCUSSION = "CHECK_HISTORY.md", "DISCUSSION.md"
 REPORT = "report.html"
+LABEL_TEXT = {"before_runs": "registered before any run of this experiment",
+              "after_pilot": "registered **after a pilot** (earlier runs whose numbers were seen; see below)"}
 
 
 def fmt(value: Any, digits: int = 3) -> str:
@@ -71,13 +81,28 @@ def unigram_of(rows: list[dict[str, Any]]) -> float | None:
     return min(values) if values else None
 
 
-def write(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findings: Findings, *, wall_time_s: float,
-          device: str, provenance: dict[str, Any], started_at: str) -> Path:
+def code_provenance(rows: list[dict[str, Any]], analysis: dict[str, Any]) -> dict[str, Any]:
+    """The code that ran the runs (each row carries its run's commit; forward-only rows the measuring process's),
+    and the code that analysed them now."""
+    commits = Counter(r["code_commit"] for r in rows if r.get("code_commit"))
+    known = [r.get("code_dirty") for r in rows if r.get("code_dirty") is not None]
+    record = {"code_commit": commits.most_common(1)[0][0] if commits else analysis.get("code_commit"),
+              "code_dirty": any(known) if known else analysis.get("code_dirty"),
+              "run_commits": dict(commits), "analysis_commit": analysis.get("code_commit"),
+              "analysis_dirty": analysis.get("code_dirty")}
+    if analysis.get("why_unknown") and not commits:
+        record["why_unknown"] = analysis["why_unknown"]
+    return record
+
+
+def write(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findings: Findings, *, timing: dict[str, Any],
+          device: str, declared: dict[str, Any], code: dict[str, Any], started_at: str) -> Path:
     """Write the folder ``plan.out`` and return its README."""
     out = plan.out
     out.mkdir(parents=True, exist_ok=True)
     reg = exp.registration
     checks = [judge(rule, findings.measured.get(rule.quantity)) for rule in reg.rules]
+    guard = judge(reg.guard.rule(), findings.measured.get(reg.guard.quantity)) if reg.guard else None
     figures = []
     for filename, draw in findings.figures.items():
         draw(out / filename)
@@ -86,21 +111,35 @@ def write(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findings: Fin
     for filename, table in findings.csv.items():
         write_csv(table, out / filename)
     report = interactive_report(exp, plan, out / REPORT)
-    record = {**provenance, "first_run_at": first_run_at(rows, started_at)}
-    record["before_runs"] = preregistered(provenance, record["first_run_at"])
-    seeds = sorted(int(s) for s in plan.grid.get("train.seed", ["0"]))
-    unigram = unigram_of(rows)
-    result = {"name": exp.name, "title": exp.title, "paper": exp.paper, "reference": exp.reference,
-              "claim": reg.claim, "paper_number": reg.paper_number, "norm": reg.norm, "ours": findings.ours,
-              "verdict": verdict(checks), "key": findings.key, "scale": plan.scale, "smoke": plan.smoke,
-              "runs": len(plan.combos()), "seeds": seeds, "unigram_val_loss": unigram,
-              "wall_time_s": round(wall_time_s, 1), "device": device, "command": plan.command,
-              "preregistration": record, "checks": [c.as_dict() for c in checks]}
+    result = result_record(exp, plan, rows, findings, checks, guard, timing=timing, device=device,
+                           declared=declared, code=code, started_at=started_at)
     write_json(out / "result.json", result)
-    text = readme(exp, plan, rows, findings, checks, result, figures, device, report)
+    text = readme(exp, plan, findings, checks, guard, result, figures, report)
     path = out / "README.md"
-    path.write_text(text.replace("\n\n\n", "\n\n"))
+    path.write_text(re.sub(r"\n{3,}", "\n\n", text))
     return path
+
+
+def result_record(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findings: Findings,
+                  checks: list[CheckResult], guard: CheckResult | None, *, timing: dict[str, Any], device: str,
+                  declared: dict[str, Any], code: dict[str, Any], started_at: str) -> dict[str, Any]:
+    """What ``result.json`` holds."""
+    reg = exp.registration
+    first = first_run_at(rows, started_at)
+    declaration = {**declared, "first_run_at": first, "before_runs": preregistered(declared, first)}
+    axes = [a for a in plan.grid if a != SEED_AXIS]
+    trained = any("status" in r for r in rows)
+    return {"name": exp.name, "title": exp.title, "paper": exp.paper, "reference": exp.reference,
+            "claim": reg.claim, "paper_number": reg.paper_number, "norm": reg.norm, "ours": findings.ours,
+            "verdict": verdict(checks, guard), "key": findings.key, "scale": plan.scale, "smoke": plan.smoke,
+            "runs": len(plan.combos()), "seeds": sorted(int(s) for s in plan.grid.get(SEED_AXIS, ["0"])),
+            "unigram_val_loss": unigram_of(rows), **{k: round(v, 1) if isinstance(v, float) else v
+                                                      for k, v in timing.items()},
+            "device": device, "command": plan.command, "registration": reg.label,
+            "pilot": asdict(reg.pilot) if reg.pilot else None, "reported": list(reg.reported),
+            "provenance": {**code_provenance(rows, code), "declaration": declaration},
+            "guard": guard.as_dict() if guard else None, "checks": [c.as_dict() for c in checks],
+            "cells": stats.cell_counts(rows, axes) if trained else None}
 
 
 def interactive_report(exp: Experiment, plan: Plan, path: Path) -> str:
@@ -121,96 +160,138 @@ def interactive_report(exp: Experiment, plan: Plan, path: Path) -> str:
             f"open it from disk): [`{REPORT}`]({REPORT}).")
 
 
-def readme(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findings: Findings, checks: list[CheckResult],
-           result: dict[str, Any], figures: list[str], device: str, report: str) -> str:
+def readme(exp: Experiment, plan: Plan, findings: Findings, checks: list[CheckResult], guard: CheckResult | None,
+           result: dict[str, Any], figures: list[str], report: str) -> str:
+    reg = exp.registration
+    return "\n\n".join([
+        f"# {exp.title}",
+        f"*Generated by `{plan.command}`: do not edit by hand; rerun the command.*",
+        "**Smoke run (a handful of steps): the numbers below say nothing about the science.**" if plan.smoke else "",
+        f"## The claim\n\n{exp.reference}\n\n{reg.claim}\n\n{reg.detail}\n\nThe paper's number: {reg.paper_number}",
+        registration_section(reg, checks, guard, result),
+        method_section(exp, plan, result),
+        results_section(findings, result, figures, report),
+        verdict_section(checks, guard, result, findings, folder_text(plan, exp, DISCUSSION)),
+        "## Check history\n\n" + (folder_text(plan, exp, HISTORY)
+                                  or "No check has been changed after results were seen."),
+    ]) + "\n"
+
+
+def registration_section(reg: Registration, checks: list[CheckResult], guard: CheckResult | None,
+                         result: dict[str, Any]) -> str:
+    parts = ["## Registration", f"**Label: `{reg.label}`**: {LABEL_TEXT[reg.label]}.",
+             declaration_text(result["provenance"]["declaration"]), code_text(result["provenance"])]
+    if reg.pilot:
+        p = reg.pilot
+        parts.append(f"**The pilot.** Runs: {p.runs}\n\nWhat it measured: {p.numbers}\n\nWhat changed after it: "
+                     f"{p.changed}")
+    rules = [*checks, *([guard] if guard else [])]
+    parts.append("Declared checks (the rule, and the basis of each threshold or band):\n\n" + markdown_table(
+        ["check", "expectation (paper)", "rule", "basis"],
+        [[c.rule.id, c.rule.expectation, c.rule.condition_text(), c.rule.basis or "–"] for c in rules]))
+    if reg.guard:
+        parts.append(f"**Trainability guard.** Before any loss comparison, {reg.guard.arm} must beat the unigram line "
+                     f"by {reg.guard.margin:g} nats; where it does not, the verdict is *inconclusive "
+                     "(undertrained)*, whatever the checks say.")
+    if reg.reported:
+        parts.append("Reported, not judged (declared with the checks):\n\n" + "".join(f"- {r}\n" for r in reg.reported))
+    return "\n\n".join(parts)
+
+
+def method_section(exp: Experiment, plan: Plan, result: dict[str, Any]) -> str:
     reg = exp.registration
     grid = "\n".join(f"- `{k}`: {', '.join(v)}" for k, v in plan.grid.items())
-    notes = ("\nNotes:\n\n" + "".join(f"- {n}\n" for n in findings.notes)) if findings.notes else ""
-    declared = markdown_table(["check", "expectation (paper)", "rule"],
-                              [[c.rule.id, c.rule.expectation, c.rule.condition_text()] for c in checks])
-    judged = markdown_table(["check", "measured here (per-seed median [min, max], seeds passing)", "holds"],
-                            [[c.rule.id, c.measured(), MARK[c.ok]] for c in checks])
+    extra = f" with `{' '.join(plan.base[1:])}`" if plan.base[1:] else ""
+    minutes = result["wall_time_s"] / 60
+    reused = result.get("reused_run_time_s") or 0
+    reuse = (f"; runs reused from an earlier invocation took {reused / 60:.1f} min of their own" if reused else "")
+    return (f"## What we ran\n\n{exp.method}\n\nNorm: {reg.norm}. Metric: {reg.metric}\n\n"
+            f"Every run uses `configs/experiment/{exp.name}.yaml`{extra}; the grid ({result['runs']} runs, seeds "
+            f"{', '.join(map(str, result['seeds']))}):\n\n{grid}\n\nDevice: {environment(result['device'])}. Wall "
+            f"time: {minutes:.1f} min for this invocation with {result.get('jobs', 1)} job(s) at a time{reuse}; the "
+            f"runs' own times sum to {(result.get('run_time_s') or 0) / 60:.1f} min.")
+
+
+def results_section(findings: Findings, result: dict[str, Any], figures: list[str], report: str) -> str:
     unigram = result["unigram_val_loss"]
-    data_files = ", ".join(f"[`{f}`]({f})" for f in ["runs.csv", *findings.csv])
     baseline = (f"Unigram baseline: **{fmt(unigram)} nats**: the cross-entropy of the train split's byte frequencies "
-                "on the same validation windows; a run that ends within 0.05 nats of it (or above) learned nothing "
-                "but byte frequencies and is flagged *collapsed*.\n\n" if unigram is not None else "")
-    return f"""# {exp.title}
-
-*Generated by `{plan.command}`: do not edit by hand; rerun the command.*
-{"**Smoke run (a handful of steps): the numbers below say nothing about the science.**" if plan.smoke else ""}
-
-## The claim
-
-{exp.reference}
-
-{reg.claim}
-
-The paper's number: {reg.paper_number}
-
-## Pre-registered checks
-
-{provenance_text(result["preregistration"])}
-
-{declared}
-
-## What we ran
-
-{exp.method}
-
-Norm: {reg.norm}. Metric: {reg.metric}
-
-Every run uses `configs/experiment/{exp.name}.yaml`{' with `' + ' '.join(plan.base[1:]) + '`' if plan.base[1:] else ''};
-the grid ({result['runs']} runs, seeds {', '.join(map(str, result['seeds']))}):
-
-{grid}
-
-Device: {environment(device)}. Wall time: {result['wall_time_s'] / 60:.1f} min for the whole experiment (runs reused
-from an earlier invocation counted with their own wall time).
-
-## Results
-
-{findings.table}
-
-{baseline}{"".join(f"![{f}]({f})" + chr(10) + chr(10) for f in figures)}Per-run numbers: {data_files}.
-
-{report}
-
-## Verdict: {result['verdict']}
-
-{judged}
-
-{findings.key}
-{notes}
-## Check history
-
-{history(plan, exp)}
-"""
+                "on the same validation windows. A run that ends on it (within 0.05 nats, or above) and has stopped "
+                "falling is *collapsed*; one that ends there still falling is *undertrained* (normtrain/outcome.py)."
+                if unigram is not None else "")
+    cells = result.get("cells")
+    totals = ""
+    if cells:
+        t = {k: sum(c[k] for c in cells) for k in ("n", "diverged", "collapsed", "undertrained")}
+        totals = (f"Of {t['n']} runs, {t['diverged']} diverged, {t['collapsed']} collapsed and {t['undertrained']} "
+                  "ended undertrained (per cell: the tables, and `cells` in result.json).")
+    data_files = ", ".join(f"[`{f}`]({f})" for f in ["runs.csv", *findings.csv])
+    pictures = "\n\n".join(f"![{f}]({f})" for f in figures)
+    return "\n\n".join(["## Results", findings.table, baseline, totals, pictures, f"Per-run numbers: {data_files}.",
+                        report])
 
 
-def provenance_text(record: dict[str, Any]) -> str:
+def verdict_section(checks: list[CheckResult], guard: CheckResult | None, result: dict[str, Any],
+                    findings: Findings, discussion: str) -> str:
+    parts = [f"## Verdict: {result['verdict']}"]
+    if guard is not None:
+        parts.append(f"Trainability guard: {MARK[guard.ok]} ({guard.measured()}).")
+    parts.append(markdown_table(["check", "measured here (per-seed median [min, max], seeds passing)", "holds"],
+                                [[c.rule.id, c.measured(), MARK[c.ok]] for c in checks]))
+    parts.append(findings.key)
+    if findings.notes:
+        parts.append("Notes:\n\n" + "".join(f"- {n}\n" for n in findings.notes))
+    failed = [c.rule.id for c in [*checks, *([guard] if guard else [])] if c.ok is False]
+    if failed:
+        sections = explanations(discussion)
+        parts.append("### Why checks failed\n\n" + "\n\n".join(
+            f"**{cid}.** " + sections.get(cid, "*Not yet explained: no section in DISCUSSION.md.*") for cid in failed))
+    return "\n\n".join(parts)
+
+
+def explanations(text: str) -> dict[str, str]:
+    """``## <check id>`` sections of DISCUSSION.md, by id."""
+    found = {}
+    for block in re.split(r"^## ", text, flags=re.M)[1:]:
+        head, _, body = block.partition("\n")
+        found[head.strip().strip("`")] = body.strip()
+    return found
+
+
+def declaration_text(record: dict[str, Any]) -> str:
     files = ", ".join(f"`{f}`" for f in record["files"])
     if record.get("commit") is None:
-        return (f"**Not pre-registered**: the declaration ({files}) is not in a git commit "
+        return (f"**Checks not committed**: the declaration ({files}) is not in a git commit "
                 f"({record.get('why_unknown', 'uncommitted')}).")
     when = f"commit `{record['commit'][:10]}` of {record['committed_at']}"
     if record.get("dirty"):
-        return f"**Not pre-registered**: {files} changed after {when}, the last commit that touched them."
+        return f"**Checks changed after their commit**: {files} differ from {when}, the last commit that touched them."
     if not record.get("before_runs"):
-        return (f"**Not pre-registered**: declared in {files} at {when}, *after* the first run started "
+        return (f"**Checks committed after the runs**: declared in {files} at {when}, *after* the first run started "
                 f"({record['first_run_at']}).")
     return (f"Declared in {files} at {when}, before the first run of this result started ({record['first_run_at']}); "
             f"digest `{record['digest']}`.")
 
 
-def history(plan: Plan, exp: Experiment) -> str:
-    """The experiment's hand-written ``CHECK_HISTORY.md`` (beside the CPU result's folder), if any."""
+def code_text(record: dict[str, Any]) -> str:
+    if record.get("code_commit") is None:
+        return f"Code that ran the runs: unknown ({record.get('why_unknown', 'no commit recorded')})."
+    several = len(record.get("run_commits") or {}) > 1
+    text = (f"Code that ran the runs: commit `{record['code_commit']}`"
+            + (" (the most runs; they came from several commits, all in `provenance.run_commits`)" if several else "")
+            + (", **with uncommitted changes**" if record.get("code_dirty") else ", a clean tree") + ".")
+    if record.get("analysis_commit") and record["analysis_commit"] != record["code_commit"]:
+        text += f" Analysed at commit `{record['analysis_commit'][:10]}`."
+    return text
+
+
+def folder_text(plan: Plan, exp: Experiment, filename: str) -> str:
+    """A hand-written file of the experiment's folder (beside the CPU result's), without its title line."""
     for folder in (plan.out, plan.out.parent / exp.name):
-        path = folder / HISTORY
+        path = folder / filename
         if path.is_file():
             body = path.read_text().strip()
             return body.split("\n", 1)[1].strip() if body.startswith("# ") else body
-    return "No check has been changed after results were seen."
+    return ""
 
 
 def update_index(index: Path, order: list[str] = ()) -> None:
@@ -224,11 +305,10 @@ def update_index(index: Path, order: list[str] = ()) -> None:
     rank = {name: i for i, name in enumerate(order)}
     results.sort(key=lambda item: (rank.get(item[1].get("name"), len(rank)), item[0]))
     rows = [[f"[`{name}`]({name}/README.md)", r.get("claim", ""), r.get("paper_number", ""), r.get("ours", r["key"]),
-             f"**{r['verdict']}**" + ("" if (r.get("preregistration") or {}).get("before_runs") else " (checks not "
-                                                                                                  "pre-registered)"),
-             r.get("norm", ""), r["scale"], f"{r['wall_time_s'] / 60:.1f} min ({r['device']})"] for name, r in results]
-    table = markdown_table(["experiment", "claim", "paper's number", "ours (mean ± std, n)", "verdict", "norm",
-                            "scale", "wall time"], rows)
+             f"**{r['verdict']}**", registration_cell(r), r.get("norm", ""), r["scale"],
+             f"{r['wall_time_s'] / 60:.1f} min ({r['device']})"] for name, r in results]
+    table = markdown_table(["experiment", "claim", "paper's number", "ours (mean ± sd, n)", "verdict",
+                            "registration", "norm", "scale", "wall time"], rows)
     block = f"{BEGIN}\n{table}\n{END}"
     text = index.read_text() if index.is_file() else "# Experiments\n"
     if BEGIN in text and END in text:
@@ -236,3 +316,10 @@ def update_index(index: Path, order: list[str] = ()) -> None:
     else:
         text = text.rstrip() + "\n\n## Reproductions\n\n" + block + "\n"
     index.write_text(text)
+
+
+def registration_cell(result: dict[str, Any]) -> str:
+    """The label, and a warning when the checks were not committed before the runs."""
+    declaration = (result.get("provenance") or {}).get("declaration") or {}
+    label = f"`{result.get('registration', 'unlabelled')}`"
+    return label if declaration.get("before_runs") else f"{label} (checks not committed before the runs)"

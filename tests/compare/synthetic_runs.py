@@ -42,11 +42,12 @@ def rows(rng: np.random.Generator, layers: int, steps: int, every: int, eval_eve
 
 
 def summary(p: str, n: str, layers: int, seed: int, logged: list[dict], steps: int, at: int | None,
-            collapsed: bool) -> dict:
+            collapsed: bool, undertrained: bool = False) -> dict:
     vals = [r["val/loss"] for r in logged if r.get("val/loss") is not None]
     return {"status": "diverged" if at else "completed", "steps": steps, "diverged_at_step": at,
             "final_val_loss": None if at else vals[-1], "best_val_loss": min(vals), "n_params": 1000 * layers,
             "wall_time_s": 12.5, "unigram_val_loss": UNIGRAM, "collapsed": collapsed,
+            "undertrained": undertrained,
             "config": config(p, n, layers, seed)}
 
 
@@ -67,9 +68,10 @@ def many_runs(n_placements: int, n_norms: int, depth: int, n_seeds: int, steps: 
 
 def write_sweep(root: Path, placements=("pre", "post"), norms=("layernorm", "rmsnorm"), depths=(4,),
                 seeds=(0, 1, 2), steps: int = 60, every: int = 5, eval_every: int = 20,
-                diverged=("post", "rmsnorm", 1), collapsed=("post", "layernorm")) -> list[Path]:
-    """One run folder per combination; the run ``diverged`` (placement, norm, seed) diverges half-way and the
-    runs of ``collapsed`` (placement, norm) are marked collapsed."""
+                diverged=("post", "rmsnorm", 1), collapsed=("post", "layernorm"),
+                undertrained=("pre", "rmsnorm", 2)) -> list[Path]:
+    """One run folder per combination; the run ``diverged`` (placement, norm, seed) diverges half-way, the
+    runs of ``collapsed`` (placement, norm) are marked collapsed and the run ``undertrained`` undertrained."""
     rng = np.random.default_rng(0)
     folders = []
     for p in placements:
@@ -81,7 +83,8 @@ def write_sweep(root: Path, placements=("pre", "post"), norms=("layernorm", "rms
                     at = steps // 2 if (p, n, seed) == tuple(diverged) else None
                     logged = rows(rng, layers, steps, every, eval_every, 3.0 if p == "post" else 2.0, at)
                     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in logged))
-                    record = summary(p, n, layers, seed, logged, steps, at, (p, n) == tuple(collapsed))
+                    record = summary(p, n, layers, seed, logged, steps, at, (p, n) == tuple(collapsed),
+                                     (p, n, seed) == tuple(undertrained))
                     (folder / "summary.json").write_text(json.dumps(record))
                     folders.append(folder)
     return folders

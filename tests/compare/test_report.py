@@ -64,6 +64,7 @@ def test_seeds_form_groups_with_mean_band_and_count(tmp_path):
     assert re.findall(r"<th [^>]*>([^<]*)</th>", header)[:4] == ["run", "placement", "norm", "seed"]
     assert ">lr<" not in header and ">L<" not in header  # keys that do not vary stay out of the table
     assert page.count('<tr class="completed collapsed"') == 3 and page.count("badge collapsed") == 3
+    assert page.count('<tr class="completed undertrained"') == 1 and page.count('class="badge undertrained"') == 1
     assert page.count('<tr class="diverged"') == 1 and "diverged at 30" in page
     assert "e-0" not in re.search(r"<table.*?</table>", page, re.S)[0]
 

@@ -1,4 +1,4 @@
-"""The unigram baseline: token counts, its cross-entropy on the eval windows, and the collapse rule."""
+"""The unigram baseline: token counts, its cross-entropy on the eval windows, and the line a run can sit on."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from normtrain.data import eval_starts
-from normtrain.data.unigram import COLLAPSE_MARGIN, collapsed, token_counts, unigram_loss
+from normtrain.data.unigram import COLLAPSE_MARGIN, on_unigram_line, token_counts, unigram_loss
 
 
 def test_token_counts_match_bincount_across_chunks(monkeypatch):
@@ -34,8 +34,8 @@ def test_a_uniform_source_scores_log_vocab():
     assert unigram_loss(np.full(256, 1000), val, starts, 32) == pytest.approx(math.log(256))
 
 
-def test_collapsed_means_not_beating_the_unigram_line_by_the_margin():
-    assert collapsed(3.38, 3.376) and collapsed(4.2, 3.376)  # on the line, or worse than it
-    assert collapsed(3.376 - COLLAPSE_MARGIN + 1e-9, 3.376)
-    assert not collapsed(3.2, 3.376) and not collapsed(1.8, 3.376)
-    assert not collapsed(None, 3.376)  # a diverged run has no final loss: it is diverged, not collapsed
+def test_on_the_line_means_not_beating_the_unigram_line_by_the_margin():
+    assert on_unigram_line(3.38, 3.376) and on_unigram_line(4.2, 3.376)  # on the line, or worse than it
+    assert on_unigram_line(3.376 - COLLAPSE_MARGIN + 1e-9, 3.376)
+    assert not on_unigram_line(3.2, 3.376) and not on_unigram_line(1.8, 3.376)
+    assert not on_unigram_line(None, 3.376)  # a diverged run has no final loss: it is diverged, not on the line

@@ -15,7 +15,7 @@ from normtrain.reproduce.preregistration import judge, verdict
 from normtrain.reproduce.runner import Plan
 from normtrain.reproduce.writeup import BEGIN, END, update_index
 
-VERDICTS = {"reproduced", "partly reproduced", "not reproduced", "not judged"}
+VERDICTS = {"reproduced", "partly reproduced", "not reproduced", "not judged", "inconclusive (undertrained)"}
 
 
 @pytest.fixture
@@ -45,39 +45,68 @@ def test_every_experiment_runs_end_to_end_in_smoke_mode(name, local, tmp_path):
     for check in saved["checks"]:  # every check keeps its per-seed values (timings: per repeat), per condition
         repeats = check["quantity"].endswith("_time")
         assert check["conditions"] and all(repeats or set(c["per_seed"]) <= {"0"} for c in check["conditions"].values())
-    record = saved["preregistration"]
+    record = saved["provenance"]["declaration"]
     assert record["files"] == [f"normtrain/reproduce/preregistered/{name}.py", f"configs/experiment/{name}.yaml"]
     assert len(record["digest"]) == 16 and "before_runs" in record and "## Check history" in readme
+    assert saved["registration"] == exp.registration.label and f"**Label: `{saved['registration']}`**" in readme
+    assert (saved["pilot"] is not None) == (saved["registration"] == "after_pilot")
+    assert len(saved["provenance"]["code_commit"]) == 40 and isinstance(saved["provenance"]["code_dirty"], bool)
     trains = name not in ("xiong_grad_init", "admin_output_change")  # the two forward-only experiments
     assert (saved["unigram_val_loss"] is not None) == trains
     assert (out / "report.html").is_file() == trains == ("[`report.html`](report.html)" in readme)
+    if trains:  # every cell of the grid says how many of its runs diverged, collapsed, ended undertrained
+        assert sum(c["n"] for c in saved["cells"]) == saved["runs"]
+        assert all({"diverged", "collapsed", "undertrained"} <= set(c) for c in saved["cells"])
+    assert (saved["guard"] is not None) == (exp.registration.guard is not None)
 
 
 @pytest.mark.slow
 def test_finished_runs_are_reused(local, tmp_path):
-    kw = dict(smoke=True, overrides=local, out=tmp_path / "out", runs_dir=tmp_path / "runs", progress=False)
-    reproduce("deepnet_depth", **kw)
+    """Two single-threaded worker processes train the grid (--jobs 2); a second invocation trains nothing."""
+    kw = dict(smoke=True, overrides=local, out=tmp_path / "out", runs_dir=tmp_path / "runs", progress=False, jobs=2)
+    first = reproduce("deepnet_depth", **kw)
     stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").glob("*/summary.json")}
-    assert len(stamps) == 4
-    reproduce("deepnet_depth", **kw)
+    assert len(stamps) == first["runs"] >= 4
+    again = reproduce("deepnet_depth", **kw)
+    assert again["reused_run_time_s"] > 0
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+
+
+@pytest.mark.slow
+def test_forward_only_measurements_are_kept_and_reused(local, tmp_path):
+    kw = dict(smoke=True, overrides=local, out=tmp_path / "out", runs_dir=tmp_path / "runs", progress=False)
+    first = reproduce("admin_output_change", **kw)
+    kept = sorted((tmp_path / "runs").glob("*/measurement.json"))
+    assert len(kept) == first["runs"] and first["reused_run_time_s"] == 0
+    record = json.loads(kept[0].read_text())
+    assert {"value", "config", "code_commit", "started_at", "wall_time_s"} <= set(record)
+    stamps = {p: p.stat().st_mtime_ns for p in kept}
+    again = reproduce("admin_output_change", **kw)
+    assert again["reused_run_time_s"] > 0 and {p: p.stat().st_mtime_ns for p in kept} == stamps
+    assert again["checks"] == first["checks"]  # the same numbers, analysed again
 
 
 def test_the_grid_comes_from_the_experiment_yaml_and_scales():
     cpu = make_plan("deepnet_depth")
-    assert cpu.grid == {"placement": ["post", "pre", "deepnorm"], "model.n_layers": ["6", "24", "48"],
+    assert cpu.grid == {"placement": ["post", "pre", "deepnorm"], "optim.lr": ["0.001", "0.0003"],
+                        "optim.warmup_steps": ["0", "100"], "model.n_layers": ["6", "24"],
                         "train.seed": ["0", "1", "2"]}
-    assert len(cpu.combos()) == 27 and str(cpu.out) == "experiments/deepnet_depth"
+    assert len(cpu.combos()) == 54 and str(cpu.out) == "experiments/deepnet_depth"  # 3 of the 4 (lr, warm-up) arms
+    assert {(c["optim.lr"], c["optim.warmup_steps"]) for c in cpu.combos()} == {("0.001", "0"), ("0.001", "100"),
+                                                                                 ("0.0003", "100")}
     gpu = make_plan("deepnet_depth", scale="gpu", seeds=2)
     assert gpu.grid["model.n_layers"] == ["6", "24", "48", "96", "192"] and gpu.grid["train.seed"] == ["0", "1"]
     assert str(gpu.out) == "experiments/deepnet_depth-gpu" and "model.d_model=256" in gpu.base
     cfg = gpu.compose(gpu.combos()[-1])
     assert (cfg.model.n_layers, cfg.model.d_model, cfg.placement.name, cfg.optim.warmup_steps) == (192, 256,
-                                                                                                    "deepnorm", 0)
-    narrowed = make_plan("deepnet_depth", overrides=["model.n_layers=6,96", "optim.lr=3e-3"])
-    assert narrowed.grid["model.n_layers"] == ["6", "96"] and narrowed.base[-1] == "optim.lr=3e-3"
+                                                                                                    "deepnorm", 100)
+    narrowed = make_plan("deepnet_depth", overrides=["model.n_layers=6,96", "model.d_ff=128"])
+    assert narrowed.grid["model.n_layers"] == ["6", "96"] and narrowed.base[-1] == "model.d_ff=128"
+    with pytest.raises(ReproduceError, match="leave no run of deepnet_depth's grid"):
+        make_plan("deepnet_depth", overrides=["optim.lr=3e-3"])  # no arm of the experiment has that lr
     smoke = make_plan("xiong_grad_init", smoke=True)
     assert [len(v) for v in smoke.grid.values()] == [2, 2, 2, 1] and "train.max_steps=4" in smoke.base
+    assert make_plan("deepnet_depth", jobs=3).jobs == 3 and make_plan("deepnet_depth", scale="gpu").jobs == 1
     assert make_plan("xiong_grad_init").grid["train.seed"] == [str(s) for s in range(10)]
 
 
@@ -97,21 +126,23 @@ def test_cli_entry_point_lists_the_experiments():
     assert proc.returncode == 0 and all(name in proc.stdout for name in EXPERIMENTS)
 
 
-def synthetic_grad_rows(post_rises: bool, pre_slope: float, seeds: int = 3) -> list[dict]:
-    """Rows as GradInit.measure writes them, for profiles with a known shape (a little seed noise)."""
+def synthetic_grad_rows(post_rises: bool, pre_slope: float, seeds: int = 5) -> list[dict]:
+    """Rows as GradInit.measure writes them, for profiles with a known shape (a little seed noise): Post-LN's
+    profile rises 3× toward the output (or falls as much), Pre-LN's is flat, its level ∝ L^pre_slope."""
+    from normtrain.reproduce.grad_init import profile_slope
+
     rows = []
     for seed in range(seeds):
         noise = 1 + 0.01 * seed
         for placement in ("post", "pre"):
-            for depth in (6, 12, 24, 48):
+            for depth in (6, 12, 24):
                 if placement == "post":
-                    profile = [noise * (0.2 + (0.1 * i / depth if post_rises else -0.1 * i / depth))
-                               for i in range(depth)]
+                    profile = [noise * 0.2 * 3 ** ((i / (depth - 1)) * (1 if post_rises else -1)) for i in range(depth)]
                 else:
                     profile = [noise * 0.3 * (depth / 6) ** pre_slope] * depth
                 rows.append({"placement": placement, "norm": "layernorm", "model.n_layers": str(depth),
                              "train.seed": str(seed), "first": profile[0], "last": profile[-1],
-                             "last_over_first": profile[-1] / profile[0], "profile": " ".join(map(str, profile))})
+                             "log_slope": profile_slope(profile), "profile": " ".join(map(str, profile))})
     return rows
 
 
@@ -124,10 +155,10 @@ def test_grad_init_verdict_follows_the_numbers(tmp_path):
     exp = GradInit()
     assert verdict(judged(exp.analyse(synthetic_grad_rows(True, -0.5), plan), exp)) == "reproduced"
     checks = judged(exp.analyse(synthetic_grad_rows(False, 0.0), plan), exp)
-    assert verdict(checks) == "partly reproduced"  # Post-LN's last layer is still depth-independent
-    assert [c.ok for c in checks] == [False, True, False, True]
-    seeds = checks[0].conditions["L=48"]["per_seed"]
-    assert sorted(seeds) == ["0", "1", "2"] and all(v < 1 for v in seeds.values())  # every seed's value is kept
+    assert verdict(checks) == "partly reproduced"  # Pre-LN stays flat; Post-LN's last layer is depth-independent
+    assert [c.ok for c in checks] == [False, True, True, False]  # Post falls, not rises; Pre's last layer is constant
+    seeds = checks[0].conditions["L=24"]["per_seed"]
+    assert sorted(seeds) == [str(s) for s in range(5)] and all(v < 0 for v in seeds.values())  # every seed kept
 
 
 def test_index_table_is_rebuilt_between_markers(tmp_path):
@@ -139,15 +170,16 @@ def test_index_table_is_rebuilt_between_markers(tmp_path):
         "claim": "Post-LN degrades with depth", "paper_number": "27.80 BLEU at 6L, fails at 12L",
         "ours": "Post − Pre 0.4 ± 0.1 (n=3)", "verdict": "partly reproduced", "key": "Post − Pre = 0.4",
         "norm": "LayerNorm", "wall_time_s": 600, "scale": "cpu", "device": "CPU (2 cores)", "smoke": False,
-        "preregistration": {"before_runs": True}}))
+        "registration": "after_pilot", "provenance": {"declaration": {"before_runs": True}}}))
     update_index(index)
     text = index.read_text()
     assert "Hand-written intro." in text and "Hand-written end." in text and "old" not in text
     assert "[`deepnet_depth`](deepnet_depth/README.md)" in text and "**partly reproduced**" in text
     row = next(line for line in text.splitlines() if "deepnet_depth" in line)
-    for cell in ("Post-LN degrades with depth", "27.80 BLEU", "0.4 ± 0.1 (n=3)", "LayerNorm", "10.0 min"):
+    for cell in ("Post-LN degrades with depth", "27.80 BLEU", "0.4 ± 0.1 (n=3)", "LayerNorm", "10.0 min",
+                 "`after_pilot`"):
         assert cell in row
-    assert "not pre-registered" not in row
+    assert "not committed before the runs" not in row
 
 
 def test_a_finished_run_is_reused_across_new_neutral_keys_but_not_across_changed_ones():
@@ -172,8 +204,13 @@ def test_lr_sensitivity_runs_qk_norm_with_pre_ln_only_and_scores_by_the_paper_fo
     from normtrain.reproduce.lr_sensitivity import sensitivity
 
     plan = make_plan("lr_sensitivity")
-    variants = Counter((c["placement"], c["model.qk_norm"].lower()) for c in plan.combos())
-    assert variants == {(p, "false"): 42 for p in ("pre", "post", "deepnorm", "peri")} | {("pre", "true"): 42}
+    variants = Counter((c["placement"], c["model.qk_norm"].lower(), c["model.n_layers"]) for c in plan.combos())
+    six, five = 6 * 3, 5 * 3  # learning rates × seeds: the whole grid, or its top five at L = 24
+    assert variants == {("pre", "false", "2"): six, ("pre", "true", "2"): six, ("post", "false", "2"): six,
+                        ("pre", "false", "8"): six, ("pre", "true", "8"): six, ("post", "false", "8"): six,
+                        ("deepnorm", "false", "8"): six, ("peri", "false", "8"): six,
+                        ("pre", "false", "24"): five, ("pre", "true", "24"): five}
+    assert min(float(c["optim.lr"]) for c in plan.combos() if c["model.n_layers"] == "24") == 3e-3
     # E_η[min(ℓ(η), ℓ0) − ℓ*]: a diverged run (∞) and one above ℓ0 both count as ℓ0
     assert sensitivity({1e-3: 3.0, 1e-2: 2.0, 1e-1: math.inf, 3e-1: 6.0}, l0=5.5) == pytest.approx(
         (1.0 + 0.0 + 3.5 + 3.5) / 4)
@@ -189,7 +226,7 @@ def test_lr_sensitivity_ranks_a_variant_that_learned_nothing_last_and_counts_see
     def rows(placement, losses):  # one seed per loss list, lrs 1e-3, 1e-2, 1e-1; ℓ0 5.5, unigram 3.3
         return [{"placement": placement, "model.qk_norm": "False", "model.n_layers": "2", "optim.lr": str(lr),
                  "train.seed": str(s), "status": "completed", "final_val_loss": v, "initial_val_loss": 5.5,
-                 "unigram_val_loss": 3.3, "collapsed": v >= 3.25, "final_attn_logit_max": 5.0,
+                 "unigram_val_loss": 3.3, "collapsed": v >= 3.25, "undertrained": False, "final_attn_logit_max": 5.0,
                  "attn_logit_curve": ""}
                 for s, seed_losses in enumerate(losses) for lr, v in zip((1e-3, 1e-2, 1e-1), seed_losses, strict=True)]
 
