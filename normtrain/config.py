@@ -154,6 +154,8 @@ class MonitorSchema:
     divergence_factor: float = 3.0  # loss > factor × first loss (or non-finite) => diverged
     grad_norms: bool = True  # grad_norm/total, grad_norm/layer_i
     activations: bool = True  # act_mean/, act_std/, resid_norm/layer_i
+    residual_stats: bool = True  # act_rms/, act_absmax/layer_i: the residual stream after each block
+    block_cos: bool = True  # block_cos/layer_i: cosine of each block's input and output streams
     attn_entropy: bool = True  # attn_entropy/layer_i (one sequence, explicit softmax)
     update_ratio: bool = True  # update/layer_i = ‖Δθ‖/‖θ‖ per block
     output_change: bool = True  # update/output_change on a fixed probe batch

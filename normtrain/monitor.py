@@ -8,6 +8,10 @@ Metrics (i counts blocks from 0):
   grad_norm/total, grad_norm/layer_i   L2 norm of the gradients (before clipping)
   act_mean/layer_i, act_std/layer_i    statistics of block i's output over batch, positions, features
   resid_norm/layer_i                   mean per-token L2 norm of the residual stream entering block i
+  act_rms/layer_i, act_absmax/layer_i  rms and largest |value| of the residual stream after block i (its output)
+                                       over batch, positions and features: variance growth, massive activations
+  block_cos/layer_i                    cosine similarity of block i's input and output streams, per token, averaged
+                                       over batch and positions (near 1: the block barely changes the stream)
   attn_entropy/layer_i                 mean attention entropy (nats) on the batch's first sequence
   attn_logit_max/layer_i               max attention logit q·k/√d_head on that sequence (same explicit logits)
   update/layer_i                       ‖Δθ‖/‖θ‖ of block i's parameters for this step's update
@@ -33,12 +37,13 @@ from normtrain.spikes import SpikeScore
 from normtrain.zloss import log_partition
 
 PREFIXES = {"grad_layer": "grad_norm", "act_mean": "act_mean", "act_std": "act_std", "resid_norm": "resid_norm",
-            "attn_entropy": "attn_entropy", "update_layer": "update", "attn_logit_max": "attn_logit_max"}
+            "attn_entropy": "attn_entropy", "update_layer": "update", "attn_logit_max": "attn_logit_max",
+            "act_rms": "act_rms", "act_absmax": "act_absmax", "block_cos": "block_cos"}
 SCALARS = {"loss": "train/loss", "grad_total": "grad_norm/total", "output_change": "update/output_change",
            "output_kl": "update/output_kl", "stream_change": "update/stream_change",
            "logit_change": "update/logit_change", "log_z": "output/log_z", "logit_max": "output/logit_max",
            "z_loss": "train/z_loss"}
-MAXIMA = ("attn_logit_max", "logit_max")  # reduced across ranks by max; every other value by mean
+MAXIMA = ("attn_logit_max", "logit_max", "act_absmax")  # reduced across ranks by max; every other value by mean
 
 
 class DivergenceGuard:
@@ -88,6 +93,82 @@ def _squares(tensors: list[torch.Tensor], owners: torch.Tensor, n_layers: int) -
     return torch.cat([per_layer, squares.sum().reshape(1)])
 
 
+def stream_rms(x: torch.Tensor) -> torch.Tensor:
+    """Root mean square over every element of ``x`` (fp32), in one pass."""
+    x = x.detach().float()
+    return torch.linalg.vector_norm(x) / x.numel() ** 0.5
+
+
+def stream_absmax(x: torch.Tensor) -> torch.Tensor:
+    """The largest |value| of ``x``: massive activations (Sun et al. 2024) show here long before in the rms. One
+    pass (``aminmax``; the inf-norm is several times slower on CPU)."""
+    lo, hi = torch.aminmax(x.detach().float())
+    return torch.maximum(hi, -lo)
+
+
+def block_cosine(x_in: torch.Tensor, x_out: torch.Tensor) -> torch.Tensor:
+    """cos(x_in, x_out) of each token's input and output vectors (B, T, d), averaged over batch and positions:
+    near 1 the block is close to the identity on the stream (the curse of depth, Sun et al. 2025). A zero
+    vector counts as cosine 0. (Twice as fast on CPU as ``F.cosine_similarity``.)"""
+    x_in, x_out = x_in.detach().float(), x_out.detach().float()
+    norms = torch.linalg.vector_norm(x_in, dim=-1) * torch.linalg.vector_norm(x_out, dim=-1)
+    return (torch.linalg.vecdot(x_in, x_out) / norms.clamp_min(1e-30)).mean()
+
+
+class LayerRecorder:
+    """The forward hooks of one log step: each switched-on statistic of each block appended on the device, then
+    stacked into one vector per statistic (``stacked``). Hooks fire in block order."""
+
+    def __init__(self, *, activations: bool, residual_stats: bool, block_cos: bool, attn_entropy: bool,
+                 attn_logit_max: bool):
+        self.activations, self.residual_stats, self.block_cos = activations, residual_stats, block_cos
+        self.attn_entropy, self.attn_logit_max = attn_entropy, attn_logit_max
+        self.values: dict[str, list[torch.Tensor]] = {}
+
+    @property
+    def wanted(self) -> bool:
+        return self.activations or self.residual_stats or self.block_cos or self.attn_entropy or self.attn_logit_max
+
+    def attach(self, blocks: Sequence[nn.Module]) -> list:
+        handles = []
+        for b in blocks:
+            if self.activations:
+                handles.append(b.register_forward_pre_hook(self.block_input))
+            if self.activations or self.residual_stats or self.block_cos:
+                handles.append(b.register_forward_hook(self.block_output))
+            if (self.attn_entropy or self.attn_logit_max) and hasattr(b, "attn"):
+                handles.append(b.attn.register_forward_pre_hook(self.attn_input))
+        return handles
+
+    def add(self, name: str, value: torch.Tensor) -> None:
+        self.values.setdefault(name, []).append(value)
+
+    def block_input(self, _module, args) -> None:
+        self.add("resid_norm", args[0].detach().float().norm(dim=-1).mean())
+
+    def block_output(self, _module, args, out) -> None:
+        out = out.detach().float()
+        if self.activations:
+            self.add("act_mean", out.mean())
+            self.add("act_std", out.std())
+        if self.residual_stats:
+            self.add("act_rms", stream_rms(out))
+            self.add("act_absmax", stream_absmax(out))
+        if self.block_cos:
+            self.add("block_cos", block_cosine(args[0], out))
+
+    def attn_input(self, module, args) -> None:
+        entropy, logit_max = module.logit_stats(args[0][:1].detach())  # one explicit T×T pass for both
+        if self.attn_entropy:
+            self.add("attn_entropy", entropy)
+        if self.attn_logit_max:
+            self.add("attn_logit_max", logit_max)
+
+    def stacked(self, n_blocks: int) -> dict[str, torch.Tensor]:
+        """One vector per statistic; a statistic some block did not give (no ``attn``) is left out."""
+        return {name: torch.stack(v) for name, v in self.values.items() if len(v) == n_blocks}
+
+
 class Monitor:
     """Collects the diagnostics above on log steps (every ``every`` steps)."""
 
@@ -97,9 +178,10 @@ class Monitor:
                  probe: Callable[[], dict[str, torch.Tensor]] | None = None,
                  all_reduce: Callable[[torch.Tensor, str], torch.Tensor] | None = None,
                  attn_logit_max: bool = True, output_log_z: bool = True, output_logit_max: bool = True,
-                 spike_window: int | None = 1000):
+                 spike_window: int | None = 1000, residual_stats: bool = True, block_cos: bool = True):
         self.blocks, self.params, self.every = list(blocks), list(params), every
         self.grad_norms, self.activations = grad_norms, activations
+        self.residual_stats, self.block_cos = residual_stats, block_cos
         self.attn_entropy, self.update_ratio = attn_entropy, update_ratio
         self.attn_logit_max, self.output_log_z, self.output_logit_max = attn_logit_max, output_log_z, output_logit_max
         device = self.params[0].device
@@ -151,45 +233,23 @@ class Monitor:
 
     @contextmanager
     def capture(self, step: int) -> Iterator[None]:
-        """Around the forward pass: on log steps, the probe's output change, then hooks record activations and
-        attention entropy."""
+        """Around the forward pass: on log steps, the probe's output change, then hooks record the per-block
+        statistics (``LayerRecorder``)."""
         if self.probe is not None and self.is_log_step(step):
             self._probe_update()
-        attention = self.attn_entropy or self.attn_logit_max
-        if not ((self.activations or attention) and self.is_log_step(step)):
+        recorder = LayerRecorder(activations=self.activations, residual_stats=self.residual_stats,
+                                 block_cos=self.block_cos, attn_entropy=self.attn_entropy,
+                                 attn_logit_max=self.attn_logit_max)
+        if not (recorder.wanted and self.is_log_step(step)):
             yield
             return
-        rec: dict[str, list[torch.Tensor]] = {"act_mean": [], "act_std": [], "resid_norm": [], "attn_entropy": [],
-                                              "attn_logit_max": []}
-
-        def block_input(_module, args):
-            rec["resid_norm"].append(args[0].detach().float().norm(dim=-1).mean())
-
-        def block_output(_module, _args, out):
-            out = out.detach().float()
-            rec["act_mean"].append(out.mean())
-            rec["act_std"].append(out.std())
-
-        def attn_input(module, args):
-            entropy, logit_max = module.logit_stats(args[0][:1].detach())  # one explicit T×T pass for both
-            for name, value in (("attn_entropy", entropy), ("attn_logit_max", logit_max)):
-                if getattr(self, name):
-                    rec[name].append(value)
-
-        handles = []
-        for b in self.blocks:
-            if self.activations:
-                handles += [b.register_forward_pre_hook(block_input), b.register_forward_hook(block_output)]
-            if attention and hasattr(b, "attn"):
-                handles.append(b.attn.register_forward_pre_hook(attn_input))
+        handles = recorder.attach(self.blocks)
         try:
             yield
         finally:
             for h in handles:
                 h.remove()
-        for name, values in rec.items():
-            if len(values) == len(self.blocks):
-                self._values[name] = torch.stack(values)
+        self._values.update(recorder.stacked(len(self.blocks)))
 
     @torch.no_grad()
     def _probe_update(self) -> None:

@@ -46,7 +46,7 @@ from normtrain.config import (
     vocab_size,
     with_defaults,
 )
-from normtrain.data import BatchSampler, eval_starts, load_corpus, window_batches
+from normtrain.data import BatchSampler, eval_starts, eval_window_count, load_corpus, window_batches
 from normtrain.data.batches import global_state
 from normtrain.data.unigram import unigram_loss
 from normtrain.debug import FaultInjector, restart_count
@@ -257,15 +257,15 @@ class Trainer:
                                all_reduce=self.ctx.all_reduce if self.ctx.enabled else None,
                                attn_logit_max=mon.attn_logit_max, output_log_z=mon.output_log_z,
                                output_logit_max=mon.output_logit_max,
-                               spike_window=mon.spike_window if mon.spike_score else None)
+                               spike_window=mon.spike_window if mon.spike_score else None,
+                               residual_stats=mon.residual_stats, block_cos=mon.block_cos)
 
     def build_evaluation(self) -> None:
         """The fixed validation windows (each rank evaluates every world_size-th one), the monitor's probe batch,
         and the unigram baseline scored on exactly those windows. Their number follows the global batch, not
         the world size, so a run resumed on another number of processes keeps its validation set."""
         t, ctx, seq_len = self.cfg.train, self.ctx, self.cfg.model.seq_len
-        n = t.eval_windows or self.global_batch * t.eval_batches
-        n = -(-n // ctx.world_size) * ctx.world_size  # every rank runs the same number of forward passes
+        n = eval_window_count(t.eval_windows, self.global_batch, t.eval_batches, ctx.world_size)
         starts = eval_starts(len(self.corpus.val), seq_len, n)
         self.n_eval_windows = n
         self.val_batches = window_batches(self.corpus.val, starts[ctx.rank::ctx.world_size], seq_len, t.batch_size,

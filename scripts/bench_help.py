@@ -20,9 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-COMMANDS = ("normtrain", "normtrain-compare", "normtrain-reproduce")
+COMMANDS = ("normtrain", "normtrain-compare", "normtrain-reproduce", "normtrain-probe")
 ENTRY_POINTS = {"normtrain": "normtrain.cli:run", "normtrain-compare": "normtrain.compare.cli:main",
-                "normtrain-reproduce": "normtrain.reproduce.cli:main"}
+                "normtrain-reproduce": "normtrain.reproduce.cli:main", "normtrain-probe": "normtrain.probe.cli:main"}
 TARGET_S = 1.5
 PROBE = """import sys
 sys.argv = ['prog', '--help']

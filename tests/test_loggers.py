@@ -59,6 +59,7 @@ def test_tensorboard_and_csv_hold_the_values_of_metrics_jsonl(tiny, tmp_path):
     expected = {(k, r["step"]): v for r in rows for k, v in r.items() if k != "step" and v is not None}
     got = {(k, s): v for k, by_step in events.items() for s, v in by_step.items()}
     assert got.keys() == expected.keys() and len(got) > 50  # same keys and steps; null (non-finite) left out
+    assert {"act_rms/layer_1", "act_absmax/layer_1", "block_cos/layer_1"} <= {k for k, _ in got}
     assert all(got[k] == pytest.approx(v, rel=1e-6, abs=1e-30) for k, v in expected.items())  # float32 in events
 
     with open(tmp_path / "metrics.csv", newline="") as f:

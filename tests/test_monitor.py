@@ -137,7 +137,8 @@ def test_each_new_diagnostic_has_its_switch():
     torch.manual_seed(0)
     model = GPT(GPTConfig(n_layers=2, d_model=16, n_heads=2, seq_len=8))
     monitor = Monitor(model.blocks, list(model.parameters()), every=1, divergence_factor=3.0, attn_entropy=False,
-                      activations=False, attn_logit_max=True, output_log_z=False, output_logit_max=False)
+                      activations=False, attn_logit_max=True, output_log_z=False, output_logit_max=False,
+                      residual_stats=False, block_cos=False)
     x = torch.randint(0, 256, (2, 8))
     with monitor.capture(0):
         logits, loss = model(x, x)
@@ -149,3 +150,44 @@ def test_each_new_diagnostic_has_its_switch():
         logits, loss = model(x, x)
     assert monitor.read()[0] == {}
     assert not model.blocks[0].attn._forward_pre_hooks
+
+
+def test_residual_stream_statistics_match_a_direct_computation():
+    """act_rms, act_absmax and block_cos against the block's own input and output, computed independently."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layers=3, d_model=16, n_heads=2, seq_len=8, placement="post"))
+    monitor = Monitor(model.blocks, list(model.parameters()), every=1, divergence_factor=3.0, activations=False,
+                      attn_entropy=False, attn_logit_max=False)
+    seen = []
+    hooks = [b.register_forward_hook(lambda m, a, o: seen.append((a[0].detach(), o.detach()))) for b in model.blocks]
+    with monitor.capture(0):
+        model(torch.randint(0, 256, (2, 8)))
+    for h in hooks:
+        h.remove()
+    metrics, _ = monitor.read()
+    assert sorted({k.split("/")[0] for k in metrics}) == ["act_absmax", "act_rms", "block_cos"]
+    for i, (x_in, x_out) in enumerate(seen):
+        flat = x_out.double().flatten()
+        assert math.isclose(metrics[f"act_rms/layer_{i}"], flat.square().mean().sqrt().item(), rel_tol=1e-5)
+        assert metrics[f"act_absmax/layer_{i}"] == flat.abs().max().item()
+        cos = [(a @ b / (a.norm() * b.norm())).item() for a, b in zip(x_in.double().reshape(-1, 16),
+                                                                      x_out.double().reshape(-1, 16), strict=True)]
+        assert math.isclose(metrics[f"block_cos/layer_{i}"], sum(cos) / len(cos), rel_tol=1e-5)
+    # Post-LN's stream after a block is the output of a LayerNorm-like RMSNorm with unit gains: rms 1
+    assert all(math.isclose(metrics[f"act_rms/layer_{i}"], 1.0, rel_tol=1e-3) for i in range(3))
+
+
+def test_an_identity_block_has_cosine_one():
+    """ReZero starts every block as the identity (a = 0): its input and output streams are parallel."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layers=2, d_model=16, n_heads=2, seq_len=8, placement="rezero"))
+    monitor = Monitor(model.blocks, list(model.parameters()), every=1, divergence_factor=3.0)
+    with monitor.capture(0):
+        model(torch.randint(0, 256, (2, 8)))
+    metrics, _ = monitor.read()
+    assert all(math.isclose(metrics[f"block_cos/layer_{i}"], 1.0, abs_tol=1e-6) for i in range(2))
+    monitor = Monitor(model.blocks, list(model.parameters()), every=1, divergence_factor=3.0, residual_stats=False,
+                      block_cos=False)
+    with monitor.capture(0):
+        model(torch.randint(0, 256, (2, 8)))
+    assert not any(k.startswith(("act_rms", "act_absmax", "block_cos")) for k in monitor.read()[0])

@@ -30,7 +30,8 @@ def test_tiny_run_writes_metrics_and_summary(tiny, tmp_path):
     for key in ["train/loss", "lr", "grad_norm/total", "val/loss", "val/bpb"]:
         assert key in first
     for i in range(2):
-        for prefix in ("grad_norm", "act_mean", "act_std", "resid_norm", "attn_entropy", "update"):
+        for prefix in ("grad_norm", "act_mean", "act_std", "resid_norm", "attn_entropy", "update", "act_rms",
+                       "act_absmax", "block_cos"):
             assert math.isfinite(first[f"{prefix}/layer_{i}"])
     assert first["update/output_change"] == 0.0 and rows[-2]["update/output_change"] > 0
     assert "grad_norm/layer_2" not in first and "grad_norm/layer_00" not in first

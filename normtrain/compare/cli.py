@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from normtrain.atomic import write_text
-from normtrain.compare import page, report, specs, vega
+from normtrain.compare import page, probe, report, specs, vega
 from normtrain.compare.groups import group_runs
 from normtrain.compare.labels import LabelError, label_runs, unique_slugs
 from normtrain.compare.runs import Run, load_runs
@@ -113,6 +113,7 @@ def _interactive(view: page.Page, groups: list, runs: list[Run], notes: list[str
     """The interactive figures and their data into ``view``; odd data or a missing library costs a note."""
     try:
         view.figures, view.data = specs.build(groups, runs)
+        view.figures += probe.build(groups, view.data)  # runs with a probe/ folder (normtrain-probe)
         if view.figures:
             vega.bundle()
     except vega.VegaUnavailable as err:
@@ -132,7 +133,8 @@ def _figures(runs: list[Run], out: Path, result: Comparison) -> list[Path]:
     cols = [run.color for run in runs]
     pngs: list[Path] = []
     for name, draw in (("loss.png", figures.loss), ("grad_norm_by_layer.png", figures.grad_norm_by_layer),
-                       ("activations.png", figures.activations), ("update.png", figures.update)):
+                       ("activations.png", figures.activations), ("residual_stream.png", figures.residual_stream),
+                       ("update.png", figures.update)):
         try:
             result.notes += draw(runs, cols, out / name)
             pngs.append(out / name)

@@ -27,6 +27,11 @@ LAYER_STATS = (
     ("attn_entropy", "attention entropy (nats)", False),
     ("attn_logit_max", "max attention logit q·k/√d", False),
 )
+RESIDUAL_STATS = (  # residual_stream.png (monitor.residual_stats, monitor.block_cos)
+    ("act_rms", "residual-stream rms after the block", True),
+    ("act_absmax", "residual-stream max |x| after the block", True),
+    ("block_cos", "cosine of block input and output streams", False),
+)
 CHOSEN_STEPS = ("first logged step", "middle logged step", "last logged step")  # the columns of activations.png
 TITLE_CHARS, LEGEND_CHARS = 60, 80  # the most of a run label shown in a heatmap's title, in a legend entry
 
@@ -70,7 +75,7 @@ def _style(linestyle: str, marker: str | None, text: str):
     return Line2D([], [], color="0.3", ls=linestyle, marker=marker, ms=5, lw=1.2), text
 
 
-def _log_axis(ax, values: np.ndarray) -> None:
+def log_axis(ax, values: np.ndarray) -> None:
     """Log y with plain-number tick labels (1.5, 2, 3, ...) when the data spans few decades."""
     ax.set_yscale("log")
     ticks = _log_ticks(values)
@@ -161,7 +166,7 @@ def loss(runs: Sequence[Run], cols: Sequence, path: Path) -> list[str]:
                     x = run.diverged_at if run.diverged_at is not None else tx[-1]
                     ax.plot([x], [min(ty[-1], top)], marker="X", ms=11, color=c, mec="black", mew=0.8,
                             clip_on=False, zorder=5)
-    _log_axis(ax, values)
+    log_axis(ax, values)
     ax.set_xlabel("step")
     ax.set_ylabel("loss (nats per byte, log scale)")
     ax.set_title("Loss: train (solid) and validation (dashed)")
@@ -205,7 +210,7 @@ def grad_norm_by_layer(runs: Sequence[Run], cols: Sequence, path: Path) -> list[
         ax.set_title(f"Gradient norm per block at the {when}{which}", fontsize="medium")
         ax.set_xlabel("layer (block index, 0 = next to the embedding)")
         ax.xaxis.get_major_locator().set_params(integer=True)
-        _log_axis(ax, np.concatenate(allv))
+        log_axis(ax, np.concatenate(allv))
         ax.grid(True, which="both", alpha=0.25)
     axes[0].set_ylabel("‖∇ block‖ (log scale)")
     _legend(fig, runs, cols)
@@ -278,17 +283,19 @@ def _edges(steps: np.ndarray) -> np.ndarray:
     return np.append(steps, last)
 
 
-def activations(runs: Sequence[Run], cols: Sequence, path: Path) -> list[str]:
-    """Per-layer statistics (what was recorded of output std and mean, residual-stream norm, attention
-    entropy and max attention logit) against layer: one row of panels per statistic, one column per chosen
-    step (each run's first, middle and last logged step with finite values), one line per run."""
-    recorded = [s for s in LAYER_STATS if any(r.layer_keys(s[0]) for r in runs)]
-    missing = [f"{stat[0]}/layer_i" for stat in LAYER_STATS if stat not in recorded]
+def activations(runs: Sequence[Run], cols: Sequence, path: Path, stats: Sequence = LAYER_STATS,
+                switch: str = "monitor.activations") -> list[str]:
+    """Per-layer statistics (by default what was recorded of output std and mean, residual-stream norm,
+    attention entropy and max attention logit; ``RESIDUAL_STATS`` for residual_stream.png) against layer: one
+    row of panels per statistic, one column per chosen step (each run's first, middle and last logged step with
+    finite values), one line per run."""
+    recorded = [s for s in stats if any(r.layer_keys(s[0]) for r in runs)]
+    missing = [f"{stat[0]}/layer_i" for stat in stats if stat not in recorded]
     if not recorded:
         fig, (ax,) = _figure(6, 3, [])
-        _not_recorded(ax, "per-layer activation statistics (monitor.activations)")
+        _not_recorded(ax, f"these per-layer statistics ({switch})")
         save_png(fig, path)
-        return ["activations.png: no per-layer activation statistics recorded by any run"]
+        return [f"{path.name}: none of {', '.join(s[0] + '/layer_i' for s in stats)} recorded by any run"]
     fig, axes = _figure(12, 2.9 * len(recorded), _legend_labels(runs), ncols=3, nrows=len(recorded),
                         sharey="row", sharex=True)
     grid = axes.reshape(len(recorded), 3)
@@ -307,13 +314,19 @@ def activations(runs: Sequence[Run], cols: Sequence, path: Path) -> list[str]:
             ax.set_title(f"{title}\n{when} ({which})", fontsize="small")
             ax.grid(True, which="both", alpha=0.25)
         if log and values:
-            _log_axis(row[0], np.concatenate(values))
+            log_axis(row[0], np.concatenate(values))
     for ax in grid[-1]:
         ax.set_xlabel("layer")
         ax.xaxis.get_major_locator().set_params(integer=True)
     _legend(fig, runs, cols)
     save_png(fig, path)
-    return [f"activations.png: {k} not recorded by any run" for k in missing]
+    return [f"{path.name}: {k} not recorded by any run" for k in missing]
+
+
+def residual_stream(runs: Sequence[Run], cols: Sequence, path: Path) -> list[str]:
+    """The residual stream's rms and max |x| after each block and each block's input/output cosine against
+    layer, at three steps (Peri-LN's variance growth, the curse of depth's near-identity deep blocks)."""
+    return activations(runs, cols, path, RESIDUAL_STATS, "monitor.residual_stats, monitor.block_cos")
 
 
 def update(runs: Sequence[Run], cols: Sequence, path: Path) -> list[str]:
@@ -348,7 +361,7 @@ def update(runs: Sequence[Run], cols: Sequence, path: Path) -> list[str]:
             continue
         ax.set_title(title, fontsize="medium")
         ax.set_xlabel("step")
-        _log_axis(ax, np.concatenate(values))
+        log_axis(ax, np.concatenate(values))
         ax.grid(True, which="both", alpha=0.25)
     _legend(fig, runs, cols)
     save_png(fig, path)

@@ -1,9 +1,10 @@
 """The report page: one HTML file with the table, the notes and the interactive figures, and nothing outside it.
 
 Layout: the sortable table (only the config keys that vary, every row marked by its group's colour, diverged
-and collapsed runs highlighted), the notes, then the loss, the per-layer maps, the by-layer profiles and a
-line chart per other logged value. The data (``<script type="application/json">``), Vega (gzipped, see
-vega.py) and the page's own script are inlined; the PNGs beside the page are linked for papers.
+and collapsed runs highlighted), the notes, then the loss, the per-layer maps, the by-layer profiles, a
+line chart per other logged value and, for runs with a probe/ folder, the probe's figures. The data
+(``<script type="application/json">``), Vega (gzipped, see vega.py) and the page's own script are inlined; the
+PNGs beside the page are linked for papers.
 """
 
 from __future__ import annotations
@@ -97,14 +98,16 @@ def _figure(fig: specs.Figure) -> str:
 
 
 def _sections(figures: Sequence[specs.Figure]) -> str:
+    probes = [f for f in figures if f.id.startswith("fig-probe-")]
     maps = [f for f in figures if f.id.endswith("-map")]
     profiles = [f for f in figures if f.id.endswith("-profile")]
-    rest = [f for f in figures if f not in maps and f not in profiles and f.id != "fig-loss"]
+    rest = [f for f in figures if f not in maps + profiles + probes and f.id != "fig-loss"]
     loss = [f for f in figures if f.id == "fig-loss"]
     parts = []
     for heading, group, grid in (("Loss", loss, False), ("Per-layer diagnostics by block and step", maps, False),
                                  ("Per-layer diagnostics by block", profiles, True),
-                                 ("Other logged values", rest, True)):
+                                 ("Other logged values", rest, True),
+                                 ("The trained models, probed (normtrain-probe)", probes, False)):
         if group:
             body = "".join(map(_figure, group))
             parts.append(f"<h2>{html.escape(heading)}</h2>" + (f'<div class="grid">{body}</div>' if grid else body))

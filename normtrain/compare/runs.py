@@ -23,7 +23,9 @@ import numpy as np
 from normtrain.loggers.base import LAYER_KEY  # noqa: F401 - also compare's name for it (figdata, specs)
 
 RUN_FILES = ("summary.json", "metrics.jsonl")
-NOT_RUNS = {"wandb", "compare", "__pycache__"}  # folders that never hold runs of their own
+PROBE_DIR, PROBE_JSON = "probe", "probe.json"  # RUN_DIR/probe/probe.json: what normtrain-probe writes
+PROBE_FORMAT = 1  # probe.json's layout (normtrain-probe writes this one); bumped on a change that breaks reading it
+NOT_RUNS = {"wandb", "compare", PROBE_DIR, "__pycache__"}  # folders that never hold runs of their own
 FAILED_STATUSES = ("diverged", "failed")  # sorted after every other run, in this order
 
 
@@ -37,6 +39,7 @@ class Run:
     rows: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)  # metrics.jsonl's event rows (rollbacks)
+    probe: dict[str, Any] | None = None  # probe/probe.json, when normtrain-probe has probed the run
     label: str = ""
     group: str = ""  # the label of its seed group (normtrain.compare.groups)
     color: str = ""  # its group's colour, the same in every figure
@@ -282,9 +285,28 @@ def load_run(run_dir: Path) -> Run | str:
         summary = {"status": "incomplete"}
     if not rows:
         notes.append("metrics.jsonl is missing or empty: no curves")
-    run = Run(path=run_dir, summary=dict(summary), config=config, rows=rows, notes=notes, events=events)
+    run = Run(path=run_dir, summary=dict(summary), config=config, rows=rows, notes=notes, events=events,
+              probe=read_probe(run_dir, notes))
     _fill_from_metrics(run)
     return run
+
+
+def read_probe(run_dir: Path, notes: list[str]) -> dict[str, Any] | None:
+    """The run's probe/probe.json (normtrain-probe), or None; one that cannot be read costs a note."""
+    path = run_dir / PROBE_DIR / PROBE_JSON
+    if not path.is_file():
+        return None
+    try:
+        probe = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        notes.append(f"{PROBE_DIR}/{PROBE_JSON} is unreadable ({type(err).__name__}): no probe figures")
+        return None
+    if not isinstance(probe, dict) or probe.get("format") != PROBE_FORMAT:
+        notes.append(f"{PROBE_DIR}/{PROBE_JSON} was written by another normtrain-probe (format "
+                     f"{probe.get('format') if isinstance(probe, dict) else '?'}, not {PROBE_FORMAT}): rerun "
+                     "normtrain-probe on the run for its figures")
+        return None
+    return probe
 
 
 def _fill_from_metrics(run: Run) -> None:

@@ -32,6 +32,11 @@ LAYER_FAMILIES: dict[str, tuple[str, str, bool]] = {
     "attn_entropy": ("Attention entropy (a collapse toward 0 is an instability signal)", "nats", False),
     "update": ("Relative update ‖Δθ‖/‖θ‖ per block and step", "‖Δθ‖/‖θ‖", True),
     "attn_logit_max": ("Largest attention logit per block", "max logit", False),
+    "act_rms": ("Residual-stream rms after the block (variance growth with depth)", "rms", True),
+    "act_absmax": ("Largest |activation| in the residual stream after the block (massive activations)", "max |x|",
+                   True),
+    "block_cos": ("Cosine of the block's input and output streams (near 1: the block is almost the identity)",
+                  "cos(in, out)", False),
 }
 # key -> (title, log scale by default); any other scalar gets its key as title and an automatic scale
 SCALARS: dict[str, tuple[str, bool]] = {

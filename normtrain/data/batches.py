@@ -90,6 +90,14 @@ def eval_starts(n_tokens: int, seq_len: int, n_windows: int) -> np.ndarray:
     return np.linspace(0, n_tokens - seq_len - 1, n_windows).round().astype(np.int64)
 
 
+def eval_window_count(eval_windows: int, global_batch: int, eval_batches: int, world_size: int) -> int:
+    """How many fixed validation windows a run evaluates: ``train.eval_windows``, or the global batch × eval
+    batches (so a run resumed on another number of processes keeps its validation set), rounded up to a multiple
+    of the ranks so that every rank runs the same number of forward passes."""
+    n = eval_windows or global_batch * eval_batches
+    return -(-n // world_size) * world_size
+
+
 def eval_batches(tokens: np.ndarray, batch_size: int, seq_len: int, n_batches: int, device="cpu",
                  *, name: str = "val") -> list[tuple[torch.Tensor, torch.Tensor]]:
     """``n_batches`` batches of ``batch_size`` fixed windows (``eval_starts``), the same on every call."""

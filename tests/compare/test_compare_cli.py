@@ -21,7 +21,7 @@ JOBS = {  # folder -> overrides, as a Hydra multirun would name them
     "1_post-rmsnorm-L2": ["placement=post"],
     "2_post-rmsnorm-L2": ["placement=post", "optim.lr=1e4"],
 }
-FIGURES = ["loss.png", "grad_norm_by_layer.png", "activations.png", "update.png"]
+FIGURES = ["loss.png", "grad_norm_by_layer.png", "activations.png", "residual_stream.png", "update.png"]
 _made: dict[str, Path] = {}  # the runs take seconds: made once for this module, then copied
 
 
@@ -112,6 +112,7 @@ def test_every_file_with_the_right_rows(sweep, capsys):
     figures = json.loads(re.search(r'id="normtrain-data">(.*?)</script>', page, re.S)[1])["figures"]
     ids = [f["id"] for f in figures]
     assert ids[0] == "fig-loss" and {"fig-grad-norm-map", "fig-act-std-profile", "fig-update-output-change"} < set(ids)
+    assert {"fig-act-rms-map", "fig-act-absmax-map", "fig-block-cos-map", "fig-block-cos-profile"} < set(ids)
     assert all(label in page for label in expected) and "4_pre-layernorm-L2" in page
 
 

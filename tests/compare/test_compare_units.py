@@ -238,3 +238,18 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
     with open(path, newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
+
+
+def test_a_probe_folder_is_read_and_never_taken_for_a_run(tmp_path):
+    run = make_run(tmp_path / "sweep" / "0_pre", [{"step": 0, "train/loss": 5.0}], {"status": "completed"})
+    (run / "probe").mkdir()
+    (run / "probe" / "probe.json").write_text(json.dumps({"format": 1, "layers": [], "norms": []}))
+    (run / "probe" / "summary.json").write_text("{}")  # a stray file there: still not a run
+    assert find_run_dirs([str(tmp_path / "sweep")])[0] == [run.resolve()]
+    assert load_run(run).probe == {"format": 1, "layers": [], "norms": []}
+    (run / "probe" / "probe.json").write_text(json.dumps({"format": 99}))
+    loaded = load_run(run)
+    assert loaded.probe is None and any("format 99, not 1" in n for n in loaded.notes)
+    (run / "probe" / "probe.json").write_text("{")
+    loaded = load_run(run)
+    assert loaded.probe is None and any("probe/probe.json is unreadable" in n for n in loaded.notes)

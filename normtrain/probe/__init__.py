@@ -1,0 +1,22 @@
+"""``normtrain-probe RUN_DIR``: the anatomy of a trained run, per layer.
+
+``layers.py``: the eval loss with each block skipped, and the residual stream per block (input/output cosine,
+rms, max |x|); ``norm_curves.py``: each norm's input → output curve and its γ·tanh(α·x) fit; ``inputs.py``: the
+run folder's model, config and validation windows; ``run.py``: probe.json and the PNGs (``figures.py``);
+``cli.py``: the command. ``from normtrain.probe import probe`` runs it from Python.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["probe"]
+
+
+def __getattr__(name: str) -> Any:
+    """torch loads on first use, not on import: ``normtrain-probe --help`` stays fast."""
+    if name == "probe":
+        from normtrain.probe.run import probe
+
+        return probe
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

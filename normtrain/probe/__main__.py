@@ -1,0 +1,3 @@
+from normtrain.probe.cli import main
+
+main()
