@@ -38,6 +38,10 @@ class BatchNormLeak(Experiment):
     keep_checkpoints = True
 
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
+        """A diverged run kept no finite weights to score: its scores are missing (its seed drops out of the
+        comparisons that need them) and the cell counts it as diverged."""
+        if run.status == "diverged" or not (run.path / "ckpt.pt").is_file():
+            return {**super().row(run, combo), "own_loss": None, "eval_loss": None, "leak": None}
         return {**super().row(run, combo), **score_two_ways(run)}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
