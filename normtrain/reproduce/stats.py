@@ -115,6 +115,11 @@ def difference(a: float | None, b: float | None) -> float | None:
     return 0.0 if math.isinf(a) and math.isinf(b) and a == b else a - b
 
 
+def absolute(x: float | None) -> float | None:
+    """|x|, None kept."""
+    return None if x is None else abs(x)
+
+
 def paired(a: dict[str, float | None], b: dict[str, float | None], op: Callable[[float, float], float | None]
            ) -> dict[str, float | None]:
     """``op(a[seed], b[seed])`` seed by seed (None where either is missing)."""
