@@ -165,7 +165,7 @@ class DyT(Experiment):
         for w in g.widths:
             ln = stats.select(rows, norm="layernorm", model__d_model=w)
             dyt = [r for r in stats.select(rows, norm="dyt", model__d_model=w) if alpha_of(r) == best[w]]
-            if any(r.get("tanh_gain") is not None for r in ln):
+            if best[w] is not None and any(r.get("tanh_gain") is not None for r in ln):
                 notes.append(
                     f"d={w}: trained LayerNorms' input → output curves (median over block norms, per seed): tanh fit "
                     f"R² {spread_of(ln, 'tanh_r2')}, its gain over a straight line {spread_of(ln, 'tanh_gain')}, "

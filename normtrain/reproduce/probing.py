@@ -42,14 +42,14 @@ def fresh(run_dir: Path) -> bool:
 
 
 def _probe_by_overrides(run_dirs: dict[tuple[str, ...], str], overrides: list[str]) -> None:
+    from normtrain.errors import NormtrainError
     from normtrain.probe import probe
-    from normtrain.probe.inputs import ProbeError
 
     run_dir = Path(run_dirs[tuple(overrides)])
     probe_path(run_dir).unlink(missing_ok=True)  # a stale probe of an earlier run of this folder never counts
     try:
         probe(run_dir)
-    except ProbeError:  # nothing to probe (diverged, no finite checkpoint): the analysis counts it as missing
+    except NormtrainError:  # nothing to probe (diverged without a finite checkpoint): the analysis counts it missing
         return
 
 
