@@ -93,15 +93,15 @@ class DyT(Experiment):
     paper = "Zhu et al. 2025 (DyT)"
     reference = ("**Zhu et al. 2025**, *Transformers without Normalization* (CVPR 2025): Fig. 2 (trained LayerNorms' "
                  "S-shaped input → output), the LLaMA results, and the α₀ ablations (α₀ by width)")
-    method = ("Pre-LN, the default model's shape (6 layers, 4 heads, SwiGLU, RoPE) at widths d 64 and 256; AdamW (0.9, "
+    method = ("Pre-LN, the default model's shape (6 layers, 4 heads, SwiGLU, RoPE) at widths d 64 and 128; AdamW (0.9, "
               "0.95), lr 1e-3 with a 50-step warm-up then cosine to 10%, weight decay 0.1, clipping 1; 1000 steps of "
               "8 × 128 bytes; LayerNorm and RMSNorm once per width and seed, DyT (one scalar α per norm, γ = 1, "
-              "β = 0 at init) at α₀ ∈ {0.05, 0.1, 0.2, 0.5, 1, 2}; 5 seeds. After training, `normtrain-probe` fits "
+              "β = 0 at init) at α₀ ∈ {0.1, 0.2, 0.5, 1, 2}; 5 seeds. After training, `normtrain-probe` fits "
               "γ·tanh(α·x) to each block norm's input → output curve of the LayerNorm runs and of DyT at the best α₀.")
     keep_checkpoints = True  # the probe reads the trained LayerNorm and DyT models
     gpu = Scale(overrides=("model.n_layers=12", "model.n_heads=8", "model.seq_len=512", "train.max_steps=5000",
                            "train.batch_size=32", "optim.warmup_steps=250", "train.eval_every=1000"),
-                grid={WIDTH: "256,1024"})
+                grid={WIDTH: "256,1024", ALPHA: "0.5,0.02,0.05,0.1,0.2,1.0"})
 
     def keeps(self, combo: dict[str, str]) -> bool:
         return combo.get("norm", "dyt") == "dyt" or alpha_of(combo) == DEFAULT_ALPHA

@@ -38,15 +38,16 @@ def test_the_grids_run_the_papers_arms():
     assert arms == {("pre", "false"), ("pre", "true"), ("peri", "false")}  # LNS with Pre-LN only, as the paper
     assert len(make_plan("curse_of_depth", smoke=True).combos()) == 3
     dyt = make_plan("dyt").combos()
-    assert len(dyt) == 2 * 5 * (6 + 2)  # widths × seeds × (DyT's α grid + LayerNorm + RMSNorm once)
+    assert len(dyt) == 2 * 5 * (5 + 2)  # widths × seeds × (DyT's α grid + LayerNorm + RMSNorm once)
     assert {c["norm.alpha_init"] for c in dyt if c["norm"] != "dyt"} == {"0.5"}
     smoke = make_plan("dyt", smoke=True).combos()
-    assert {c["norm"] for c in smoke} == {"dyt", "layernorm"} and {c["model.d_model"] for c in smoke} == {"64", "256"}
+    assert {c["norm"] for c in smoke} == {"dyt", "layernorm"} and {c["model.d_model"] for c in smoke} == {"64", "128"}
     depth = make_plan("curse_of_depth")
     cfg = depth.compose(next(c for c in depth.combos() if c["norm.depth_scaled"].lower() == "true"))
     assert (cfg.norm.name, cfg.norm.depth_scaled, cfg.model.n_layers, cfg.monitor.block_cos) == ("rmsnorm", True, 24,
                                                                                                  True)
-    assert make_plan("dyt", scale="gpu").grid["model.d_model"] == ["256", "1024"]
+    gpu = make_plan("dyt", scale="gpu").grid
+    assert gpu["model.d_model"] == ["256", "1024"] and "0.02" in gpu["norm.alpha_init"]
 
 
 def test_variance_exponent_and_halves():
