@@ -94,7 +94,7 @@ class DyT(Experiment):
     reference = ("**Zhu et al. 2025**, *Transformers without Normalization* (CVPR 2025): Fig. 2 (trained LayerNorms' "
                  "S-shaped input → output), the LLaMA results, and the α₀ ablations (α₀ by width)")
     method = ("Pre-LN, the default model's shape (6 layers, 4 heads, SwiGLU, RoPE) at widths d 64 and 128; AdamW (0.9, "
-              "0.95), lr 1e-3 with a 50-step warm-up then cosine to 10%, weight decay 0.1, clipping 1; 1000 steps of "
+              "0.95), lr 1e-3 with a 50-step warm-up then cosine to 10%, weight decay 0.1, clipping 1; 800 steps of "
               "8 × 128 bytes; LayerNorm and RMSNorm once per width and seed, DyT (one scalar α per norm, γ = 1, "
               "β = 0 at init) at α₀ ∈ {0.1, 0.2, 0.5, 1, 2}; 5 seeds. After training, `normtrain-probe` fits "
               "γ·tanh(α·x) to each block norm's input → output curve of the LayerNorm runs and of DyT at the best α₀.")
