@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from normtrain.reproduce import plots, stats
-from normtrain.reproduce.peri_variance import minus, variance_exponent
 from normtrain.reproduce.probing import halves, per_layer, probe_runs, profile_text, profile_values
 from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, curve_points, train_grid
 from normtrain.reproduce.writeup import markdown_table, unigram_of
@@ -31,7 +30,7 @@ def probe_row(probe: dict[str, Any] | None) -> dict[str, Any]:
     skip, cos, rms = (per_layer(probe, k) for k in ("skip_delta", "block_cos", "act_rms"))
     (skip_early, skip_deep), (cos_early, cos_deep) = halves(skip), halves(cos)
     return {"probe_val_loss": probe["val_loss"] if probe else None, "skip_early": skip_early, "skip_deep": skip_deep,
-            "cos_early": cos_early, "cos_deep": cos_deep, "rms_exponent": variance_exponent(rms),
+            "cos_early": cos_early, "cos_deep": cos_deep, "rms_exponent": stats.variance_exponent(rms),
             "skip_profile": profile_text(skip), "cos_profile": profile_text(cos), "rms_profile": profile_text(rms)}
 
 
@@ -82,11 +81,11 @@ class CurseOfDepth(Experiment):
 
         measured = {
             "lns_minus_pre_deep_skip": at_depths(lambda d: stats.paired(per(LNS, d, "skip_deep"),
-                                                                        per(PRE, d, "skip_deep"), minus)),
+                                                                        per(PRE, d, "skip_deep"), stats.minus)),
             "pre_minus_lns_deep_cos": at_depths(lambda d: stats.paired(per(PRE, d, "cos_deep"),
-                                                                       per(LNS, d, "cos_deep"), minus)),
+                                                                       per(LNS, d, "cos_deep"), stats.minus)),
             "pre_cos_deep_minus_early": at_depths(lambda d: stats.paired(per(PRE, d, "cos_deep"),
-                                                                         per(PRE, d, "cos_early"), minus)),
+                                                                         per(PRE, d, "cos_early"), stats.minus)),
             "lns_minus_pre_loss": at_depths(lambda d: stats.paired(loss(LNS, d), loss(PRE, d), stats.difference)),
             "reference_margin": at_depths(lambda d: stats.margin_below(unigram, loss(PRE, d))),
         }

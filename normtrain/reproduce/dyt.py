@@ -15,7 +15,6 @@ import statistics
 from typing import Any
 
 from normtrain.reproduce import plots, stats
-from normtrain.reproduce.peri_variance import minus
 from normtrain.reproduce.probing import probe_runs
 from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, present, train_grid
 from normtrain.reproduce.writeup import markdown_table, unigram_of
@@ -127,7 +126,7 @@ class DyT(Experiment):
         shift = {s: math.log2(per_seed[wide][s] / a) for s, a in per_seed[narrow].items()
                  if s in per_seed[wide]} if wide != narrow else {}
         measured = {
-            "dyt_minus_reference": {f"d={w}, vs {n}": stats.paired(g.loss("dyt", w, best[w]), g.loss(n, w), minus)
+            "dyt_minus_reference": {f"d={w}, vs {n}": stats.paired(g.loss("dyt", w, best[w]), g.loss(n, w), stats.minus)
                                     for w in g.widths for n in refs if best[w] is not None},
             "best_alpha_shift": {f"d={narrow} → d={wide}": shift},
             "reference_margin": {f"{n}, d={w}": stats.margin_below(unigram, g.loss(n, w)) for n in refs

@@ -9,7 +9,6 @@ Peri-LN's analysis predicts; a faster growth (Pre-LN's, exponential in the paper
 
 from __future__ import annotations
 
-import math
 import statistics
 from typing import Any
 
@@ -38,19 +37,6 @@ def logged_profiles(run: Run, prefix: str) -> tuple[np.ndarray, np.ndarray]:
     steps, values = run.layer_matrix(prefix)
     keep = np.isfinite(values).all(axis=1) if values.size else np.zeros(0, dtype=bool)
     return steps[keep], values[keep]
-
-
-def variance_exponent(rms: list[float]) -> float | None:
-    """k of Var(x_ℓ) ∝ ℓ^k, ℓ = 1…L (least squares on log-log; Var = rms², the stream's mean square)."""
-    return stats.loglog_slope(list(range(1, len(rms) + 1)), [r * r for r in rms]) if len(rms) > 1 else None
-
-
-def ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b and math.isfinite(a) and math.isfinite(b) else None
-
-
-def minus(a: float | None, b: float | None) -> float | None:
-    return a - b if a is not None and b is not None else None
 
 
 def spikes(summary: dict[str, Any], series: str) -> int | None:
@@ -82,7 +68,7 @@ class PeriVariance(Experiment):
         final_rms = rms[-1].tolist() if len(rms) else []
         peak = absmax.max(axis=1) if len(absmax) else np.empty(0)
         first_last = grads[:, 0] / grads[:, -1] if len(grads) and grads.shape[1] > 1 else np.empty(0)
-        return {**super().row(run, combo), "growth_exponent": variance_exponent(final_rms),
+        return {**super().row(run, combo), "growth_exponent": stats.variance_exponent(final_rms),
                 "final_absmax": float(peak[-1]) if peak.size else None,
                 "absmax_growth": float(peak[-1] / peak[0]) if peak.size and peak[0] > 0 else None,
                 "grad_first_over_last": float(np.median(first_last)) if first_last.size else None,
@@ -102,14 +88,14 @@ class PeriVariance(Experiment):
 
         measured = {
             "pre_minus_peri_growth_exponent": {f"L={d}": stats.paired(per("pre", d, "growth_exponent"),
-                                                                      per("peri", d, "growth_exponent"), minus)
+                                                                      per("peri", d, "growth_exponent"), stats.minus)
                                                for d in depths},
             "pre_over_peri_absmax": {f"L={deep}": stats.paired(per("pre", deep, "final_absmax"),
-                                                               per("peri", deep, "final_absmax"), ratio)},
+                                                               per("peri", deep, "final_absmax"), stats.ratio)},
             "peri_minus_pre_loss": {f"L={d}": stats.paired(loss("peri", d), loss("pre", d), stats.difference)
                                     for d in depths},
-            "post_over_pre_grad_ratio": {f"L={deep}": stats.paired(per("post", deep, "grad_first_over_last"),
-                                                                   per("pre", deep, "grad_first_over_last"), ratio)},
+            "post_over_pre_grad_ratio": {f"L={deep}": stats.paired(
+                per("post", deep, "grad_first_over_last"), per("pre", deep, "grad_first_over_last"), stats.ratio)},
             "reference_margin": {f"{p}, L={d}": stats.margin_below(unigram, loss(p, d))
                                  for p in TRAINS if p in places for d in depths},
         }

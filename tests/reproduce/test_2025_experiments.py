@@ -10,10 +10,11 @@ import pytest
 from normtrain.reproduce.cli import make_plan
 from normtrain.reproduce.curse_of_depth import CurseOfDepth, probe_row
 from normtrain.reproduce.dyt import DyT, Grid
-from normtrain.reproduce.peri_variance import PeriVariance, variance_exponent
+from normtrain.reproduce.peri_variance import PeriVariance
 from normtrain.reproduce.preregistration import judge, verdict
 from normtrain.reproduce.probing import halves
 from normtrain.reproduce.runner import Plan
+from normtrain.reproduce.stats import variance_exponent
 
 UNIGRAM = 3.3
 
