@@ -78,6 +78,15 @@ class Grid:
                     by_seed.setdefault(s, {})[a] = v
         return {s: min(c, key=c.get) for s, c in by_seed.items()}
 
+    def alpha_range(self, width: int) -> dict[str, float]:
+        """Per seed, the worst DyT final loss over the α grid minus the best (+∞ when a run diverged)."""
+        by_seed: dict[str, list[float]] = {}
+        for a in self.alphas:
+            for s, v in self.loss("dyt", width, a).items():
+                if v is not None:
+                    by_seed.setdefault(s, []).append(v)
+        return {s: max(v) - min(v) for s, v in by_seed.items() if len(v) > 1}
+
     def trains(self, width: int, unigram: float | None) -> list[float]:
         """The α whose DyT runs all ended at least ``TRAINS_MARGIN`` below the unigram line."""
         if unigram is None:
@@ -129,6 +138,7 @@ class DyT(Experiment):
             "dyt_minus_reference": {f"d={w}, vs {n}": stats.paired(g.loss("dyt", w, best[w]), g.loss(n, w), stats.minus)
                                     for w in g.widths for n in refs if best[w] is not None},
             "best_alpha_shift": {f"d={narrow} → d={wide}": shift},
+            "dyt_alpha_range": {f"d={w}": g.alpha_range(w) for w in g.widths},
             "reference_margin": {f"{n}, d={w}": stats.margin_below(unigram, g.loss(n, w)) for n in refs
                                  for w in g.widths},
         }

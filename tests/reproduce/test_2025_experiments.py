@@ -133,11 +133,12 @@ def test_dyt_picks_the_best_alpha_per_width_and_compares_there(tmp_path):
     assert grid.trains(64, UNIGRAM) == [0.05, 0.1, 0.2, 0.5, 1.0, 2.0] and grid.trains(64, 2.0) == []
     exp = DyT()
     checks, guard = judged(exp, rows, tmp_path)
-    assert [c.ok for c in checks] == [True, True] and guard.ok
+    assert [c.ok for c in checks] == [True, True, True] and guard.ok
     assert set(checks[0].conditions) == {"d=64, vs layernorm", "d=64, vs rmsnorm", "d=256, vs layernorm",
                                          "d=256, vs rmsnorm"}
     assert checks[1].conditions["d=64 → d=256"]["median"] == pytest.approx(math.log2(0.1 / 0.5))
     checks, _ = judged(exp, dyt_rows({64: 0.1, 256: 0.5}, dyt_gap=0.05), tmp_path)  # wider wants more α; DyT worse
-    assert [c.ok for c in checks] == [False, False]
+    assert [c.ok for c in checks] == [False, False, True]
+    assert checks[2].conditions["d=256"]["per_seed"]["0"] == pytest.approx(0.05 * math.log2(10))  # 0.5 to 0.05
     assert exp.keeps({"norm": "rmsnorm", "norm.alpha_init": "0.5"}) and not exp.keeps({"norm": "rmsnorm",
                                                                                         "norm.alpha_init": "0.1"})

@@ -40,6 +40,11 @@ REGISTRATION = Registration(
              basis="the paper's direction (smaller α₀ for wider models: 0.8 → 0.2 for the attention norms from 7B to "
                    "34B, twice the width); the grid's steps are factors of 2–2.5, so the median seed's best α₀ must "
                    "be at least one step lower"),
+        Rule("dyt_alpha_sensitive", "DyT's final loss depends on α₀ (language models are sensitive to it), at both "
+             "widths", "dyt_alpha_range", ">=", 0.1, decide="median_ci",
+             basis="per seed, the worst final loss over the α₀ grid minus the best (+∞ if a run diverged); 0.1 nats "
+                   "is about 10× the seed sd of a final loss (0.0106, norm_types' pilot): a range that large is the "
+                   "α₀'s doing, not seed noise"),
     ),
     reported=(
         "The α₀ that train at each width: every seed ends ≥ 0.3 nats below the unigram line (how wide the range "
