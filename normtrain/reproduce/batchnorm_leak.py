@@ -38,6 +38,10 @@ class BatchNormLeak(Experiment):
     keep_checkpoints = True
 
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
+        """A diverged run kept no finite weights to score: its scores are missing (its seed drops out of the
+        comparisons that need them) and the cell counts it as diverged."""
+        if run.status == "diverged" or not (run.path / "ckpt.pt").is_file():
+            return {**super().row(run, combo), "own_loss": None, "eval_loss": None, "leak": None}
         return {**super().row(run, combo), **score_two_ways(run)}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
@@ -62,7 +66,7 @@ class BatchNormLeak(Experiment):
             "leak_hurts_evaluation": {f"batch {b}": versus("batchnorm", "batchnorm_causal", b, "eval")
                                       for b in sizes},
             "bn_gap_small_minus_large": {"": stats.paired(bn_vs_ln[small], bn_vs_ln[large], lambda x, y: x - y)},
-            "ln_mode_difference": {f"batch {b}": seeds("layernorm", b, lambda r: abs(r["own_loss"] - r["eval_loss"]))
+            "ln_mode_difference": {f"batch {b}": seeds("layernorm", b, lambda r: stats.absolute(mode_gap(r)))
                                    for b in sizes},
             "reference_margin": {f"layernorm, batch {b}": stats.margin_below(unigram, seeds("layernorm", b,
                                                                                            "eval_loss"))
@@ -83,7 +87,7 @@ class BatchNormLeak(Experiment):
         body = [[n, b, *[stats.cell(seeds(n, b, f"{m}_loss").values(), stats.select(rows, norm=n,
                                                                                     train__batch_size=b))
                          for m in MODES],
-                 stats.spread(seeds(n, b, lambda r: r["eval_loss"] - r["own_loss"]).values()),
+                 stats.spread(seeds(n, b, mode_gap).values()),
                  stats.spread(seeds(n, b, "leak").values())] for n in norms for b in sizes]
         return ("Validation loss (nats per byte) on the same 512 windows; " + stats.CELL_NOTE + ". Leak: the largest "
                 "change of a log-probability at positions 0…126 when only position 127 changes (0 = causal):\n\n"
@@ -116,6 +120,13 @@ class BatchNormLeak(Experiment):
         plots.finish(axes[1], "causal − leaky BatchNorm (> 0: the leak helps)", "batch size (sequences)", "nats")
         plots.finish(axes[2], "val loss in training (evaluation mode)", "step", "val loss (nats/byte)")
         plots.save(fig, path)
+
+
+def mode_gap(row: dict[str, Any]) -> float | None:
+    """Evaluation mode's loss minus training mode's (own batch), None for a run without scores."""
+    if row.get("eval_loss") is None or row.get("own_loss") is None:
+        return None
+    return row["eval_loss"] - row["own_loss"]
 
 
 def score_two_ways(run: Run) -> dict[str, float]:

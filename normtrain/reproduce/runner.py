@@ -297,7 +297,8 @@ def _train_by_overrides(run_dirs: dict[tuple[str, ...], str], keep: bool, overri
 
 
 def reusable(plan: Plan, combo: dict[str, str], keep_checkpoints: bool) -> bool:
-    """A finished run of this config is in the combo's folder (and its checkpoint, when the experiment needs it);
+    """A finished run of this config is in the combo's folder (and its checkpoint, when the experiment needs it and
+    the run did not diverge: a diverged run keeps none that is finite);
     its own wall time is added to ``plan.reused_s``."""
     from normtrain.config import to_container
 
@@ -305,7 +306,7 @@ def reusable(plan: Plan, combo: dict[str, str], keep_checkpoints: bool) -> bool:
     previous = load_run(run_dir) if (run_dir / "summary.json").is_file() else None
     ok = (not plan.fresh and isinstance(previous, Run) and previous.status in ("completed", "diverged")
           and same_run(previous.summary.get("config") or {}, to_container(plan.compose(combo)))
-          and (not keep_checkpoints or (run_dir / "ckpt.pt").is_file()))
+          and (not keep_checkpoints or previous.status == "diverged" or (run_dir / "ckpt.pt").is_file()))
     if ok:
         plan.reused_s += previous.summary.get("wall_time_s") or 0.0
     return ok

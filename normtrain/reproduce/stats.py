@@ -131,6 +131,11 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b and math.isfinite(a) and math.isfinite(b) else None
 
 
+def absolute(x: float | None) -> float | None:
+    """|x|, None kept."""
+    return None if x is None else abs(x)
+
+
 def paired(a: dict[str, float | None], b: dict[str, float | None], op: Callable[[float, float], float | None]
            ) -> dict[str, float | None]:
     """``op(a[seed], b[seed])`` seed by seed (None where either is missing)."""
