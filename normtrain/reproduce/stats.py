@@ -65,6 +65,12 @@ def loglog_slope(xs: list[float], ys: list[float | None]) -> float | None:
     return slope(pts)
 
 
+def variance_exponent(rms: list[float]) -> float | None:
+    """k of Var(x_ℓ) ∝ ℓ^k over blocks ℓ = 1…L from the stream's rms after each block (Var = rms²): about 1 for
+    the linear growth of independent, equal residual updates; larger for a faster growth."""
+    return loglog_slope(list(range(1, len(rms) + 1)), [r * r for r in rms]) if len(rms) > 1 else None
+
+
 def slope(pts: list[tuple[float, float]]) -> float | None:
     if len(pts) < 2:
         return None
@@ -113,6 +119,16 @@ def difference(a: float | None, b: float | None) -> float | None:
     if a is None or b is None:
         return None
     return 0.0 if math.isinf(a) and math.isinf(b) and a == b else a - b
+
+
+def minus(a: float | None, b: float | None) -> float | None:
+    """a − b of two finite measurements (None where either is missing)."""
+    return a - b if a is not None and b is not None else None
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """a / b of two positive measurements (None where either is missing, zero or not finite)."""
+    return a / b if a is not None and b and math.isfinite(a) and math.isfinite(b) else None
 
 
 def absolute(x: float | None) -> float | None:
