@@ -34,7 +34,7 @@ def test_new_keys_reach_the_model():
      "placement.post_fraction=0.5 applies to placement=mix only, not placement=pre"),
     (["norm=batchnorm", "model.qk_norm=true"],
      "model.qk_norm=per_head normalizes each token's query and key, which norm=batchnorm cannot (its statistics "
-     "mix positions); allowed: dyt, layernorm, prmsnorm, rmsnorm"),
+     "mix positions); allowed: derf, dyt, layernorm, prmsnorm, rmsnorm"),
     (["norm=batchnorm", "model.qk_norm=full"], "model.qk_norm=full normalizes each token's query and key"),
     (["norm=prmsnorm", "model.qk_norm=per_head"],  # head_dim 32: ⌈0.0625·32⌉ = 2 features
      "model.qk_norm=per_head with norm=prmsnorm estimates the rms of each 32-feature head from 2 features "
@@ -46,7 +46,7 @@ def test_new_keys_reach_the_model():
      "false = none)"),
     (["placement=rezero", "norm.depth_scaled=true"], "norm.depth_scaled=true: placement=rezero holds no norm to "
      "scale; placements with norms: admin, deepnorm, mix, peri, post, pre, reorder, subln"),
-    (["norm=dyt", "norm.alpha_init=0"], "norm.alpha_init=0.0: DyT's initial α must be a finite number > 0"),
+    (["norm=dyt", "norm.alpha_init=0"], "norm.alpha_init=0.0: DyT's and Derf's initial α must be a finite number > 0"),
     (["optim.z_loss=-1e-4"], "optim.z_loss=-0.0001: the z-loss coefficient must be a finite number >= 0"),
     (["monitor.spike_window=1"], "monitor.spike_window=1: must be at least 2"),
     (["placement=admin", "placement.alpha=2"], "α scales the shortcut before the norm, which only deepnorm, post"),
