@@ -50,6 +50,12 @@ class ModelSchema:
     bias: bool = False
     emb_std: float = 1.0
     qk_norm: str = "none"  # none | per_head | full (true = per_head, false = none): QK-norm of the norm type
+    qk_norm_at: str = "before_rope"  # before_rope | after_rope
+    qk_norm_gain: bool = True  # false: parameter-free QK- (and V-) norms
+    v_norm: bool = False  # the norm on the values too, in QK-norm's form (per head without QK-norm)
+    attn_softcap: float = 0.0  # c·tanh(s/c) on the attention logits after the 1/√d_head scale; 0 = off
+    logit_softcap: float = 0.0  # c·tanh(z/c) on the output logits; 0 = off
+    attn_gate: str = "none"  # none | head | elementwise: gated attention, Y ⊙ σ(X·W_θ) before W_O
     vocab_size: int | None = None  # null: the corpus's (256 for bytes, meta.json's for token shards)
 
 
@@ -60,8 +66,9 @@ class NormSchema:
     affine: bool = True
     impl: str = "auto"
     p: float = 0.0625
-    alpha_init: float = 0.5  # dyt: initial α of γ·tanh(α·x) + β
+    alpha_init: float = 0.5  # dyt, derf: initial α of γ·tanh(α·x) + β, γ·erf(α·x + s) + β
     depth_scaled: bool = False  # block ℓ's norms multiply their output by 1/√ℓ (LayerNorm Scaling)
+    gain: str = "vector"  # vector | zero_centred (1 + w) | scalar | none (affine=false is none)
 
 
 @dataclass
@@ -341,14 +348,15 @@ def _catalog_problems(m: DictConfig, n: DictConfig, pl: DictConfig) -> list[str]
     from normtrain.model import PLACEMENTS
 
     p: list[str] = []
-    _number("norm.alpha_init", n.alpha_init, n.alpha_init > 0, "DyT's initial α must be a finite number > 0", p)
+    _number("norm.alpha_init", n.alpha_init, n.alpha_init > 0, "DyT's and Derf's initial α must be a finite number > 0",
+            p)
     if pl.post_fraction is not None:
         _number("placement.post_fraction", pl.post_fraction, 0 <= pl.post_fraction <= 1,
                 "the share of Post-LN blocks must lie in [0, 1]", p)
         if pl.name != "mix":
             p.append(f"placement.post_fraction={pl.post_fraction} applies to placement=mix only, not "
                      f"placement={pl.name}")
-    p += _qk_norm_problems(m, n)
+    p += _qk_norm_problems(m, n) + _gain_problems(n) + _attention_problems(m, n)
     if n.depth_scaled and pl.name in PLACEMENTS and not PLACEMENTS[pl.name].has_norms:
         normed = sorted(k for k, c in PLACEMENTS.items() if c.has_norms)
         p.append(f"norm.depth_scaled=true: placement={pl.name} holds no norm to scale; placements with norms: "
@@ -381,6 +389,50 @@ def _qk_norm_problems(m: DictConfig, n: DictConfig) -> list[str]:
                 f"QK-norm is for; it needs at least {QK_MIN_FEATURES} (norm.p ≥ {QK_MIN_FEATURES / width:.3g})"
                 + (", or model.qk_norm=full" if full else "") + ", or another norm type"]
     return []
+
+
+def _gain_problems(n: DictConfig) -> list[str]:
+    """``norm.gain``: a form the norm type has, and no clash with ``norm.affine=false`` (which means ``none``)."""
+    from normtrain.model import NORMS
+    from normtrain.norms import GAINS
+
+    if n.gain not in GAINS:
+        return [f"norm.gain={n.gain!r} is not known; allowed: {', '.join(GAINS)} (norm.affine=false = none)"]
+    if not n.affine and n.gain not in ("vector", "none"):
+        return [f"norm.affine=false means norm.gain=none (no γ, no β), which contradicts norm.gain={n.gain}; "
+                "drop one of them"]
+    if n.name in NORMS and n.gain not in NORMS[n.name].gains:
+        return [f"norm.gain={n.gain}: norm={n.name} has only {' and '.join(NORMS[n.name].gains)} gains "
+                "(nn.BatchNorm1d's own affine part, or none)"]
+    return []
+
+
+def _attention_problems(m: DictConfig, n: DictConfig) -> list[str]:
+    """The QK-norm's place and gain, V-norm, the soft-caps and the attention gate, alone and with the rest."""
+    from normtrain.model import NORMS
+    from normtrain.model.config import ATTN_GATES, QK_NORM_AT, qk_norm_form
+
+    p: list[str] = []
+    _choice(m.qk_norm_at, "model.qk_norm_at", QK_NORM_AT, p)
+    _choice(m.attn_gate, "model.attn_gate", ATTN_GATES, p)
+    qk = qk_norm_form(m.qk_norm) != "none"
+    if m.v_norm and n.name in NORMS and not NORMS[n.name].per_token:
+        per_token = sorted(k for k, c in NORMS.items() if c.per_token)
+        p.append(f"model.v_norm=true normalizes each token's values, which norm={n.name} cannot (its statistics mix "
+                 f"positions); allowed: {', '.join(per_token)}")
+    if m.qk_norm_at == "after_rope" and not qk:
+        p.append("model.qk_norm_at=after_rope places QK-norm, and model.qk_norm=none has none: set model.qk_norm "
+                 "(per_head or full) or leave model.qk_norm_at=before_rope")
+    elif m.qk_norm_at == "after_rope" and m.pos != "rope":
+        p.append(f"model.qk_norm_at=after_rope: model.pos={m.pos} has no RoPE, so before and after are the same "
+                 "model; use model.pos=rope or model.qk_norm_at=before_rope")
+    if not m.qk_norm_gain and not qk and not m.v_norm:
+        p.append("model.qk_norm_gain=false removes the gain of QK-norm (and V-norm), and this model has neither: "
+                 "set model.qk_norm or model.v_norm=true, or drop it")
+    for key in ("attn_softcap", "logit_softcap"):
+        _number(f"model.{key}", m[key], m[key] >= 0, "the soft-cap c of c·tanh(z/c) must be a finite number >= 0 "
+                "(0 = off)", p)
+    return p
 
 
 def _optim_problems(o: DictConfig) -> list[str]:
@@ -574,8 +626,10 @@ def model_config(cfg: DictConfig, vocab: int | None = None) -> GPTConfig:
         n_layers=m.n_layers, d_model=m.d_model, n_heads=m.n_heads, seq_len=m.seq_len, mlp=m.mlp,
         d_ff=m.d_ff, pos=m.pos, bias=m.bias, emb_std=m.emb_std,
         norm=NormSpec(name=n.name, eps=n.eps, affine=n.affine, impl=n.impl, p=n.p, alpha_init=n.alpha_init,
-                      depth_scaled=n.depth_scaled),
+                      depth_scaled=n.depth_scaled, gain=n.gain),
         placement=pl.name, alpha=scale(pl.alpha), beta=scale(pl.beta), qk_norm=m.qk_norm,
+        qk_norm_at=m.qk_norm_at, qk_norm_gain=m.qk_norm_gain, v_norm=m.v_norm, attn_softcap=m.attn_softcap,
+        logit_softcap=m.logit_softcap, attn_gate=m.attn_gate,
         post_fraction=GPTConfig.post_fraction if pl.post_fraction is None else pl.post_fraction,
     )
 

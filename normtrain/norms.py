@@ -1,16 +1,26 @@
-"""Norm layers, swappable behind one name (``norm=layernorm|rmsnorm|prmsnorm|dyt``).
+"""Norm layers, swappable behind one name (``norm=layernorm|rmsnorm|prmsnorm|dyt|derf``).
 
 Every norm can also fuse the residual add that precedes it (``add_norm``): the blocks in
 ``normtrain.model.placements`` call it so that RMSNorm on CUDA runs add + norm in one Triton pass.
 Adding a norm means one class here (registered with ``@register_norm``) and one YAML in ``configs/norm/``.
 ``build_norm`` is the one factory: given a block's depth ℓ it also applies the depth scaling of any norm
 (``norm.depth_scaled``, ``DepthScaled``).
+
+Every norm's gain γ comes in the form ``norm.gain`` names (``Norm.init_affine``, ``Norm.gain``):
+
+  vector        γ ∈ R^d, init 1 (the papers' LayerNorm and RMSNorm)
+  zero_centred  γ = 1 + w, w ∈ R^d init 0 (Gemma, Qwen3-Next, Megatron's ``layernorm-1p``): the same function at
+                init, but weight decay pulls γ toward 1, not 0
+  scalar        one γ ∈ R for the whole vector (OSP's SSNorm)
+  none          no γ, and no β either (nanochat's parameter-free RMSNorm; ``norm.affine=false``)
+
+β (LayerNorm, DyT, Derf) is per feature whenever there is a gain.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -25,11 +35,26 @@ class NormSpec:
 
     name: str = "rmsnorm"
     eps: float = 1e-6
-    affine: bool = True
+    affine: bool = True  # false: no γ and no β, the same as gain="none"
     impl: str = "auto"  # auto | torch | triton (RMS norms only)
     p: float = 0.0625  # prmsnorm: fraction of features the RMS is estimated from
-    alpha_init: float = 0.5  # dyt: initial α of tanh(α·x)
+    alpha_init: float = 0.5  # dyt, derf: initial α of tanh(α·x), erf(α·x + s)
     depth_scaled: bool = False  # the norms of block ℓ (from 1) multiply their output by 1/√ℓ
+    gain: str = "vector"  # vector | zero_centred | scalar | none (see the module's docstring)
+
+    def __post_init__(self) -> None:
+        # One meaning, two spellings: affine=false is gain=none, and gain=none has no affine part.
+        if not self.affine:
+            object.__setattr__(self, "gain", "none")
+        if self.gain == "none":
+            object.__setattr__(self, "affine", False)
+
+    def without_gain(self) -> NormSpec:
+        """The same norm with no γ and no β (``model.qk_norm_gain=false``)."""
+        return replace(self, affine=False, gain="none")
+
+
+GAINS = ("vector", "zero_centred", "scalar", "none")
 
 
 NORMS: dict[str, type[Norm]] = {}
@@ -50,6 +75,9 @@ def build_norm(spec: NormSpec, dim: int, layer: int | None = None) -> Norm:
     is wrapped in ``DepthScaled``."""
     if spec.name not in NORMS:
         raise ValueError(f"unknown norm {spec.name!r}; allowed: {', '.join(sorted(NORMS))}")
+    if spec.gain not in NORMS[spec.name].gains:
+        raise ValueError(f"norm {spec.name!r} has no gain form {spec.gain!r}; allowed: "
+                         f"{', '.join(NORMS[spec.name].gains)}")
     norm = NORMS[spec.name](dim, spec)
     return DepthScaled(norm, layer) if spec.depth_scaled and layer is not None else norm
 
@@ -60,6 +88,7 @@ class Norm(nn.Module):
     name = "norm"
     supports_triton = False
     per_token = True  # statistics from each token alone (not across the batch): usable as QK-norm
+    gains: tuple[str, ...] = GAINS  # the ``norm.gain`` forms it has
 
     @staticmethod
     def stat_features(dim: int, p: float) -> int:
@@ -71,6 +100,23 @@ class Norm(nn.Module):
         s = x + residual if alpha == 1.0 else x + alpha * residual
         return self(s), s
 
+    def init_affine(self, dim: int, spec: NormSpec, bias: bool) -> None:
+        """``weight`` (γ, or w of γ = 1 + w) in the form ``spec.gain`` names, and ``bias`` (β, per feature, where
+        the norm has one and there is a gain)."""
+        self.dim, self.gain_form = dim, spec.gain
+        shape = {"vector": (dim,), "zero_centred": (dim,), "scalar": (1,)}.get(spec.gain)  # (1,): FSDP shards dim 0
+        init = 0.0 if spec.gain == "zero_centred" else 1.0
+        self.weight = nn.Parameter(torch.full(shape, init)) if shape else None
+        self.bias = nn.Parameter(torch.zeros(dim)) if shape and bias else None
+
+    def gain(self) -> torch.Tensor | None:
+        """γ as the formula multiplies by it, of shape (dim,): 1 + w for zero-centred gains, a scalar broadcast
+        (the fused kernels take a vector); None without a gain."""
+        w = self.weight
+        if w is None or self.gain_form == "vector":
+            return w
+        return 1 + w if self.gain_form == "zero_centred" else w.expand(self.dim).contiguous()
+
 
 @register_norm("layernorm")
 class LayerNorm(Norm):
@@ -78,12 +124,11 @@ class LayerNorm(Norm):
 
     def __init__(self, dim: int, spec: NormSpec):
         super().__init__()
-        self.dim, self.eps = dim, spec.eps
-        self.weight = nn.Parameter(torch.ones(dim)) if spec.affine else None
-        self.bias = nn.Parameter(torch.zeros(dim)) if spec.affine else None
+        self.eps = spec.eps
+        self.init_affine(dim, spec, bias=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.layer_norm(x, (self.dim,), self.weight, self.bias, self.eps)
+        return F.layer_norm(x, (self.dim,), self.gain(), self.bias, self.eps)
 
 
 @register_norm("rmsnorm")
@@ -95,14 +140,14 @@ class RMSNorm(Norm):
     def __init__(self, dim: int, spec: NormSpec):
         super().__init__()
         self.eps, self.impl = spec.eps, spec.impl
-        self.weight = nn.Parameter(torch.ones(dim)) if spec.affine else None
+        self.init_affine(dim, spec, bias=False)
         self.n_stat: int | None = None  # all features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return rms_norm(x, self.weight, self.eps, impl=self.impl, n_stat=self.n_stat)
+        return rms_norm(x, self.gain(), self.eps, impl=self.impl, n_stat=self.n_stat)
 
     def add_norm(self, x: torch.Tensor, residual: torch.Tensor, alpha: float = 1.0):
-        return rms_norm(x, self.weight, self.eps, impl=self.impl, residual=residual, alpha=alpha,
+        return rms_norm(x, self.gain(), self.eps, impl=self.impl, residual=residual, alpha=alpha,
                         n_stat=self.n_stat)
 
 
@@ -129,6 +174,7 @@ class BatchNorm(Norm):
     """
 
     per_token = False
+    gains = ("vector", "none")  # nn.BatchNorm1d's affine part, or none
 
     def __init__(self, dim: int, spec: NormSpec):
         super().__init__()
@@ -185,12 +231,31 @@ class DyT(Norm):
     def __init__(self, dim: int, spec: NormSpec):
         super().__init__()
         self.alpha = nn.Parameter(torch.full((1,), float(spec.alpha_init)))  # (1,), not 0-d: FSDP shards dim 0
-        self.weight = nn.Parameter(torch.ones(dim)) if spec.affine else None
-        self.bias = nn.Parameter(torch.zeros(dim)) if spec.affine else None
+        self.init_affine(dim, spec, bias=True)
+
+    def squash(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.alpha * x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch.tanh(self.alpha * x)
-        return y if self.weight is None else torch.addcmul(self.bias, y, self.weight)
+        y = self.squash(x)
+        return y if self.weight is None else torch.addcmul(self.bias, y, self.gain())
+
+
+@register_norm("derf")
+class Derf(DyT):
+    """Dynamic erf (arXiv 2512.10938, "Stronger Normalization-Free Transformers"; zlab-princeton/Derf), DyT's
+    successor: y = γ ⊙ erf(α·x + s) + β.
+
+    α and the shift s are learned scalars (α init ``norm.alpha_init``, 0.5 as the paper; s init 0); γ and β per
+    feature as DyT's. Like DyT it has no statistics (``norm.eps`` unused) and only the torch path.
+    """
+
+    def __init__(self, dim: int, spec: NormSpec):
+        super().__init__(dim, spec)
+        self.shift = nn.Parameter(torch.zeros(1))
+
+    def squash(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.erf(self.alpha * x + self.shift)
 
 
 class DepthScaled(Norm):

@@ -49,10 +49,15 @@ PRE_FWD = "y, h = self.norm2.add_norm(self.attn(self.norm1(x)), residual=x)"
 POST_FWD = ("x = self.norm1.add_norm(self.attn(x), residual=x, alpha=self.alpha)[0]\n"
             "        return self.norm2.add_norm(self.mlp(x), residual=x, alpha=self.alpha)[0]")
 PERI_FWD = "y, h = self.norm2.add_norm(self.out_norm1(self.attn(self.norm1(x))), residual=x)"
-QK = "q, k = self._heads(self.q_proj(x), self.q_norm), self._heads(self.k_proj(x), self.k_norm)"
-ROTATE = "            q, k = self.rotary(q), self.rotary(k)\n"
-FULL_IF, HEAD_IF = ('if norm is not None and self.qk_norm == "full":',
-                    'if norm is not None and self.qk_norm == "per_head":')
+EARLY, LATE = 'if self.qk_norm_at == "before_rope":', 'if self.qk_norm_at == "after_rope":'
+QK_EARLY = EARLY + "\n            q, k = self._normed(q, self.q_norm), self._normed(k, self.k_norm)"
+HEAD_IF, WIDTH = 'if self.norm_form == "per_head":', '{"per_head": self.head_dim, "full": d_model}'
+V_NORMED = "v = self._normed(self._heads(self.v_proj(x)), self.v_norm)"
+GATE = "y = y * torch.sigmoid(self.gate_proj(x)).view(*y.shape[:3], -1)"
+OUT = "return self.out_proj(y if self.inner_norm is None else self.inner_norm(y))"
+CAPPED = "scores = soft_cap(self._logits(q, k), self.softcap)"
+MASKED = 'torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)'
+SQUASH_DERF = "return torch.erf(self.alpha * x + self.shift)"
 
 MUTANTS: tuple[Mutant, ...] = (
     m("pre-gains-swapped", SWAP, "model/placements/pre.py",
@@ -65,7 +70,12 @@ MUTANTS: tuple[Mutant, ...] = (
     m("peri-mlp-reads-the-attention-input-norm", SWAP, "model/placements/peri.py",
       ("return h + self.out_norm2(self.mlp(y))", "return h + self.out_norm2(self.mlp(self.norm1(h)))")),
     m("qk-gains-swapped", SWAP, "model/attention.py",
-      (QK, "q, k = self._heads(self.q_proj(x), self.k_norm), self._heads(self.k_proj(x), self.q_norm)")),
+      (QK_EARLY, QK_EARLY.replace("self.q_norm), self._normed(k, self.k_norm)",
+                                  "self.k_norm), self._normed(k, self.q_norm)"))),
+    m("v-norm-takes-the-k-gain", SWAP, "model/attention.py",
+      (V_NORMED, V_NORMED.replace("self.v_norm", "self.k_norm"))),
+    m("logit-softcap-reads-the-attention-cap", SWAP, "model/gpt.py",
+      ("self.cfg.logit_softcap)", "self.cfg.attn_softcap or self.cfg.logit_softcap)")),
     m("admin-omegas-swapped", SWAP, "model/placements/post.py",
       ('self.shortcut("omega2", x, m)', 'self.shortcut("omega1", x, m)')),
     m("rezero-gates-swapped", SWAP, "model/placements/normfree.py",
@@ -73,15 +83,32 @@ MUTANTS: tuple[Mutant, ...] = (
     m("swiglu-gate-and-up-swapped", SWAP, "model/mlp.py",
       ("self.activation(self.gate(x)) * self.up(x)", "self.activation(self.up(x)) * self.gate(x)")),
     m("qk-norm-per-head-after-rope", MOVE, "model/attention.py",
-      (QK, "q, k = self._heads(self.q_proj(x), self.q_norm if self.qk_norm == 'full' else None), "
-           "self._heads(self.k_proj(x), self.k_norm if self.qk_norm == 'full' else None)"),
-      (ROTATE, ROTATE + "        if self.qk_norm == 'per_head':\n            q, k = self.q_norm(q), self.k_norm(k)\n")),
+      (EARLY, EARLY[:-1] + ' and self.qk_norm != "per_head":'), (LATE, LATE[:-1] + ' or self.qk_norm == "per_head":')),
+    m("qk-norm-after-rope-applied-before-it", MOVE, "model/attention.py", (EARLY, "if True:"), (LATE, "if False:")),
+    m("qk-norm-before-rope-applied-after-it", MOVE, "model/attention.py", (EARLY, "if False:"), (LATE, "if True:")),
     m("qk-norm-full-applied-per-head", MOVE, "model/attention.py",
-      ('"full": d_model}', '"full": self.head_dim}'), (FULL_IF, 'if norm is not None and self.qk_norm == "never":'),
-      (HEAD_IF, 'if norm is not None and self.qk_norm in ("per_head", "full"):')),
+      (WIDTH, '{"per_head": self.head_dim, "full": self.head_dim}'), (HEAD_IF, "if True:")),
     m("qk-norm-per-head-gain-of-d-model", MOVE, "model/attention.py",
-      ('{"per_head": self.head_dim,', '{"per_head": d_model,'), (HEAD_IF, 'if norm is not None and False:'),
-      (FULL_IF, 'if norm is not None and self.qk_norm in ("per_head", "full"):')),
+      (WIDTH, '{"per_head": d_model, "full": d_model}'), (HEAD_IF, "if False:")),
+    m("v-norm-on-the-attention-output", MOVE, "model/attention.py", (V_NORMED, "v = self._heads(self.v_proj(x))"),
+      ("y = y.transpose(1, 2)  # (B, T, H, d_head)", "y = self._normed(y, self.v_norm).transpose(1, 2)")),
+    m("attn-softcap-before-the-scale", MOVE, "model/attention.py",
+      (CAPPED, "scores = soft_cap(self._logits(q, k) * self.head_dim**0.5, self.softcap) / self.head_dim**0.5")),
+    m("attn-softcap-after-the-mask", MOVE, "model/attention.py", (CAPPED, "scores = self._logits(q, k)"),
+      (MASKED, 'torch.softmax(soft_cap(scores.masked_fill(future, float("-inf")), self.softcap), dim=-1)')),
+    m("logit-softcap-on-the-hidden-state", MOVE, "model/gpt.py",
+      ("soft_cap(self.lm_head(self.hidden(idx)), self.cfg.logit_softcap)",
+       "self.lm_head(soft_cap(self.hidden(idx), self.cfg.logit_softcap))")),
+    m("attn-logit-max-read-after-the-cap", MOVE, "model/attention.py",
+      ("return entropy, raw.masked_fill(", "return entropy, soft_cap(raw, self.softcap).masked_fill(")),
+    m("gate-after-w-out", MOVE, "model/attention.py", (GATE, "pass"),
+      (OUT, OUT + " * torch.sigmoid(self.gate_proj(x)).repeat_interleave(\n"
+                  "            x.shape[-1] // self.gate_proj.out_features, -1) if self.gate_proj is not None else "
+                  "self.out_proj(y if self.inner_norm is None else self.inner_norm(y))")),
+    m("gate-reads-the-attention-output", MOVE, "model/attention.py",
+      (GATE, "y = y * torch.sigmoid(self.gate_proj(y.reshape(x.shape))).view(*y.shape[:3], -1)")),
+    m("gate-features-in-the-wrong-heads", MOVE, "model/attention.py",
+      (GATE, "y = y * torch.sigmoid(self.gate_proj(x)).view(*y.shape[:2], -1, y.shape[2]).transpose(2, 3)")),
     m("reorder-norm-before-the-sublayer", MOVE, "model/placements/peri.py",
       ("h = x + self.norm1(self.attn(x))", "h = x + self.attn(self.norm1(x))")),
     m("subln-attention-norm-after-w-out", MOVE, "model/attention.py",
@@ -125,14 +152,30 @@ MUTANTS: tuple[Mutant, ...] = (
       ("layer < n_post_blocks(", "layer <= n_post_blocks(")),
     m("mix-ceil-not-floor", DEPTH, "model/placements/mix.py",
       ("math.floor(post_fraction * n_layers + 1e-9)", "math.ceil(post_fraction * n_layers - 1e-9)")),
-    m("dyt-alpha-after-tanh", FORM, "norms.py", ("y = torch.tanh(self.alpha * x)", "y = self.alpha * torch.tanh(x)")),
-    m("dyt-beta-missing", FORM, "norms.py", ("torch.addcmul(self.bias, y, self.weight)", "y * self.weight")),
+    m("dyt-alpha-after-tanh", FORM, "norms.py",
+      ("return torch.tanh(self.alpha * x)", "return self.alpha * torch.tanh(x)")),
+    m("dyt-beta-missing", FORM, "norms.py", ("torch.addcmul(self.bias, y, self.gain())", "y * self.gain()")),
+    m("derf-shift-outside-erf", FORM, "norms.py", (SQUASH_DERF, "return torch.erf(self.alpha * x) + self.shift")),
+    m("derf-alpha-scales-the-shift", FORM, "norms.py",
+      (SQUASH_DERF, "return torch.erf(self.alpha * (x + self.shift))")),
+    m("derf-tanh-not-erf", FORM, "norms.py", (SQUASH_DERF, "return torch.tanh(self.alpha * x + self.shift)")),
+    m("zero-centred-gain-without-the-one", FORM, "norms.py",
+      ('return 1 + w if self.gain_form == "zero_centred"', 'return w if self.gain_form == "zero_centred"')),
+    m("zero-centred-gain-starts-at-one", FORM, "norms.py",
+      ('init = 0.0 if spec.gain == "zero_centred" else 1.0', "init = 1.0")),
+    m("scalar-gain-ignored", FORM, "norms.py", ("else w.expand(self.dim).contiguous()", "else None")),
+    m("no-gain-keeps-the-bias", FORM, "norms.py", ("if shape and bias else None", "if bias else None")),
+    m("qk-norm-gain-kept", FORM, "model/attention.py",
+      ("spec = spec if qk_norm_gain else spec.without_gain()", "spec = spec")),
+    m("softcap-without-the-outer-c", FORM, "model/softcap.py",
+      ("return cap * torch.tanh(z / cap) if cap else z", "return torch.tanh(z / cap) if cap else z")),
+    m("gate-silu-not-sigmoid", FORM, "model/attention.py", (GATE, GATE.replace("torch.sigmoid", "F.silu"))),
     m("prmsnorm-k-floor", FORM, "norms.py", ("max(1, math.ceil(p * dim))", "max(1, int(p * dim))")),
     m("prmsnorm-k-plus-one", FORM, "norms.py", ("max(1, math.ceil(p * dim))", "max(1, math.ceil(p * dim) + 1)")),
     m("layernorm-bias-missing", FORM, "norms.py",
-      ("self.weight, self.bias, self.eps)", "self.weight, None, self.eps)")),
+      ("self.gain(), self.bias, self.eps)", "self.gain(), None, self.eps)")),
     m("layernorm-eps-ignored", FORM, "norms.py",
-      ("self.weight, self.bias, self.eps)", "self.weight, self.bias, 1e-5)")),
+      ("self.gain(), self.bias, self.eps)", "self.gain(), self.bias, 1e-5)")),
     m("rmsnorm-eps-outside-the-root", FORM, "ops/rmsnorm.py",
       ("y = xf * torch.rsqrt(stat.pow(2).mean(-1, keepdim=True) + eps)",
        "y = xf / (stat.pow(2).mean(-1, keepdim=True).sqrt() + eps)")),

@@ -26,6 +26,34 @@ def test_new_keys_reach_the_model():
             default.placement.post_fraction) == ("none", False, 0.0, False, None)
 
 
+def test_the_2023_2026_keys_reach_the_model_and_default_to_todays_model():
+    from normtrain.model.softcap import soft_cap  # noqa: F401  (importable with torch alone)
+    from normtrain.norms import Derf
+
+    model = normtrain.build_model(normtrain.compose([
+        "placement=sandwich", "norm=derf", "norm.gain=zero_centred", "model.qk_norm=full",
+        "model.qk_norm_at=after_rope", "model.qk_norm_gain=false", "model.v_norm=true", "model.attn_softcap=50",
+        "model.logit_softcap=30", "model.attn_gate=head"]))
+    block, attn = model.blocks[0], model.blocks[0].attn
+    assert type(block).__name__ == "PeriNormBlock" and model.cfg.placement == "peri"
+    assert isinstance(block.norm1, Derf) and block.norm1.gain_form == "zero_centred" and block.norm1.weight.sum() == 0
+    assert attn.qk_norm_at == "after_rope" and attn.q_norm.weight is None and attn.v_norm.weight is None
+    assert (attn.softcap, model.cfg.logit_softcap, attn.gate_proj.out_features) == (50.0, 30.0, 4)
+    affine_off = normtrain.build_model(normtrain.compose(["norm.affine=false"])).blocks[0].norm1
+    assert affine_off.weight is None and affine_off.gain_form == "none"
+    default = normtrain.compose([])
+    m = default.model
+    assert (m.qk_norm_at, m.qk_norm_gain, m.v_norm, m.attn_softcap, m.logit_softcap, m.attn_gate,
+            default.norm.gain) == ("before_rope", True, False, 0.0, 0.0, "none", "vector")
+    plain = normtrain.build_model(default).blocks[0]
+    assert plain.attn.v_norm is None and plain.attn.gate_proj is None and plain.norm1.weight.shape == (128,)
+
+
+def test_sandwich_is_peri_by_another_name():
+    """One class, one recorded name: a run asked for as placement=sandwich is the experiment placement=peri is."""
+    assert normtrain.compose(["placement=sandwich"]) == normtrain.compose(["placement=peri"])
+
+
 @pytest.mark.parametrize("overrides,needle", [
     (["placement=mix", "placement.post_fraction=1.5"],
      "placement.post_fraction=1.5: the share of Post-LN blocks must lie in [0, 1]"),
@@ -34,7 +62,7 @@ def test_new_keys_reach_the_model():
      "placement.post_fraction=0.5 applies to placement=mix only, not placement=pre"),
     (["norm=batchnorm", "model.qk_norm=true"],
      "model.qk_norm=per_head normalizes each token's query and key, which norm=batchnorm cannot (its statistics "
-     "mix positions); allowed: dyt, layernorm, prmsnorm, rmsnorm"),
+     "mix positions); allowed: derf, dyt, layernorm, prmsnorm, rmsnorm"),
     (["norm=batchnorm", "model.qk_norm=full"], "model.qk_norm=full normalizes each token's query and key"),
     (["norm=prmsnorm", "model.qk_norm=per_head"],  # head_dim 32: ⌈0.0625·32⌉ = 2 features
      "model.qk_norm=per_head with norm=prmsnorm estimates the rms of each 32-feature head from 2 features "
@@ -46,11 +74,27 @@ def test_new_keys_reach_the_model():
      "false = none)"),
     (["placement=rezero", "norm.depth_scaled=true"], "norm.depth_scaled=true: placement=rezero holds no norm to "
      "scale; placements with norms: admin, deepnorm, mix, peri, post, pre, reorder, subln"),
-    (["norm=dyt", "norm.alpha_init=0"], "norm.alpha_init=0.0: DyT's initial α must be a finite number > 0"),
+    (["norm=dyt", "norm.alpha_init=0"], "norm.alpha_init=0.0: DyT's and Derf's initial α must be a finite number > 0"),
     (["optim.z_loss=-1e-4"], "optim.z_loss=-0.0001: the z-loss coefficient must be a finite number >= 0"),
     (["monitor.spike_window=1"], "monitor.spike_window=1: must be at least 2"),
     (["placement=admin", "placement.alpha=2"], "α scales the shortcut before the norm, which only deepnorm, post"),
     (["norm=dyt", "norm.impl=triton"], "norm.impl=triton is only available for prmsnorm, rmsnorm, not dyt"),
+    (["norm.gain=unit"], "norm.gain='unit' is not known; allowed: vector, zero_centred, scalar, none "
+     "(norm.affine=false = none)"),
+    (["norm.affine=false", "norm.gain=scalar"], "norm.affine=false means norm.gain=none (no γ, no β), which "
+     "contradicts norm.gain=scalar; drop one of them"),
+    (["norm=batchnorm", "norm.gain=zero_centred"], "norm.gain=zero_centred: norm=batchnorm has only vector and none"),
+    (["model.qk_norm_at=middle"], "model.qk_norm_at='middle' is not known; allowed: after_rope, before_rope"),
+    (["model.qk_norm_at=after_rope"], "model.qk_norm_at=after_rope places QK-norm, and model.qk_norm=none has none"),
+    (["model.qk_norm=per_head", "model.qk_norm_at=after_rope", "model.pos=learned"],
+     "model.qk_norm_at=after_rope: model.pos=learned has no RoPE, so before and after are the same model"),
+    (["model.qk_norm_gain=false"], "model.qk_norm_gain=false removes the gain of QK-norm (and V-norm), and this "
+     "model has neither"),
+    (["norm=batchnorm", "model.v_norm=true"], "model.v_norm=true normalizes each token's values, which "
+     "norm=batchnorm cannot"),
+    (["model.attn_softcap=-1"], "model.attn_softcap=-1.0: the soft-cap c of c·tanh(z/c) must be a finite number >= 0"),
+    (["model.logit_softcap=inf"], "model.logit_softcap=inf: the soft-cap c"),
+    (["model.attn_gate=channel"], "model.attn_gate='channel' is not known; allowed: elementwise, head, none"),
 ])
 def test_nonsense_is_refused_with_the_allowed_values(overrides, needle):
     with pytest.raises(ConfigError) as err:
@@ -65,6 +109,9 @@ def test_nonsense_is_refused_with_the_allowed_values(overrides, needle):
     ["norm=layernorm", "model.qk_norm=per_head"], ["model.qk_norm=false"],
     ["model.mlp=geglu", "placement=subln"], ["model.mlp=geglu", "placement=deepnorm"],
     ["optim.z_loss=1e-4", "optim.independent_wd=true", "optim.weight_decay=1e-4"],
+    ["norm=derf", "norm.gain=scalar"], ["norm.affine=false", "norm.gain=none"], ["norm=batchnorm", "norm.gain=none"],
+    ["model.v_norm=true", "model.qk_norm_gain=false"], ["model.qk_norm=full", "model.qk_norm_at=after_rope"],
+    ["model.attn_softcap=50", "model.logit_softcap=30", "model.attn_gate=elementwise", "placement=sandwich"],
 ])
 def test_sensible_combinations_are_accepted(overrides):
     validate(normtrain.compose(overrides))
@@ -81,7 +128,8 @@ def recorded(overrides, **model):
 
 
 @pytest.mark.parametrize("change", ["model.qk_norm=true", "norm.depth_scaled=true", "optim.z_loss=1e-4",
-                                    "optim.independent_wd=true", "norm.alpha_init=0.3"])
+                                    "optim.independent_wd=true", "norm.alpha_init=0.3", "norm.gain=scalar",
+                                    "model.attn_softcap=50", "model.attn_gate=head", "model.v_norm=true"])
 def test_a_resume_refuses_a_changed_new_key(change):
     with pytest.raises(CheckpointError, match=change.split("=")[0]):
         config_changes(experiment([]), experiment([change]), step=5)
@@ -94,7 +142,8 @@ def test_a_checkpoint_from_before_the_new_keys_resumes_under_their_neutral_value
     new = recorded([])
     old = {group: dict(values) for group, values in new.items() if isinstance(values, dict)}
     for key in ("model.qk_norm", "norm.alpha_init", "norm.depth_scaled", "placement.post_fraction", "optim.z_loss",
-                "optim.independent_wd"):  # the catalog's keys, unknown to a checkpoint written before them
+                "optim.independent_wd", "norm.gain", "model.qk_norm_at", "model.qk_norm_gain", "model.v_norm",
+                "model.attn_softcap", "model.logit_softcap", "model.attn_gate"):  # unknown to an older checkpoint
         group, name = key.split(".")
         del old[group][name]
     old = {**with_defaults(old), "world_size": 1}

@@ -23,20 +23,41 @@ def rows(run_dir):
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+def trained(overrides, steps, tiny, run_dir):
+    """A completed run of ``steps`` steps at lr 3e-3, logged at its start, middle and end: (summary, rows)."""
+    cfg = normtrain.compose([*tiny, *FAST, f"train.max_steps={steps}", f"monitor.every={steps // 2}",
+                             "optim.lr=3e-3", *overrides])
+    summary = normtrain.train(cfg, run_dir=run_dir)
+    assert summary["status"] == "completed" and summary["steps"] == steps
+    return summary, rows(run_dir)
+
+
 @pytest.mark.parametrize("overrides", [
     ["placement=peri"], ["placement=reorder"], ["placement=mix", "model.n_layers=4"], ["placement=subln"],
     ["placement=admin"], ["placement=rezero"], ["placement=none"], ["norm=dyt"], ["norm.depth_scaled=true"],
 ], ids=lambda o: "-".join(x.split("=")[-1] for x in o))
 def test_each_new_placement_and_norm_trains_50_steps(overrides, tiny, tmp_path):
-    cfg = normtrain.compose([*tiny, *FAST, "train.max_steps=50", "monitor.every=25", "optim.lr=3e-3", *overrides])
-    summary = normtrain.train(cfg, run_dir=tmp_path)
-    assert summary["status"] == "completed" and summary["steps"] == 50
-    logged = rows(tmp_path)
+    summary, logged = trained(overrides, 50, tiny, tmp_path)
     assert [r["step"] for r in logged] == [0, 25, 50]
     assert summary["final_val_loss"] < math.log(256) - 0.5  # it learns (ln 256: the uniform guess; all end < 4.8)
     for key in ("output/log_z", "output/logit_max", "attn_logit_max/layer_1", "attn_entropy/layer_1"):
         assert math.isfinite(logged[-2][key]), key
     assert summary["spike_points"] == 0 and summary["spike_score"] is None  # 50 steps < the 1000-step window
+
+
+@pytest.mark.parametrize("overrides", [
+    ["norm=derf"], ["norm.gain=zero_centred"], ["norm.gain=scalar"], ["norm.gain=none"], ["placement=sandwich"],
+    ["model.qk_norm=per_head", "model.qk_norm_at=after_rope"], ["model.qk_norm=full", "model.qk_norm_gain=false"],
+    ["model.v_norm=true"], ["model.attn_softcap=5"], ["model.logit_softcap=5"], ["model.attn_gate=head"],
+    ["model.attn_gate=elementwise"],
+], ids=lambda o: "-".join(x.split(".")[-1] for x in o))
+def test_each_2023_2026_choice_trains_the_tiny_model(overrides, tiny, tmp_path):
+    summary, logged = trained(overrides, 20, tiny, tmp_path)
+    first, last = logged[0]["train/loss"], summary["final_val_loss"]
+    assert last < first - 0.2, (first, last)  # it learns (Derf, the slowest here, by 0.27 nats)
+    assert all(math.isfinite(logged[-2][k]) for k in ("attn_logit_max/layer_1", "attn_entropy/layer_1"))
+    if "model.logit_softcap=5" in overrides:
+        assert logged[-2]["output/logit_max"] <= 5.0
 
 
 def test_z_loss_is_its_own_term_and_leaves_the_cross_entropy_alone(tiny, tmp_path):

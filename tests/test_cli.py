@@ -76,7 +76,8 @@ def test_wandb_offline_run_lands_in_the_run_folder(tiny, tmp_path):
 @slow
 @pytest.mark.parametrize("args,needles", [
     (["norm.name=groupnorm"],
-     ["norm.name='groupnorm' is not known; allowed: batchnorm, batchnorm_causal, dyt, layernorm, prmsnorm, rmsnorm"]),
+     ["norm.name='groupnorm' is not known; allowed: batchnorm, batchnorm_causal, derf, dyt, layernorm, prmsnorm, "
+      "rmsnorm"]),
     (["model.n_heads=3", "model.n_layers=0"], ["2 problems", "does not divide", "model.n_layers=0"]),
     (["norm=prmsnorm", "norm.p=2"], ["norm.p=2.0"]),
     (["optim.lr=-1"], ["optim.lr=-1.0"]),

@@ -78,7 +78,7 @@ def test_all_problems_are_reported_together():
         validate(cfg)
     text = str(err.value)
     assert len(err.value.problems) == 6
-    for needle in ["norm.name='groupnorm' is not known; allowed: batchnorm, batchnorm_causal, dyt, layernorm, "
+    for needle in ["norm.name='groupnorm' is not known; allowed: batchnorm, batchnorm_causal, derf, dyt, layernorm, "
                    "prmsnorm, rmsnorm", "model.n_heads=3 does not divide model.d_model=128", "model.n_layers=0",
                    "optim.lr=-0.1", "/no/such/corpus", "placement.beta"]:
         assert needle in text
@@ -170,7 +170,7 @@ def float_keys() -> list[str]:
 def test_the_float_keys_are_known():
     assert {"model.emb_std", "norm.eps", "norm.p", "optim.lr", "optim.eps", "optim.weight_decay",
             "optim.min_lr_ratio", "optim.grad_clip", "monitor.divergence_factor", "data.val_fraction",
-            "norm.alpha_init", "optim.z_loss", "optim.momentum",
+            "norm.alpha_init", "optim.z_loss", "optim.momentum", "model.attn_softcap", "model.logit_softcap",
             "train.progress_every_s"} == set(
         float_keys())
 

@@ -73,7 +73,8 @@ def test_rmsnorm_zero_rows_stay_finite():
 
 
 def test_unknown_norm_lists_allowed():
-    with pytest.raises(ValueError, match="allowed: batchnorm, batchnorm_causal, dyt, layernorm, prmsnorm, rmsnorm"):
+    with pytest.raises(ValueError, match="allowed: batchnorm, batchnorm_causal, derf, dyt, layernorm, prmsnorm, "
+                                         "rmsnorm"):
         build_norm(NormSpec("groupnorm"), 8)
 
 

@@ -10,15 +10,18 @@ import torch
 
 from normtrain.model.config import GPTConfig
 from normtrain.model.mlp import default_d_ff
+from normtrain.norms import NormSpec
 
 ROPE_BASE = 10000.0  # normtrain.model.attention.Rotary's base
 # GPTConfig fields whose value the mappings honour (through ``wants`` or their weights); any other field (a
-# newer option) must be off for a model to map onto a class.
+# newer option) must be at its default (off) for a model to map onto a class, unless the class lists it in
+# ``options`` (Gemma's soft-caps).
 HANDLED = {"n_layers", "d_model", "n_heads", "seq_len", "vocab_size", "mlp", "d_ff", "pos", "bias", "emb_std",
            "norm", "placement", "alpha", "beta", "qk_norm",
            "post_fraction"}  # read by placement=mix only, which no mapping here accepts
 # NormSpec fields that change the model when set; every mapping needs them off.
 NORM_OPTIONS = ("depth_scaled",)
+DEFAULTS, NORM_DEFAULTS = GPTConfig(), NormSpec()
 
 
 def described(c: GPTConfig) -> dict[str, Any]:
@@ -38,15 +41,19 @@ class Architecture:
     hf_class: ClassVar[str]
     model_type: ClassVar[str]
     wants: ClassVar[dict[str, Any]]  # what the model must be: config key (as in ``described``) -> value
+    options: ClassVar[tuple[str, ...]] = ()  # newer GPTConfig fields the class expresses at any value
+    gains: ClassVar[tuple[str, ...]] = ("vector", "none")  # the ``norm.gain`` forms its weights can carry
 
     def mismatches(self, c: GPTConfig) -> list[str]:
         """Why ``c`` is not expressible as this class (empty when it is), one reason per config key."""
         have = described(c)
         why = [f"{key}={shown(have[key])} (needs {shown(value)})" for key, value in self.wants.items()
                if have[key] != value]
-        extra = [f.name for f in fields(c) if f.name not in HANDLED and getattr(c, f.name) not in (None, False, 0, "")]
-        extra += [f"norm.{name}" for name in NORM_OPTIONS if getattr(c.norm, name, False)]
-        return why + [f"{name}={shown(value_of(c, name))} (not in {self.hf_class})" for name in extra]
+        extra = [f.name for f in fields(c) if f.name not in HANDLED and f.name not in self.options
+                 and getattr(c, f.name) != getattr(DEFAULTS, f.name)]
+        extra += [f"norm.{name}" for name in NORM_OPTIONS if getattr(c.norm, name) != getattr(NORM_DEFAULTS, name)]
+        extra += ["norm.gain"] if c.norm.gain not in self.gains else []
+        return why + [f"{_key(name)}={shown(value_of(c, name))} (not in {self.hf_class})" for name in extra]
 
     def config(self, c: GPTConfig, eot: int | None) -> dict[str, Any]:
         raise NotImplementedError
@@ -86,3 +93,8 @@ def rename(name: str, top: dict[str, str], block: dict[str, str], blocks_to: str
 
 def inverse(table: dict[str, str]) -> dict[str, str]:
     return {v: k for k, v in table.items()}
+
+
+def _key(name: str) -> str:
+    """The config key of a GPTConfig field (``attn_gate`` -> ``model.attn_gate``); ``norm.*`` as it is."""
+    return name if name.startswith("norm.") else f"model.{name}"

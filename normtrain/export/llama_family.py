@@ -16,10 +16,17 @@ Conventions that must agree (each is checked numerically by the round-trip tests
   * Gemma multiplies the embeddings by √d before the first block; ours has no such scale, so the exported
     embedding table is ours divided by √d (the product is ours again, to fp32 rounding). The LM head is its
     own matrix (``tie_word_embeddings: false``), so it is not scaled.
-  * Gemma 2's defaults that ours lacks are switched off: the attention and final logit soft-caps (null), the
-    sliding-window layers (every layer ``full_attention``); its attention scale 1/√``query_pre_attn_scalar``
-    is ours with ``query_pre_attn_scalar`` = head_dim. GeGLU is Gemma's ``gelu_pytorch_tanh``.
-  * Norms without affine parameters (``norm.affine=false``) are written as unit gains.
+  * Gemma 2's defaults that ours lacks are switched off: the attention and final logit soft-caps (null, unless
+    the model has them), the sliding-window layers (every layer ``full_attention``); its attention scale
+    1/√``query_pre_attn_scalar`` is ours with ``query_pre_attn_scalar`` = head_dim.
+    GeGLU is Gemma's ``gelu_pytorch_tanh``.
+  * Norms without affine parameters (``norm.affine=false``) are written as unit gains. Zero-centred gains
+    (``norm.gain=zero_centred``, γ = 1 + w) are written as the γ they stand for, so Gemma's stored weight is our w
+    itself; a scalar gain maps nowhere (normtrain's format keeps it one number).
+  * Soft-caps: ``model.attn_softcap`` goes into Gemma 2's ``attn_logit_softcapping`` (after the 1/√d_head scale,
+    as ours), ``model.logit_softcap`` into Gemma 2's and Gemma 3's ``final_logit_softcapping``. Gemma 3's
+    attention reads no cap in transformers (the key exists, its attention never passes it on), and the other
+    classes have none: those models stay in normtrain's format.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ class LlamaFamily(Architecture):
                                      "lm_head": "lm_head"}
     NORMS: ClassVar[dict[str, str]]  # our block's norms -> their names in a decoder layer
     gain_offset: ClassVar[float] = 0.0  # what HF adds to a stored gain (Gemma: 1)
+    gains = ("vector", "zero_centred", "none")
     scales_embedding: ClassVar[bool] = False  # HF multiplies the embeddings by √d (Gemma)
 
     def config(self, c: GPTConfig, eot: int | None) -> dict[str, Any]:
@@ -71,7 +79,7 @@ class LlamaFamily(Architecture):
         out = {}
         for name, t in state.items():
             if _is_gain(name):
-                t = t - self.gain_offset
+                t = t + (_ours_offset(c) - self.gain_offset)
             elif name == "tok_emb.weight" and self.scales_embedding:
                 t = t / _embed_scale(c)
             out[rename(name, self.TOP, self.block(), "model.layers")] = t.contiguous()
@@ -84,7 +92,7 @@ class LlamaFamily(Architecture):
             if _is_gain(ours):
                 if not c.norm.affine:
                     continue
-                t = t + self.gain_offset
+                t = t + (self.gain_offset - _ours_offset(c))
             elif ours == "tok_emb.weight" and self.scales_embedding:
                 t = t * _embed_scale(c)
             out[ours] = t
@@ -103,6 +111,11 @@ class LlamaFamily(Architecture):
 def _is_gain(name: str) -> bool:
     """Is our parameter ``name`` a norm's gain (final_norm, norm1, out_norm2, attn.q_norm, ...)?"""
     return "norm" in name.rsplit(".", 2)[-2]
+
+
+def _ours_offset(c: GPTConfig) -> float:
+    """What our norms add to a stored gain: 1 for zero-centred gains (γ = 1 + w), else 0."""
+    return 1.0 if c.norm.gain == "zero_centred" else 0.0
 
 
 def _embed_scale(c: GPTConfig) -> torch.Tensor:
@@ -151,19 +164,22 @@ class Gemma2(LlamaFamily):
              "model.qk_norm": "none", **NO_BIAS}
     NORMS = PERI_NORMS
     gain_offset, scales_embedding = 1.0, True
+    options = ("attn_softcap", "logit_softcap")
 
     def specific(self, c):
         # No layer slides (every one is full_attention); transformers still builds a sliding mask, which needs a
         # window: the context length, so that it would change nothing even if a layer read it.
         return {"hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": c.d_model // c.n_heads,
                 "sliding_window": c.seq_len, "layer_types": ["full_attention"] * c.n_layers,
-                "final_logit_softcapping": None, "attn_logit_softcapping": None, "use_bidirectional_attention": False}
+                "final_logit_softcapping": c.logit_softcap or None, "attn_logit_softcapping": c.attn_softcap or None,
+                "use_bidirectional_attention": False}
 
 
 class Gemma3(Gemma2):
     name, hf_class, model_type = "gemma3", "Gemma3ForCausalLM", "gemma3_text"
     wants = {**Gemma2.wants, "model.qk_norm": "per_head"}
     NORMS = {**PERI_NORMS, **QK_NORMS}
+    options = ("logit_softcap",)
 
     def specific(self, c):
         rope = {"rope_type": "default", "rope_theta": ROPE_BASE}  # one θ for both layer types: every layer is full

@@ -16,6 +16,19 @@ only through their offset; a norm after RoPE would rescale the rotated coordinat
 LayerNorm's mean), breaking that relative-position property. Per head it bounds every attention logit
 (|q·k|/√d ≤ √d·max γ² for RMSNorm), which keeps the logits from growing at high learning rates (Wortsman et
 al. 2023, §3.1.1); the full form bounds the sum of the heads' squared norms, so it bounds each head too.
+
+The 2023–2026 catalog adds, all off by default:
+
+  qk_norm_at=after_rope   QK-norm on the rotated q and k (nGPT); q·k then depends on absolute positions
+                          through γ (and LayerNorm's mean), which is the trade-off the trackers argue about
+  qk_norm_gain=false      QK-norm (and V-norm) without γ (or β): a parameter-free norm (nanochat)
+  v_norm                  the same norm on the values, in QK-norm's form (per head when QK-norm is off),
+                          as HybridNorm's QKV-norm and Gemma 3n
+  softcap                 c·tanh(s/c) on the attention logits s = q·kᵀ/√d_head, after the scale (Gemma 2);
+                          the attention is then computed explicitly, not by the fused SDPA kernel
+  gate                    gated attention (Qiu et al., NeurIPS 2025, Qwen): Y ← Y ⊙ σ(X·W_θ) on the heads'
+                          output Y, before W_O (and before Sub-LN's inner norm), X the attention's input;
+                          ``head``: one gate per head (W_θ: d → H), ``elementwise``: one per feature (d → d)
 """
 
 from __future__ import annotations
@@ -24,7 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from normtrain.model.config import QK_NORMS
+from normtrain.model.config import ATTN_GATES, QK_NORM_AT, QK_NORMS, GPTConfig
+from normtrain.model.softcap import soft_cap
 from normtrain.norms import NormSpec, build_norm
 
 
@@ -47,68 +61,110 @@ class Rotary(nn.Module):
 
 class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention; ``qk_norm`` (``none``, ``per_head`` or ``full``) adds QK-norm of the
-    ``qk_spec`` norm type.
+    ``qk_spec`` norm type, at ``qk_norm_at``; ``v_norm``, ``softcap`` and ``gate`` as the module's docstring says.
 
     ``inner_norm`` (None unless a placement sets it, e.g. Sub-LN) normalizes the heads' concatenated output
     before ``out_proj``.
     """
 
     def __init__(self, d_model: int, n_heads: int, max_len: int, rope: bool, bias: bool = False,
-                 qk_norm: str = "none", qk_spec: NormSpec | None = None):
+                 qk_norm: str = "none", qk_spec: NormSpec | None = None, *, qk_norm_at: str = "before_rope",
+                 qk_norm_gain: bool = True, v_norm: bool = False, softcap: float = 0.0, gate: str = "none"):
         super().__init__()
-        if qk_norm not in QK_NORMS:
-            raise ValueError(f"unknown QK-norm form {qk_norm!r}; allowed: {', '.join(QK_NORMS)}")
+        for value, allowed, what in ((qk_norm, QK_NORMS, "QK-norm form"), (qk_norm_at, QK_NORM_AT, "QK-norm place"),
+                                     (gate, ATTN_GATES, "attention gate")):
+            if value not in allowed:
+                raise ValueError(f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
         self.n_heads, self.head_dim = n_heads, d_model // n_heads
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         self.rotary = Rotary(self.head_dim, max_len) if rope else None
-        self.qk_norm = qk_norm
-        width = {"per_head": self.head_dim, "full": d_model}.get(qk_norm)
+        self.qk_norm, self.qk_norm_at, self.softcap = qk_norm, qk_norm_at, float(softcap)
+        self.norm_form = "per_head" if qk_norm == "none" else qk_norm  # V-norm's form without QK-norm
+        width = {"per_head": self.head_dim, "full": d_model}[self.norm_form]
         spec = qk_spec or NormSpec()
-        self.q_norm = build_norm(spec, width) if width else None
-        self.k_norm = build_norm(spec, width) if width else None
+        spec = spec if qk_norm_gain else spec.without_gain()
+        self.q_norm = build_norm(spec, width) if qk_norm != "none" else None
+        self.k_norm = build_norm(spec, width) if qk_norm != "none" else None
+        self.v_norm = build_norm(spec, width) if v_norm else None
+        self.gate_proj = nn.Linear(d_model, {"head": n_heads, "elementwise": d_model}[gate], bias=bias) \
+            if gate != "none" else None
         self.inner_norm: nn.Module | None = None
 
-    def _heads(self, t: torch.Tensor, norm: nn.Module | None = None) -> torch.Tensor:
-        """(B, T, d) -> (B, H, T, d_head), QK-normed on the way by ``norm`` in the configured form."""
+    @classmethod
+    def from_config(cls, cfg: GPTConfig) -> CausalSelfAttention:
+        return cls(cfg.d_model, cfg.n_heads, cfg.seq_len, rope=cfg.pos == "rope", bias=cfg.bias, qk_norm=cfg.qk_norm,
+                   qk_spec=cfg.norm, qk_norm_at=cfg.qk_norm_at, qk_norm_gain=cfg.qk_norm_gain, v_norm=cfg.v_norm,
+                   softcap=cfg.attn_softcap, gate=cfg.attn_gate)
+
+    def _heads(self, t: torch.Tensor) -> torch.Tensor:
+        """(B, T, d) -> (B, H, T, d_head)."""
         B, T, _ = t.shape
-        if norm is not None and self.qk_norm == "full":
-            t = norm(t)
-        t = t.view(B, T, self.n_heads, self.head_dim)
-        if norm is not None and self.qk_norm == "per_head":
-            t = norm(t)
-        return t.transpose(1, 2)
+        return t.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def _normed(self, t: torch.Tensor, norm: nn.Module | None) -> torch.Tensor:
+        """``norm`` on the heads ``t`` (B, H, T, d_head) in the configured form: each head over its d_head
+        features, or (``full``) all heads of a token together over d."""
+        if norm is None:
+            return t
+        if self.norm_form == "per_head":
+            return norm(t)
+        B, H, T, dh = t.shape
+        return norm(t.transpose(1, 2).reshape(B, T, H * dh)).view(B, T, H, dh).transpose(1, 2)
 
     def _qk(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        q, k = self._heads(self.q_proj(x), self.q_norm), self._heads(self.k_proj(x), self.k_norm)
+        q, k = self._heads(self.q_proj(x)), self._heads(self.k_proj(x))
+        if self.qk_norm_at == "before_rope":
+            q, k = self._normed(q, self.q_norm), self._normed(k, self.k_norm)
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
+        if self.qk_norm_at == "after_rope":
+            q, k = self._normed(q, self.q_norm), self._normed(k, self.k_norm)
         return q, k
+
+    def _logits(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """The attention logits q·kᵀ/√d_head (B, H, T, T), before any cap, in fp32 at least."""
+        dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+        return (q.to(dtype) @ k.to(dtype).transpose(-1, -2)) / self.head_dim**0.5
+
+    def _capped_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """softmax(c·tanh(s/c) + causal mask)·v, explicitly: the fused kernel has no soft-cap."""
+        scores = soft_cap(self._logits(q, k), self.softcap)
+        T = q.shape[-2]
+        future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+        return torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1).to(v.dtype) @ v
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k = self._qk(x)
-        y = F.scaled_dot_product_attention(q, k, self._heads(self.v_proj(x)), is_causal=True)
-        y = y.transpose(1, 2).reshape(x.shape)
+        v = self._normed(self._heads(self.v_proj(x)), self.v_norm)
+        if self.softcap:
+            y = self._capped_attention(q, k, v)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = y.transpose(1, 2)  # (B, T, H, d_head)
+        if self.gate_proj is not None:  # σ(X·W_θ): (B, T, H, 1) per head, (B, T, H, d_head) per feature
+            y = y * torch.sigmoid(self.gate_proj(x)).view(*y.shape[:3], -1)
+        y = y.reshape(x.shape)
         return self.out_proj(y if self.inner_norm is None else self.inner_norm(y))
 
     @torch.no_grad()
     def logit_stats(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(mean entropy in nats of the causal attention distributions, max attention logit q·k/√d_head) for
-        input ``x`` (B, T, d); the max is over heads and the causal (query, key) pairs only.
+        input ``x`` (B, T, d); the max is over heads and the causal (query, key) pairs only, and taken *before*
+        any soft-cap (a cap hides the growth it is there to contain); the entropy is of the capped softmax.
 
         The fused attention kernel never materializes the logits, so this recomputes them explicitly, once for
         both statistics: O(B·H·T²) memory, meant for a diagnostic on one sequence every few steps.
         """
         q, k = self._qk(x.float() if x.dtype != torch.float32 else x)
         T = x.shape[1]
-        scores = (q.float() @ k.float().transpose(-1, -2)) / self.head_dim**0.5
+        raw = self._logits(q.float(), k.float())
         causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-        scores = scores.masked_fill(~causal, float("-inf"))
-        logp = torch.log_softmax(scores, dim=-1)
+        logp = torch.log_softmax(soft_cap(raw, self.softcap).masked_fill(~causal, float("-inf")), dim=-1)
         entropy = -(logp.exp() * logp.masked_fill(~causal, 0.0)).sum(-1).mean()
-        return entropy, scores.amax()
+        return entropy, raw.masked_fill(~causal, float("-inf")).amax()
 
     def entropy(self, x: torch.Tensor) -> torch.Tensor:
         """Mean entropy (nats) of the causal attention distributions for input ``x`` (see ``logit_stats``)."""

@@ -12,6 +12,8 @@ from typing import Any
 from normtrain.norms import NormSpec
 
 QK_NORMS = ("none", "per_head", "full")
+QK_NORM_AT = ("before_rope", "after_rope")
+ATTN_GATES = ("none", "head", "elementwise")
 # Earlier configs (and checkpoints, exports) recorded ``qk_norm`` as a boolean: true was the per-head form.
 QK_ALIASES = {"true": "per_head", "false": "none"}
 
@@ -42,7 +44,13 @@ class GPTConfig:
     alpha: float | None = None  # None: the placement's own value for this depth
     beta: float | None = None
     post_fraction: float = 0.25  # mix: the first ⌊f·L⌋ blocks are Post-LN
-    qk_norm: str = "none"  # none | per_head | full: a norm (of the ``norm`` type) on queries and keys, before RoPE
+    qk_norm: str = "none"  # none | per_head | full: a norm (of the ``norm`` type) on queries and keys
+    qk_norm_at: str = "before_rope"  # before_rope | after_rope
+    qk_norm_gain: bool = True  # false: the QK- (and V-) norms have no γ (nor β)
+    v_norm: bool = False  # the same norm on the values, in QK-norm's form (per head without QK-norm)
+    attn_softcap: float = 0.0  # c of c·tanh(s/c) on the attention logits after the 1/√d_head scale; 0 = off
+    logit_softcap: float = 0.0  # c of c·tanh(z/c) on the output logits; 0 = off
+    attn_gate: str = "none"  # none | head | elementwise: Y ⊙ σ(X·W_θ) before W_O (gated attention)
 
     def __post_init__(self) -> None:
         self.qk_norm = qk_norm_form(self.qk_norm)

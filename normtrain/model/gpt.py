@@ -10,6 +10,7 @@ from normtrain.model.attention import CausalSelfAttention
 from normtrain.model.config import GPTConfig
 from normtrain.model.mlp import MLPS, default_d_ff
 from normtrain.model.placements import PLACEMENTS, Block
+from normtrain.model.softcap import soft_cap
 from normtrain.norms import build_norm
 
 
@@ -34,8 +35,7 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(
             block_cls.from_config(
                 cfg, layer,
-                CausalSelfAttention(cfg.d_model, cfg.n_heads, cfg.seq_len, rope=cfg.pos == "rope", bias=cfg.bias,
-                                    qk_norm=cfg.qk_norm, qk_spec=cfg.norm),
+                CausalSelfAttention.from_config(cfg),
                 MLPS[cfg.mlp](cfg.d_model, d_ff, bias=cfg.bias),
                 self.alpha,
             )
@@ -67,14 +67,15 @@ class GPT(nn.Module):
         return x
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, hidden_only: bool = False):
-        """Logits (B, T, V), and the mean cross-entropy when ``targets`` are given.
+        """Logits (B, T, V), soft-capped by ``logit_softcap`` (c·tanh(z/c), Gemma 2) when it is set, and the mean
+        cross-entropy of those logits when ``targets`` are given.
 
         ``hidden_only`` returns the final hidden state instead, through ``forward`` so that wrappers
         hooked on it (FSDP) see the call.
         """
         if hidden_only:
             return self.hidden(idx)
-        logits = self.lm_head(self.hidden(idx))
+        logits = soft_cap(self.lm_head(self.hidden(idx)), self.cfg.logit_softcap)
         if targets is None:
             return logits, None
         loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())

@@ -40,6 +40,20 @@ def test_each_class_is_chosen_for_exactly_its_architecture(hf_class):
     (dict(placement="post", mlp="swiglu", norm=RMS), "LlamaForCausalLM", "placement=post (needs pre)"),
     (dict(placement="pre", mlp="swiglu", norm=NormSpec("rmsnorm", depth_scaled=True)), "LlamaForCausalLM",
      "norm.depth_scaled=true (not in LlamaForCausalLM)"),
+    (dict(placement="pre", mlp="swiglu", norm=NormSpec("rmsnorm", gain="scalar")), "LlamaForCausalLM",
+     "norm.gain=scalar (not in LlamaForCausalLM)"),
+    (dict(placement="pre", mlp="swiglu", norm=RMS, attn_gate="head"), "LlamaForCausalLM",
+     "model.attn_gate=head (not in LlamaForCausalLM)"),
+    (dict(placement="pre", mlp="swiglu", norm=RMS, logit_softcap=30.0), "LlamaForCausalLM",
+     "model.logit_softcap=30.0 (not in LlamaForCausalLM)"),
+    (dict(placement="pre", mlp="swiglu", norm=RMS, qk_norm="per_head", qk_norm_at="after_rope"), "Qwen3ForCausalLM",
+     "model.qk_norm_at=after_rope (not in Qwen3ForCausalLM)"),
+    (dict(placement="pre", mlp="swiglu", norm=RMS, qk_norm="per_head", qk_norm_gain=False), "Qwen3ForCausalLM",
+     "model.qk_norm_gain=false (not in Qwen3ForCausalLM)"),
+    (dict(placement="pre", mlp="swiglu", norm=RMS, v_norm=True), "LlamaForCausalLM",
+     "model.v_norm=true (not in LlamaForCausalLM)"),
+    (dict(placement="peri", mlp="geglu", norm=RMS, qk_norm="per_head", attn_softcap=50.0), "Gemma3ForCausalLM",
+     "model.attn_softcap=50.0 (not in Gemma3ForCausalLM)"),  # transformers' Gemma 3 attention reads no cap
 ])
 def test_a_model_no_class_expresses_names_the_nearest_and_the_one_difference(model, hf_class, difference):
     arch, reasons = choose(config(**model))
@@ -78,6 +92,21 @@ def test_config_json_sets_every_key_its_transformers_class_declares(hf_class):
         assert hf.final_logit_softcapping is None and hf.attn_logit_softcapping is None
         assert hf.query_pre_attn_scalar == 16 and hf.layer_types == ["full_attention"] * 3
         assert hf.hidden_activation == "gelu_pytorch_tanh"
+
+
+@pytest.mark.parametrize("hf_class,model", [
+    ("Gemma2ForCausalLM", dict(placement="peri", mlp="geglu", norm=RMS, attn_softcap=50.0, logit_softcap=30.0)),
+    ("Gemma3ForCausalLM", dict(placement="peri", mlp="geglu", norm=NormSpec("rmsnorm", gain="zero_centred"),
+                               qk_norm="per_head", logit_softcap=15.0)),
+    ("LlamaForCausalLM", dict(placement="pre", mlp="swiglu", norm=NormSpec("rmsnorm", gain="zero_centred"))),
+])
+def test_soft_caps_and_zero_centred_gains_map_where_the_class_has_them(hf_class, model):
+    arch, _ = choose(config(**model))
+    assert arch is not None and arch.hf_class == hf_class
+    written = arch.config(config(**model), eot=None)
+    if hf_class.startswith("Gemma"):
+        assert written["attn_logit_softcapping"] == model.get("attn_softcap")
+        assert written["final_logit_softcapping"] == model.get("logit_softcap")
 
 
 def test_an_export_recorded_before_the_qk_norm_forms_loads_with_its_form():

@@ -107,6 +107,27 @@ def test_unit_norms_and_no_biases_map_too(hf_class, tiny, tmp_path):
 
 
 @needs_hf
+@pytest.mark.parametrize("hf_class,overrides", [
+    ("Gemma2ForCausalLM", ["model.attn_softcap=2", "model.logit_softcap=1.5", "norm.gain=zero_centred"]),
+    ("Gemma3ForCausalLM", ["model.logit_softcap=1.5", "norm.gain=zero_centred"]),
+])
+def test_soft_caps_and_zero_centred_gains_round_trip_through_gemma(hf_class, overrides, transformers, tiny, tmp_path):
+    """Caps small enough to bite (the logits pass them): transformers' Gemma computes the capped logits ours do,
+    and normtrain.load maps the weights back (Gemma's stored w is our zero-centred w itself)."""
+    ours = trained([*tiny, *ARCHS[hf_class], *overrides], tmp_path / "run")
+    report = export_run(tmp_path / "run", tmp_path / "hf")
+    assert report["format"] == hf_class and report["max_logit_diff"] < 1e-5
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    tokens = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(1))
+    mine = logits_of(ours, tokens)
+    assert mine.abs().max() < 1.5 and (mine.abs() > 1.0).any()  # the output cap is on, and bites
+    assert (logits_of(hf, tokens) - mine).abs().max().item() < 1e-5
+    back = normtrain.load(tmp_path / "hf")
+    for (name, a), b in zip(back.state_dict().items(), ours.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7, msg=name)
+
+
+@needs_hf
 def test_a_bpe_run_exports_its_tokenizer(transformers, text_corpus, tiny, tmp_path):
     from normtrain.prepare import PrepareRequest, prepare
 

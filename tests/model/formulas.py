@@ -43,33 +43,49 @@ class Params:
         return Params({n[len(prefix):]: t for n, t in self.named.items() if n.startswith(prefix)})
 
 
-# ---------------------------------------------------------------- norms (Ba 2016; Zhang & Sennrich 2019; Zhu 2025)
+# ------------------------------------------------------- norms (Ba 2016; Zhang & Sennrich 2019; Zhu 2025; Derf)
 
-def norm(kind: str, x: torch.Tensor, prm: dict[str, torch.Tensor]) -> torch.Tensor:
-    """N(x) over the last dimension, for the norm type ``kind``, with the gains and biases ``prm``."""
+def gain(w: torch.Tensor | None, form: str) -> torch.Tensor | None:
+    """γ from the stored gain ``w``: itself (a vector, or one scalar that broadcasts), 1 + w when zero-centred
+    (Gemma, Megatron's layernorm-1p), none at all."""
+    if w is None or form == "none":
+        return None
+    return 1 + w if form == "zero_centred" else w
+
+
+def norm(kind: str, x: torch.Tensor, prm: dict[str, torch.Tensor], gain_form: str = "vector") -> torch.Tensor:
+    """N(x) over the last dimension, for the norm type ``kind``, with the gains and biases ``prm`` (γ in the form
+    ``gain_form``; no γ means no β either)."""
     d = x.shape[-1]
-    w, b = prm.get("weight"), prm.get("bias")
-    if kind == "layernorm":  # γ ⊙ (x − μ)/√(σ² + ε) + β
-        return F.layer_norm(x, (d,), w, b, EPS)
-    if kind == "rmsnorm":  # γ ⊙ x/√(mean(x²) + ε)
-        return F.rms_norm(x, (d,), w, EPS)
-    if kind == "prmsnorm":  # the RMS from the first k = ⌈p·d⌉ features
+    g, b = gain(prm.get("weight"), gain_form), prm.get("bias")
+    if kind == "layernorm":  # (x − μ)/√(σ² + ε)
+        mu = x.mean(-1, keepdim=True)
+        y = (x - mu) / torch.sqrt((x - mu).pow(2).mean(-1, keepdim=True) + EPS)
+    elif kind == "rmsnorm":  # x/√(mean(x²) + ε)
+        y = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + EPS)
+    elif kind == "prmsnorm":  # the RMS from the first k = ⌈p·d⌉ features
         k = math.ceil(P * d)
-        return x / torch.sqrt(x[..., :k].pow(2).mean(-1, keepdim=True) + EPS) * w
-    if kind == "dyt":  # γ ⊙ tanh(α·x) + β, α one scalar
-        return w * torch.tanh(prm["alpha"] * x) + b
-    if kind == "batchnorm":  # per feature, statistics over every token of the batch (training mode)
+        y = x / torch.sqrt(x[..., :k].pow(2).mean(-1, keepdim=True) + EPS)
+    elif kind == "dyt":  # tanh(α·x), α one scalar
+        y = torch.tanh(prm["alpha"] * x)
+    elif kind == "derf":  # erf(α·x + s), α and s one scalar each
+        y = torch.erf(prm["alpha"] * x + prm["shift"])
+    elif kind == "batchnorm":  # per feature, statistics over every token of the batch (training mode)
         flat = x.reshape(-1, d)
         mu, var = flat.mean(0), flat.var(0, unbiased=False)
-        return (x - mu) / torch.sqrt(var + EPS) * w + b
-    if kind == "batchnorm_causal":  # position t: statistics over every sequence's positions 0…t only
+        y = (x - mu) / torch.sqrt(var + EPS)
+    elif kind == "batchnorm_causal":  # position t: statistics over every sequence's positions 0…t only
         out = []
         for t in range(x.shape[1]):
             seen = x[:, : t + 1].reshape(-1, d)
             mu, var = seen.mean(0), seen.var(0, unbiased=False)
-            out.append((x[:, t] - mu) / torch.sqrt(var + EPS) * w + b)
-        return torch.stack(out, dim=1)
-    raise AssertionError(f"no formula for the norm {kind}")
+            out.append((x[:, t] - mu) / torch.sqrt(var + EPS))
+        y = torch.stack(out, dim=1)
+    else:
+        raise AssertionError(f"no formula for the norm {kind}")
+    if g is not None:
+        y = y * g
+    return y if b is None else y + b
 
 
 # ---------------------------------------------------------------- attention (Vaswani 2017; Su 2021; QK-norm)
@@ -98,27 +114,50 @@ class Model:
     qk_norm: str = "none"  # none | per_head (Qwen3, Gemma 3) | full (OLMo-2)
     rope: bool = True
     mlp: str = "swiglu"
+    gain: str = "vector"  # vector | zero_centred | scalar | none
+    qk_norm_at: str = "before_rope"  # before_rope | after_rope
+    qk_gain: bool = True  # false: QK- and V-norm without γ (nor β)
+    v_norm: bool = False  # the norm on v too, in QK-norm's form (per head without QK-norm)
+    attn_softcap: float = 0.0  # c·tanh(s/c) on s = q·kᵀ/√d_h (Gemma 2); 0 = none
+    logit_softcap: float = 0.0  # c·tanh(z/c) on the output logits; 0 = none
+    attn_gate: str = "none"  # Y ⊙ σ(X·W_θ) before W_O: per head or per feature (Qiu et al. 2025)
 
     def N(self, prm: dict[str, torch.Tensor], x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
-        return norm(self.norm, x, prm) * scale
+        return norm(self.norm, x, prm, self.gain) * scale
+
+    def head_norm(self, p: Params, name: str, t: torch.Tensor) -> torch.Tensor:
+        """QK- or V-norm ``name`` on heads t (B, H, T, d_h): per head over d_h, or (full) over a token's d."""
+        prm, form = (p[f"attn.{name}"], self.gain) if self.qk_gain else ({}, "none")
+        if (self.qk_norm if self.qk_norm != "none" else "per_head") == "per_head":
+            return norm(self.norm, t, prm, form)
+        B, H, T, dh = t.shape
+        whole = norm(self.norm, t.transpose(1, 2).reshape(B, T, H * dh), prm, form)
+        return whole.reshape(B, T, H, dh).transpose(1, 2)
 
     def attention(self, p: Params, x: torch.Tensor, inner: dict | None = None, scale: float = 1.0) -> torch.Tensor:
-        """softmax(q·kᵀ/√d_h + causal mask)·v per head, heads concatenated, [N_inner], W_out."""
+        """softmax(cap(q·kᵀ/√d_h) + causal mask)·v per head, [⊙ σ(x·W_θ)], heads concatenated, [N_inner], W_out."""
         B, T, d = x.shape
         H, dh = self.n_heads, d // self.n_heads
-        q, k, v = (linear(x, p[f"attn.{n}_proj"]) for n in "qkv")
-        if self.qk_norm == "full":  # one norm over the whole projection (all heads), before the split
-            q, k = norm(self.norm, q, p["attn.q_norm"]), norm(self.norm, k, p["attn.k_norm"])
-        q, k, v = (t.reshape(B, T, H, dh) for t in (q, k, v))
-        if self.qk_norm == "per_head":  # each head's features, one gain of d_h shared by the heads
-            q, k = norm(self.norm, q, p["attn.q_norm"]), norm(self.norm, k, p["attn.k_norm"])
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-        if self.rope:  # after QK-norm
+        q, k, v = (linear(x, p[f"attn.{n}_proj"]).reshape(B, T, H, dh).transpose(1, 2) for n in "qkv")
+        qk = self.qk_norm != "none"
+        if qk and self.qk_norm_at == "before_rope":
+            q, k = self.head_norm(p, "q_norm", q), self.head_norm(p, "k_norm", k)
+        if self.rope:
             q, k = rope(q), rope(k)
+        if qk and self.qk_norm_at == "after_rope":  # nGPT's place: on the rotated vectors
+            q, k = self.head_norm(p, "q_norm", q), self.head_norm(p, "k_norm", k)
+        if self.v_norm:
+            v = self.head_norm(p, "v_norm", v)
         scores = q @ k.transpose(-1, -2) / math.sqrt(dh)
+        if self.attn_softcap:  # after the 1/√d_h scale, before the mask (Gemma 2)
+            scores = self.attn_softcap * torch.tanh(scores / self.attn_softcap)
         future = torch.ones(T, T, dtype=torch.bool).triu(1)
-        y = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1) @ v
-        y = y.transpose(1, 2).reshape(B, T, d)
+        y = (torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1) @ v).transpose(1, 2)  # (B, T, H, d_h)
+        if self.attn_gate == "head":  # one gate per head: W_θ maps d to H
+            y = y * torch.sigmoid(linear(x, p["attn.gate_proj"]))[..., None]
+        elif self.attn_gate == "elementwise":  # one gate per feature of the concatenated heads
+            y = y * torch.sigmoid(linear(x, p["attn.gate_proj"])).reshape(B, T, H, dh)
+        y = y.reshape(B, T, d)
         if inner is not None:  # Sub-LN: before the output projection
             y = self.N(inner, y, scale)
         return linear(y, p["attn.out_proj"])
@@ -199,5 +238,6 @@ def logits(m: Model, p: Params, idx: torch.Tensor, placement: str, L: int, depth
         x = m.block(kind, p.block(i), x, L, i + 1, depth_scaled)
     if FINAL_NORM[kinds[-1]]:
         x = m.N(p["final_norm"], x)
-    return x @ p.tensor("lm_head.weight").T
+    z = x @ p.tensor("lm_head.weight").T
+    return m.logit_softcap * torch.tanh(z / m.logit_softcap) if m.logit_softcap else z
 

@@ -17,14 +17,15 @@ from normtrain.model import GPT, GPTConfig, NormSpec
 from normtrain.norms import build_norm
 
 D, H, T, B = 16, 2, 6, 2
-NORM_TYPES = ["layernorm", "rmsnorm", "prmsnorm", "dyt", "batchnorm", "batchnorm_causal"]
-PER_TOKEN = ["layernorm", "rmsnorm", "prmsnorm", "dyt"]  # those QK-norm can use
+NORM_TYPES = ["layernorm", "rmsnorm", "prmsnorm", "dyt", "derf", "batchnorm", "batchnorm_causal"]
+PER_TOKEN = ["layernorm", "rmsnorm", "prmsnorm", "dyt", "derf"]  # those QK-norm can use
+GAINS = ["vector", "zero_centred", "scalar", "none"]
 NORMED = ["pre", "post", "deepnorm", "admin", "subln", "peri", "reorder"]
 RTOL = 1e-5  # and an absolute 1e-5 of the tensor's largest entry: RoPE's tables are fp32, as in training
 
 
-def spec(kind: str, depth_scaled: bool = False) -> NormSpec:
-    return NormSpec(kind, eps=EPS, p=P, impl="torch", depth_scaled=depth_scaled)
+def spec(kind: str, depth_scaled: bool = False, gain: str = "vector") -> NormSpec:
+    return NormSpec(kind, eps=EPS, p=P, impl="torch", depth_scaled=depth_scaled, gain=gain)
 
 
 @torch.no_grad()
@@ -37,14 +38,16 @@ def randomize(module: torch.nn.Module, seed: int = 1) -> torch.nn.Module:
         leaf = name.rsplit(".", 1)[-1]
         u = torch.rand(t.shape, generator=g, dtype=torch.float64)
         t.copy_(torch.randn(t.shape, generator=g, dtype=torch.float64) * 0.5 if leaf == "bias"
-                else 0.3 + u if leaf == "alpha"  # DyT's α
-                else 0.5 + u)  # gains, Admin's ω, ReZero's a
+                else 0.3 + u if leaf == "alpha"  # DyT's and Derf's α
+                else u - 0.5 if leaf == "shift"  # Derf's s
+                else 0.5 + u)  # gains (zero-centred: their w), Admin's ω, ReZero's a
     return module
 
 
-def build(placement: str, norm_type: str = "rmsnorm", L: int = 3, depth_scaled: bool = False, **kw) -> GPT:
+def build(placement: str, norm_type: str = "rmsnorm", L: int = 3, depth_scaled: bool = False, gain: str = "vector",
+          **kw) -> GPT:
     torch.manual_seed(0)
-    cfg = GPTConfig(n_layers=L, d_model=D, n_heads=H, seq_len=T, norm=spec(norm_type, depth_scaled),
+    cfg = GPTConfig(n_layers=L, d_model=D, n_heads=H, seq_len=T, norm=spec(norm_type, depth_scaled, gain),
                     placement=placement, **kw)
     return randomize(GPT(cfg).double())
 
@@ -148,9 +151,15 @@ def test_the_whole_model_is_its_formula(placement, depth_scaled):
     assert_same_function(model(idx)[0], want, leaves(model))
 
 
+def described(cfg: GPTConfig) -> Model:
+    """The test's statement of the model ``cfg`` asks for (the choices, never the module's parts)."""
+    return Model(norm=cfg.norm.name, n_heads=H, mlp=cfg.mlp, qk_norm=cfg.qk_norm, rope=cfg.pos == "rope",
+                 gain=cfg.norm.gain, qk_norm_at=cfg.qk_norm_at, qk_gain=cfg.qk_norm_gain, v_norm=cfg.v_norm,
+                 attn_softcap=cfg.attn_softcap, logit_softcap=cfg.logit_softcap, attn_gate=cfg.attn_gate)
+
+
 def _logits(model, idx, placement, **kw):
-    return logits(Model(norm=model.cfg.norm.name, n_heads=H, mlp=model.cfg.mlp, qk_norm=model.cfg.qk_norm,
-                        rope=model.cfg.pos == "rope"), Params.of(model), idx, placement, model.cfg.n_layers,
+    return logits(described(model.cfg), Params.of(model), idx, placement, model.cfg.n_layers,
                   learned_pos=model.cfg.pos == "learned", **kw)
 
 
@@ -182,8 +191,7 @@ def test_qk_norm_forms_are_their_formula(form, norm_type, pos):
     for name in ("q_norm", "k_norm"):
         gain = getattr(block.attn, name)
         assert (None if gain is None else gain.weight.shape) == ((widths[form],) if form in widths else None)
-    m = Model(norm=norm_type, n_heads=H, qk_norm=form, rope=pos == "rope")
-    assert_same_function(block.attn(x), m.attention(Params.of(block), x), leaves(block.attn, x=x))
+    assert_same_function(block.attn(x), described(model.cfg).attention(Params.of(block), x), leaves(block.attn, x=x))
 
 
 def test_qk_norm_gives_the_whole_model_its_formula_with_depth_scaled_norms():
@@ -192,6 +200,114 @@ def test_qk_norm_gives_the_whole_model_its_formula_with_depth_scaled_norms():
         model, idx = build("peri", "rmsnorm", L=2, qk_norm=form, depth_scaled=True), idx_in()
         want = _logits(model, idx, "peri", depth_scaled=True)
         assert_same_function(model(idx)[0], want, leaves(model))
+
+
+# ---------------------------------------------------------------- the 2023–2026 catalog: gains, Derf, QK place, caps,
+# ---------------------------------------------------------------- gated attention
+
+
+@pytest.mark.parametrize("gain_form", GAINS)
+@pytest.mark.parametrize("kind", PER_TOKEN + ["batchnorm"])
+def test_each_gain_form_is_its_formula(kind, gain_form):
+    """γ a vector, 1 + w (w init 0), one scalar, or nothing (and then no β): the stored tensors, the init, and the
+    function with every parameter random."""
+    if kind == "batchnorm" and gain_form in ("zero_centred", "scalar"):
+        pytest.skip("BatchNorm has vector or no gains (the config refuses the others)")
+    fresh = build_norm(spec(kind, gain=gain_form), D).double()
+    shapes = {n.rsplit(".", 1)[-1]: tuple(t.shape) for n, t in fresh.named_parameters()}
+    want = {"vector": (D,), "zero_centred": (D,), "scalar": (1,)}.get(gain_form)
+    assert shapes.get("weight") == want
+    assert shapes.get("bias") == (want and (D,) if kind in ("layernorm", "dyt", "derf", "batchnorm") else None)
+    if gain_form == "zero_centred":  # stored w = 0: the same function as γ = 1 at init
+        assert torch.equal(fresh.weight, torch.zeros(D, dtype=torch.float64))
+        unit = build_norm(spec(kind), D).double()
+        torch.testing.assert_close(fresh(x_in()), unit(x_in()))
+    n, x = randomize(fresh), x_in()
+    own = {name.rsplit(".", 1)[-1]: t for name, t in n.named_parameters()}
+    assert_same_function(n(x), norm(kind, x, own, gain_form), leaves(n, x=x))
+
+
+def test_derf_starts_at_alpha_one_half_and_shift_zero():
+    d = build_norm(NormSpec("derf"), D)
+    assert d.alpha.item() == 0.5 and d.shift.item() == 0.0
+    x = x_in().detach().float()
+    torch.testing.assert_close(d(x), torch.erf(0.5 * x))  # γ = 1, β = 0
+
+
+@pytest.mark.parametrize("gain_form", GAINS)
+def test_gain_forms_give_the_whole_model_its_formula(gain_form):
+    """Every norm of a Peri-LN model (in, out, QK, final) with the gain form, LayerNorm (γ and β)."""
+    model, idx = build("peri", "layernorm", L=2, gain=gain_form, qk_norm="per_head"), idx_in()
+    assert_same_function(model(idx)[0], _logits(model, idx, "peri"), leaves(model))
+
+
+QKV_CASES = [(form, at, qk_gain, v) for form in ("per_head", "full") for at in ("before_rope", "after_rope")
+             for qk_gain in (True, False) for v in (False, True)] + [("none", "before_rope", g, True) for g in (1, 0)]
+
+
+@pytest.mark.parametrize("norm_type", ["layernorm", "rmsnorm"])
+@pytest.mark.parametrize("form,at,qk_gain,v_norm", QKV_CASES)
+def test_qk_norm_place_gain_and_v_norm_are_their_formula(form, at, qk_gain, v_norm, norm_type):
+    """QK-norm before or after RoPE (nGPT), with or without its gain, and the same norm on v (HybridNorm,
+    Gemma 3n): per head, or over the whole projection with the full form. RMSNorm without a gain is
+    rotation-invariant (before = after RoPE), so LayerNorm's mean and the random gains are what pin the place."""
+    model = build("pre", norm_type, L=1, qk_norm=form, qk_norm_at=at, qk_norm_gain=bool(qk_gain), v_norm=v_norm,
+                  bias=True)
+    attn, x = model.blocks[0].attn, x_in()
+    width = D if form == "full" else D // H
+    for name, present in (("q_norm", form != "none"), ("k_norm", form != "none"), ("v_norm", v_norm)):
+        mod = getattr(attn, name)
+        assert (mod is not None) == present, name
+        if present:
+            assert (mod.weight.shape if mod.weight is not None else None) == ((width,) if qk_gain else None)
+    m = described(model.cfg)
+    assert_same_function(attn(x), m.attention(Params.of(model.blocks[0]), x), leaves(attn, x=x))
+
+
+@pytest.mark.parametrize("gate", ["none", "head", "elementwise"])
+@pytest.mark.parametrize("cap", [0.0, 1.5])
+def test_attention_softcap_and_gate_are_their_formula(cap, gate):
+    """c·tanh(s/c) on s = q·kᵀ/√d_h (after the scale; c = 1.5 is well inside tanh's bend for these logits) and
+    Y ⊙ σ(X·W_θ) on the heads' output before W_O, one gate per head or per feature."""
+    model = build("pre", "rmsnorm", L=1, attn_softcap=cap, attn_gate=gate, bias=True)
+    attn, x = model.blocks[0].attn, x_in()
+    assert (attn.gate_proj is None) == (gate == "none")
+    if gate != "none":
+        assert attn.gate_proj.weight.shape == ({"head": H, "elementwise": D}[gate], D)
+    want = described(model.cfg).attention(Params.of(model.blocks[0]), x)
+    assert_same_function(attn(x), want, leaves(attn, x=x))
+
+
+def test_the_gate_comes_before_sub_ln_inner_norm_and_w_out():
+    model = build("subln", "layernorm", L=2, attn_gate="elementwise", attn_softcap=2.0)
+    block, x = model.blocks[1], x_in()
+    want = described(model.cfg).block("subln", Params.of(block), x, L=2, ell=2)
+    assert_same_function(block(x), want, leaves(block, x=x))
+
+
+def test_the_logit_softcap_bounds_the_output_and_is_its_formula():
+    model, idx = build("pre", "rmsnorm", L=2, logit_softcap=0.8), idx_in()
+    out = model(idx)[0]
+    assert out.abs().max() < 0.8 and build("pre", "rmsnorm", L=2)(idx)[0].abs().max() > 0.8  # the cap bites
+    assert_same_function(out, _logits(model, idx, "pre"), leaves(model))
+
+
+def test_attention_diagnostics_read_the_logits_before_the_cap():
+    """attn_logit_max is the uncapped max of q·k/√d_h (what a cap hides, what QK-Clip reads); the entropy is of
+    the attention the model computes (capped)."""
+    capped, x = build("pre", "rmsnorm", L=1, attn_softcap=0.5).blocks[0].attn.float(), x_in().detach().float()
+    plain = build("pre", "rmsnorm", L=1).blocks[0].attn.float()
+    entropy, logit_max = capped.logit_stats(x)
+    plain_entropy, plain_max = plain.logit_stats(x)
+    assert logit_max.item() == pytest.approx(plain_max.item(), rel=1e-6) and logit_max.item() > 0.5
+    assert entropy.item() > plain_entropy.item() + 1e-3  # capped logits: flatter distributions
+
+
+def test_every_new_choice_at_once_gives_the_whole_model_its_formula():
+    model = build("peri", "derf", L=2, gain="zero_centred", qk_norm="full", qk_norm_at="after_rope", v_norm=True,
+                  attn_softcap=2.0, logit_softcap=3.0, attn_gate="head", depth_scaled=True)
+    idx = idx_in()
+    assert_same_function(model(idx)[0], _logits(model, idx, "peri", depth_scaled=True), leaves(model))
 
 
 @pytest.mark.parametrize("mlp", ["swiglu", "gelu", "geglu"])

@@ -69,12 +69,13 @@ class Block(nn.Module):
 
     @torch.no_grad()
     def init_weights(self, beta: float = 1.0) -> None:
-        """Xavier-normal; gain β on v_proj, out_proj and every MLP matrix, gain 1 on q_proj and k_proj.
+        """Xavier-normal; gain β on v_proj, out_proj and every MLP matrix, gain 1 on q_proj and k_proj (and on
+        the attention gate's W_θ, which reads the input as q and k do and writes nothing to the stream).
 
         With β = 1 this is the plain Xavier init of the original Transformer (used by Xiong et al. 2020);
         DeepNorm passes β = (8L)^-¼ (Wang et al. 2022, §4.1): q and k are never scaled.
         """
-        for proj in (self.attn.q_proj, self.attn.k_proj):
+        for proj in (self.attn.q_proj, self.attn.k_proj, *([self.attn.gate_proj] if self.attn.gate_proj else [])):
             nn.init.xavier_normal_(proj.weight, gain=1.0)
         mlp_matrices = (m for m in self.mlp.children() if isinstance(m, nn.Linear))  # not a Sub-LN norm
         for proj in (self.attn.v_proj, self.attn.out_proj, *mlp_matrices):
