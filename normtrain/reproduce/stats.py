@@ -42,7 +42,8 @@ def median(values: Iterable[float | None]) -> float | None:
 
 
 def spread(values: Iterable[float | None], digits: int = 3, unit: str = "") -> str:
-    """``2.531 ± 0.021 (n=3)``: mean ± sample sd (normtrain/spread.py); infinite values (a diverged run in a penalty) are counted apart."""
+    """``2.531 ± 0.021 (n=3)``: mean ± sample sd (normtrain/spread.py); infinite values (a diverged run in a
+    penalty) are counted apart."""
     values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     inf = sum(1 for v in values if math.isinf(v))
     vals = finite(values)
