@@ -12,6 +12,8 @@ import os
 
 import numpy as np
 
+from normtrain.progress import make_progress
+
 # Text files hold no NUL (a file with one in its first 8 KB is skipped as binary), so NUL is an
 # unambiguous end-of-document token, where b"\n\n" would look like any blank line in the code.
 SEPARATOR = b"\0"
@@ -19,10 +21,8 @@ SEPARATOR = b"\0"
 
 def encode_splits(files: dict[str, list[str]], progress: bool) -> dict[str, np.ndarray]:
     """One uint8 array per split: that split's files, in the given order, joined by SEPARATOR."""
-    from tqdm import tqdm  # only a build needs it, so a cache hit never imports it
-
     total = sum(os.path.getsize(path) for paths in files.values() for path in paths)
-    with tqdm(total=total, unit="B", unit_scale=True, desc="reading corpus", disable=not progress) as bar:
+    with make_progress(total, 0, "reading corpus", progress, unit="B") as bar:
         return {split: _join(paths, bar) for split, paths in files.items()}
 
 

@@ -27,6 +27,7 @@ from normtrain.data.documents import open_documents
 from normtrain.data.pieces import Documents, Piece
 from normtrain.data.tokenizer import HFTokenizer, Tokenizer, load_tokenizer, train_bpe
 from normtrain.errors import DataError
+from normtrain.progress import make_progress
 
 BATCH_BYTES = 8 << 20  # text per tokenizer call: enough documents to keep every core busy
 BPE_TRAIN_BYTES = 1 << 30  # the BPE learns from at most this much of the training split
@@ -140,14 +141,11 @@ def _training_texts(docs: Documents) -> Iterator[str]:
 
 def _write_shards(out: Path, docs: Documents, tokenizer: Tokenizer, request: PrepareRequest):
     """Tokenize every piece into its split's shard; (split counts, file records, stopped at max_tokens)."""
-    from tqdm import tqdm  # only a build needs it
-
     with contextlib.ExitStack() as stack:
         writers = {split: shards.ShardWriter(stack.enter_context(cache.writing(out / name)), tokenizer.vocab_size,
                                              tokenizer.eot, count=split == "train")
                    for split, name in shards.SPLITS.items()}
-        bar = stack.enter_context(tqdm(total=docs.total_bytes, unit="B", unit_scale=True, desc="tokenizing",
-                                       disable=not request.progress))
+        bar = stack.enter_context(make_progress(docs.total_bytes, 0, "tokenizing", request.progress, unit="B"))
         truncated = False
         for batch in _batches(docs.pieces()):
             for piece, tokens in zip(batch, tokenizer.encode_batch([p.data for p in batch]), strict=True):
