@@ -88,7 +88,8 @@ GAINS = (
            "at init; weight decay pulls γ toward 1, not 0",
            code=(Code("huggingface/transformers", "src/transformers/models/gemma/modeling_gemma.py"),
                  Code("NVIDIA/Megatron-LM", "--apply-layernorm-1p")),
-           models=("Gemma 1–3", "Qwen3-Next")),
+           models=("Gemma 1–3", "Qwen3-Next"),
+           note="normtrain decays no 1-D parameter, so under AdamW it trains as vector does"),
     Choice("gain", "single-scale gain (SSNorm)", "norm.gain=scalar", "one γ ∈ R for the whole vector",
            (P.OSP_2025,), (OSP_CODE,), ("the OSP paper's 1.4B model",)),
     Choice("gain", "no gain", "norm.gain=none", "no γ and no β (= norm.affine=false)",
@@ -192,7 +193,7 @@ LOGIT_CONTROLS = (
 OPTIMIZERS = (
     Choice("optim", "AdamW", "optim=adamw", "Adam with decoupled weight decay, on 2-D weights only",
            (P.LOSHCHILOV_2019_ADAMW,), (Code("pytorch/pytorch", "torch/optim/adamw.py"),),
-           ("GPT-3", "LLaMA 1–3", "OLMo 2")),
+           ("LLaMA 1–3", "OLMo 2")),
     Choice("optim", "SGD", "optim=sgd", "w ← w − lr·g (optional momentum): the setting of DeepNet's update bounds",
            (P.ROBBINS_1951,), (Code("pytorch/pytorch", "torch/optim/sgd.py"),)),
     Choice("optim", "Muon", "optim=muon", "momentum, then the update of each 2-D hidden matrix orthogonalized "

@@ -52,7 +52,7 @@ KIM_2025_PERI = Paper("Kim et al.", 2025, "Peri-LN: Revisiting Normalization Lay
                       "ICML 2025", "2502.02732")
 DING_2021_COGVIEW = Paper("Ding et al.", 2021, "CogView: Mastering Text-to-Image Generation via Transformers",
                           "NeurIPS 2021", "2105.13290")
-OLMO2_2024 = Paper("OLMo et al.", 2024, "2 OLMo 2 Furious", arxiv="2501.00656")
+OLMO2_2024 = Paper("Team OLMo et al.", 2024, "2 OLMo 2 Furious", arxiv="2501.00656")
 LI_2024_MIX = Paper("Li, Yin & Liu", 2024, "Mix-LN: Unleashing the Power of Deeper Layers by Combining Pre-LN and "
                     "Post-LN", "ICLR 2025", "2412.13795")
 BACHLECHNER_2020 = Paper("Bachlechner, Majumder, Mao, Cottrell & McAuley", 2020, "ReZero is All You Need: Fast "

@@ -28,24 +28,27 @@ def _formula(c: Choice) -> str:
     return c.formula + (f"; {c.note}" if c.note else "")
 
 
+def _text_entry(c: Choice, width: int) -> list[str]:
+    rows = [("formula", _formula(c))]
+    rows += [("paper", p.cite()) for p in c.papers]
+    rows += [("code", str(ref)) for ref in c.code]
+    rows += [("used by", ", ".join(c.models))] if c.models else []
+    lines = [f"  {c.name}: {_choice_label(c)}"]
+    for label, value in rows:
+        lines += textwrap.wrap(value, width, initial_indent=f"      {label:<8} ", subsequent_indent=" " * 15,
+                               break_on_hyphens=False)
+    return lines
+
+
 def text(kinds: list[str] | None = None, width: int = 100) -> str:
-    """Plain text: per kind a heading, then per choice its name and override, formula, papers, code and models."""
-    out: list[str] = []
+    """Plain text: per kind a heading, then per choice its name and override, formula, papers, code and models,
+    wrapped to ``width`` columns."""
+    sections = []
     for kind, title in KINDS.items():
         choices = [c for c in selected(kinds) if c.kind == kind]
-        if not choices:
-            continue
-        out += ["" if out else None, title.upper(), ""]
-        for c in choices:
-            out.append(f"  {c.name}: {_choice_label(c)}")
-            rows = [("formula", _formula(c))]
-            rows += [("paper", p.cite()) for p in c.papers]
-            rows += [("code", str(ref)) for ref in c.code]
-            rows += [("used by", ", ".join(c.models))] if c.models else []
-            for label, value in rows:
-                out += textwrap.wrap(value, width, initial_indent=f"      {label:<8} ",
-                                     subsequent_indent=" " * 15, break_on_hyphens=False)
-    return "\n".join(line for line in out if line is not None) + "\n"
+        if choices:
+            sections.append("\n\n".join([title.upper(), *("\n".join(_text_entry(c, width)) for c in choices)]))
+    return "\n\n\n".join(sections) + "\n"
 
 
 def _cell(value: str) -> str:
