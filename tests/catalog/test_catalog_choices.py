@@ -104,9 +104,10 @@ def test_settings_name_real_keys_or_pending_ones():
 
 
 def problems(choices) -> list[str]:
-    """What goes wrong with each choice: a group choice (``norm=dyt``) needs its YAML; the others (with what they
-    need) must set schema keys to values that validate and build a tiny model. Hydra composes once per set of
-    group choices (it is the slow part); the dotted keys are set on a copy, in struct mode, as Hydra would."""
+    """What goes wrong with each choice: a group choice (``norm=dyt``) needs its YAML (tests/test_config.py
+    composes every one); the others (with what they need) must set schema keys to values that validate and build
+    a tiny model. Hydra composes once per set of group choices (it is the slow part); the dotted keys are set on
+    a copy, in struct mode, as Hydra would."""
     found, composed = [], {}
     for c in choices:
         overrides = [*c.needs, c.select]
