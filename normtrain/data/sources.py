@@ -39,22 +39,34 @@ def python_stdlib() -> Source:
 
 
 def local_text(path: str) -> Source:
-    """Text files named by ``path``: one file, every text file under a folder, or a recursive glob.
+    """Text files named by ``path`` (see :func:`local_files`), minus binary files (a NUL byte in the first
+    8 KB) and empty ones."""
+    full = os.path.abspath(os.path.expanduser(path))
+    paths = local_files(path)
+    if paths is None:
+        raise DataError(f"data.path={path!r} does not exist; give {ALLOWED}")
+    base = os.path.dirname(full) if os.path.isfile(full) else full if os.path.isdir(full) else _glob_base(full)
+    return _source(full, base, paths, given=path)
 
-    Folders skip hidden entries (``.git``, ``.venv``), as a glob does; both skip binary files
-    (a NUL byte in the first 8 KB) and empty ones.
+
+def local_files(path: str) -> list[str] | None:
+    """The files ``path`` names here: one file, every file under a folder, or a recursive glob's matches; None
+    when it names nothing here (normtrain-prepare then tries it as a hub id).
+
+    Folders skip hidden entries (``.git``, ``.venv``), as a glob does. The one walk of every local corpus.
     """
     full = os.path.abspath(os.path.expanduser(path))
     if os.path.isfile(full):
-        return _source(full, os.path.dirname(full), [full], given=path)
+        return [full]
     if os.path.isdir(full):
-        return _source(full, full, _walk_visible(full), given=path)
+        if not (paths := _walk_visible(full)):
+            raise DataError(f"{path!r} is a folder that holds no file; give {ALLOWED}")
+        return paths
     if not glob.has_magic(path):
-        raise DataError(f"data.path={path!r} does not exist; give {ALLOWED}")
-    matches = [p for p in glob.glob(full, recursive=True) if os.path.isfile(p)]
-    if not matches:
-        raise DataError(f"data.path={path!r} is a glob that matches no file; give {ALLOWED}")
-    return _source(full, _glob_base(full), matches, given=path)
+        return None
+    if not (matches := [p for p in glob.glob(full, recursive=True) if os.path.isfile(p)]):
+        raise DataError(f"{path!r} is a glob that matches no file; give {ALLOWED}")
+    return matches
 
 
 def is_binary(path: str) -> bool:
