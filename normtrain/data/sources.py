@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import os
 import sysconfig
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,11 +32,7 @@ class Source:
 def python_stdlib() -> Source:
     """The running interpreter's own ``.py`` standard library, minus tests, IDLE and site-packages."""
     root = sysconfig.get_paths()["stdlib"]
-    paths = []
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in STDLIB_SKIP]
-        paths += [os.path.join(folder, n) for n in names if n.endswith(".py")]
-    return _source(root, root, paths)
+    return _source(root, root, _walk(root, lambda d: d not in STDLIB_SKIP, lambda name: name.endswith(".py")))
 
 
 def local_text(path: str) -> Source:
@@ -59,7 +56,7 @@ def local_files(path: str) -> list[str] | None:
     if os.path.isfile(full):
         return [full]
     if os.path.isdir(full):
-        if not (paths := _walk_visible(full)):
+        if not (paths := _walk(full, _visible, _visible)):
             raise DataError(f"{path!r} is a folder that holds no file; give {ALLOWED}")
         return paths
     if not glob.has_magic(path):
@@ -75,12 +72,17 @@ def is_binary(path: str) -> bool:
         return b"\0" in f.read(BINARY_SNIFF)
 
 
-def _walk_visible(root: str) -> list[str]:
+def _walk(root: str, keep_folder: Callable[[str], bool], keep_file: Callable[[str], bool]) -> list[str]:
+    """Every file under ``root`` whose name ``keep_file`` keeps, in folders whose names ``keep_folder`` keeps."""
     paths = []
     for folder, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        paths += [os.path.join(folder, n) for n in names if not n.startswith(".")]
+        dirs[:] = [d for d in dirs if keep_folder(d)]
+        paths += [os.path.join(folder, n) for n in names if keep_file(n)]
     return paths
+
+
+def _visible(name: str) -> bool:
+    return not name.startswith(".")
 
 
 def _glob_base(pattern: str) -> str:
