@@ -29,6 +29,8 @@ The 2023–2026 catalog adds, all off by default:
   gate                    gated attention (Qiu et al., NeurIPS 2025, Qwen): Y ← Y ⊙ σ(X·W_θ) on the heads'
                           output Y, before W_O (and before Sub-LN's inner norm), X the attention's input;
                           ``head``: one gate per head (W_θ: d → H), ``elementwise``: one per feature (d → d)
+  head_scale              NormFormer's learned γ_h (init 1) on head h's output, after the gate and before W_O
+                          (set by ``placement=normformer``)
 """
 
 from __future__ import annotations
