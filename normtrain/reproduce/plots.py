@@ -30,7 +30,7 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3
 
 
 def save(fig, path: Path) -> None:
-    from normtrain.compare.figures import save_png
+    from normtrain.pngs import save_png
 
     save_png(fig, path)
 
