@@ -1,0 +1,3 @@
+from normtrain.catalog.cli import main
+
+main()
