@@ -129,7 +129,7 @@ def _figures(view: page.Page, groups: list, runs: list[Run], out: Path, result: 
     for stale in out.glob("grad_norm_heatmap_*.png"):  # from an earlier comparison of other runs
         stale.unlink()
     if not view.figures:
-        result.notes.append("no PNG figures: the interactive figures could not be built (see above)")
+        result.notes.append("no PNG figures: they are drawn from the interactive figures, and there are none")
         return []
     charts = paper.Charts(groups, {f.id: f for f in view.figures}, view.data)
     pngs: list[Path] = []
