@@ -241,12 +241,27 @@ def heatmap_panel(unit: str, n_layers: int) -> dict[str, Any]:
                          "tooltip": tooltip}}
 
 
-def profile_spec(name: str, shown: Sequence[Group], unit: str, at: int, step: int) -> dict[str, Any]:
-    """``name``'s values against block at step ``at`` (a slider in the page; each group's last logged step at or
-    before it whose values are finite): the report's profile, and the PNGs' panels at a fixed step."""
-    return {
-        "data": {"name": name}, "params": [LOG_PARAM, {"name": "at", "value": at, "bind": {
-            "input": "range", "min": 0, "max": at, "step": step, "name": "at step ≤ "}}],
+def layer_figures(prefix: str, groups: Sequence[Group], stride: int, data: dict[str, list]) -> list[Figure]:
+    """A heatmap (block × step, one panel per group, one colour scale) and a by-layer profile with a step slider."""
+    name = f"layers:{prefix}"
+    records = figdata.layer_records(groups, prefix, stride)
+    if not records:
+        return []
+    data[name] = records
+    title, unit, log = LAYER_FAMILIES.get(prefix, (f"{prefix}/layer_i", prefix, None))
+    if log is None:
+        log = auto_log([v for r in records for v in r["v"]])
+    n_layers = 1 + max(r["layer"] for r in records)
+    shown = [g for g in groups if any(r["g"] == g.label for r in records)]
+    heatmap = {
+        "data": {"name": name}, "params": [LOG_PARAM], "transform": HEATMAP_STEPS,
+        "facet": {"field": "g", "type": "nominal", "title": None, "sort": [g.label for g in shown],
+                  "header": {"labelLimit": 330, "labelFontSize": 11}},
+        "columns": min(3, len(shown)), "spec": heatmap_panel(unit, n_layers)}
+    last = figdata.max_step(records)
+    profile = {  # the PNGs draw it at fixed steps (paper.py sets ``at``)
+        "data": {"name": name}, "params": [LOG_PARAM, {"name": "at", "value": last, "bind": {
+            "input": "range", "min": 0, "max": last, "step": figdata.step_gcd(records), "name": "at step ≤ "}}],
         "transform": [{"flatten": ["step", "v"]}, {"filter": f"datum.step <= at && {_positive('datum.v')}"},
                       {"joinaggregate": [{"op": "max", "field": "step", "as": "shown"}], "groupby": ["g"]},
                       {"filter": "datum.step == datum.shown"}],
@@ -256,30 +271,6 @@ def profile_spec(name: str, shown: Sequence[Group], unit: str, at: int, step: in
                      "y": _y("v", unit), "color": _color(shown),
                      "tooltip": [_tip("g", "group", None), _tip("layer", "layer", "d"), _tip("shown", "step", "d"),
                                  _tip("v", unit)]}}
-
-
-def family(prefix: str, records: Sequence[dict]) -> tuple[str, str, bool]:
-    """(title, unit, log) of a per-layer family: the known ones' own, an unknown one's key and automatic scale."""
-    title, unit, log = LAYER_FAMILIES.get(prefix, (f"{prefix}/layer_i", prefix, None))
-    return title, unit, auto_log([v for r in records for v in r["v"]]) if log is None else log
-
-
-def layer_figures(prefix: str, groups: Sequence[Group], stride: int, data: dict[str, list]) -> list[Figure]:
-    """A heatmap (block × step, one panel per group, one colour scale) and a by-layer profile with a step slider."""
-    name = f"layers:{prefix}"
-    records = figdata.layer_records(groups, prefix, stride)
-    if not records:
-        return []
-    data[name] = records
-    title, unit, log = family(prefix, records)
-    n_layers = 1 + max(r["layer"] for r in records)
-    shown = [g for g in groups if any(r["g"] == g.label for r in records)]
-    heatmap = {
-        "data": {"name": name}, "params": [LOG_PARAM], "transform": HEATMAP_STEPS,
-        "facet": {"field": "g", "type": "nominal", "title": None, "sort": [g.label for g in shown],
-                  "header": {"labelLimit": 330, "labelFontSize": 11}},
-        "columns": min(3, len(shown)), "spec": heatmap_panel(unit, n_layers)}
-    profile = profile_spec(name, shown, unit, figdata.max_step(records), figdata.step_gcd(records))
     key = f"{prefix}/layer_i"
     return [
         Figure(f"fig-{slug(prefix)}-map", f"{title}: by block and step",
