@@ -6,7 +6,7 @@ stays a torch-only import.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from normtrain.version import __version__
 
 
 def compose(overrides: list[str] | None = None):

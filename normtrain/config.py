@@ -76,6 +76,11 @@ class PlacementSchema:
     alpha: Any = "auto"  # "auto" or a number
     beta: Any = "auto"
     post_fraction: float | None = None  # mix only (its YAML sets 0.25): Post-LN for the first ⌊f·L⌋ blocks
+    first_pre: bool | None = None  # hybrid only (its YAML sets false): block 0 is Pre-LN (HybridNorm*)
+    head_scale: bool | None = None  # normformer only (its YAML sets the paper's true): γ_h per head before W_O
+    post_act_norm: bool | None = None  # normformer only (true): a norm after the MLP's activation
+    resid_scale: bool | None = None  # normformer only (false): a learned λ ⊙ on the MLP's shortcut
+    gpas: bool = False  # GPAS after each residual add: x − SiLU(a)·sg(x), a per block, init 0
 
 
 @dataclass
@@ -355,11 +360,49 @@ def _catalog_problems(m: DictConfig, n: DictConfig, pl: DictConfig) -> list[str]
         if pl.name != "mix":
             p.append(f"placement.post_fraction={pl.post_fraction} applies to placement=mix only, not "
                      f"placement={pl.name}")
-    p += _qk_norm_problems(m, n) + _gain_problems(n) + _attention_problems(m, n)
+    m = _implied_model(m, pl)
+    p += _placement_key_problems(m, pl) + _qk_norm_problems(m, n) + _gain_problems(n) + _attention_problems(m, n)
     if n.depth_scaled and pl.name in PLACEMENTS and not PLACEMENTS[pl.name].has_norms:
         normed = sorted(k for k, c in PLACEMENTS.items() if c.has_norms)
         p.append(f"norm.depth_scaled=true: placement={pl.name} holds no norm to scale; placements with norms: "
                  f"{', '.join(normed)}")
+    return p
+
+
+# Keys of one placement only, which sets them in its YAML; null elsewhere.
+PLACEMENT_KEYS = {"first_pre": "hybrid", "head_scale": "normformer", "post_act_norm": "normformer",
+                  "resid_scale": "normformer"}
+
+
+def _implied_model(m: DictConfig, pl: DictConfig) -> DictConfig:
+    """``model`` with what the placement implies (HybridNorm's QKV-norm) where the config left the default, so
+    that the QK-norm checks judge the model that will be built; a contradicting value is left for
+    ``_placement_key_problems`` to report."""
+    from normtrain.model.placements.hybrid import IMPLIED
+
+    if pl.name != "hybrid":
+        return m
+    defaults = ModelSchema()
+    implied = {k: v for k, v in IMPLIED.items() if m[k] == getattr(defaults, k)}
+    return OmegaConf.merge(m, implied) if implied else m
+
+
+def _placement_key_problems(m: DictConfig, pl: DictConfig) -> list[str]:
+    """The keys of one placement set with another, GPAS where there is no residual add, and a QK-norm form that
+    contradicts HybridNorm's."""
+    from normtrain.model import PLACEMENTS
+    from normtrain.model.config import qk_norm_form
+
+    p = [f"placement.{key}={str(pl[key]).lower()} applies to placement={owner} only, not placement={pl.name}"
+         for key, owner in PLACEMENT_KEYS.items() if pl[key] is not None and pl.name != owner]
+    if pl.gpas and pl.name in PLACEMENTS and not PLACEMENTS[pl.name].residual_add:
+        adds = sorted(k for k, c in PLACEMENTS.items() if c.residual_add)
+        p.append(f"placement.gpas=true scales the stream after a residual add, and placement={pl.name} has none; "
+                 f"placements with one: {', '.join(adds)}")
+    if pl.name == "hybrid" and qk_norm_form(m.qk_norm) != "per_head":  # v_norm's only other value is the default
+        p.append(f"placement=hybrid normalizes queries, keys and values per head (it implies model.qk_norm=per_head "
+                 f"and model.v_norm=true), which model.qk_norm={qk_norm_form(m.qk_norm)} contradicts: leave "
+                 "model.qk_norm unset (or per_head)")
     return p
 
 
@@ -632,6 +675,8 @@ def model_config(cfg: DictConfig, vocab: int | None = None) -> GPTConfig:
         qk_norm_at=m.qk_norm_at, qk_norm_gain=m.qk_norm_gain, v_norm=m.v_norm, attn_softcap=m.attn_softcap,
         logit_softcap=m.logit_softcap, attn_gate=m.attn_gate,
         post_fraction=GPTConfig.post_fraction if pl.post_fraction is None else pl.post_fraction,
+        **{key: getattr(GPTConfig, key) if pl[key] is None else pl[key] for key in PLACEMENT_KEYS},
+        gpas=pl.gpas,
     )
 
 

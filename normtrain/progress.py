@@ -1,11 +1,10 @@
-"""Progress (training steps, bytes read or tokenized): a tqdm bar on a terminal, a plain line every few seconds
-anywhere else.
+"""Progress (training steps, bytes encoded): a tqdm bar on a terminal, a plain line every few seconds anywhere else.
 
 A batch job's log (SLURM, nohup, a pipe) is not a terminal: tqdm's carriage-return frames would fill it with
 redrawn bars. There a line like ``normtrain: step 120/300 (40%) · loss 2.345 · 15.2k tok/s · ETA 1m23s`` is
 said (stderr and the run's log file, see runlog.py) every ``train.progress_every_s`` seconds and at the end.
-Both have the small part of tqdm's interface the training loop and the corpus builders use: ``update``,
-``set_postfix``, ``set_postfix_str``, ``close`` and ``with``.
+Both have the small part of tqdm's interface the training loop uses: ``update``, ``set_postfix``,
+``set_postfix_str`` and ``close``.
 """
 
 from __future__ import annotations
@@ -23,13 +22,12 @@ def interactive(stream: Any = None) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)()) or "ipykernel" in sys.modules
 
 
-def make_progress(total: int, initial: int, desc: str, enabled: bool, every_s: float = 30.0, unit: str = "step"):
-    """The progress display: nothing, a bar (interactive) or lines (batch jobs); ``unit`` ``step`` or ``B``."""
+def make_progress(total: int | None, initial: int, desc: str, enabled: bool, every_s: float, unit: str = "step"):
+    """The progress display: nothing, a bar (interactive) or lines (batch jobs); of steps, or of bytes (``B``)."""
     if enabled and interactive():
         from tqdm.auto import tqdm
 
-        scale = {"unit": "B", "unit_scale": True} if unit == "B" else {}
-        return tqdm(total=total, initial=initial, desc=desc, dynamic_ncols=True, **scale)
+        return tqdm(total=total, initial=initial, desc=desc, dynamic_ncols=True, unit=unit, unit_scale=unit == "B")
     return Lines(total, initial, desc, every_s, enabled, unit)
 
 
@@ -45,19 +43,11 @@ def rate(tokens_per_s: float) -> str:
     return f"{tokens_per_s / 1e3:.1f}k" if tokens_per_s >= 1e3 else f"{tokens_per_s:.0f}"
 
 
-def size(n_bytes: float) -> str:
-    """``512 B``, ``1.5 MB``, ``2.3 GB`` (powers of 1000, as tqdm's unit_scale)."""
-    for prefix in ("", "k", "M", "G", "T"):
-        if n_bytes < 1000 or prefix == "T":
-            return f"{n_bytes:.0f} B" if not prefix else f"{n_bytes:.1f} {prefix}B"
-        n_bytes /= 1000
-    raise AssertionError  # unreachable
-
-
 class Lines:
     """A line every ``every_s`` seconds (and one at the end) instead of a bar; silent when not ``enabled``."""
 
-    def __init__(self, total: int, initial: int, desc: str, every_s: float, enabled: bool = True, unit: str = "step"):
+    def __init__(self, total: int | None, initial: int, desc: str, every_s: float, enabled: bool = True,
+                 unit: str = "step"):
         self.total, self.n, self.first, self.desc, self.unit = total, initial, initial, desc, unit
         self.every_s, self.enabled = every_s, enabled
         self.started = self.last_said = time.monotonic()
@@ -78,15 +68,23 @@ class Lines:
     def line(self) -> str:
         elapsed = time.monotonic() - self.started
         done = self.n - self.first
-        done_of = f"step {self.n}/{self.total}" if self.unit != "B" else f"{size(self.n)}/{size(self.total)}"
-        parts = [f"{done_of} ({100 * self.n / max(self.total, 1):.0f}%)"]
+        parts = [self.count()]
         parts += [f"{key} {self.postfix[key]}" for key in ("loss", "val", "lr") if key in self.postfix]
         if "tok_s" in self.postfix:
             parts.append(f"{rate(float(self.postfix['tok_s']))} tok/s")
-        if done and self.n < self.total:
+        if done and self.total and self.n < self.total:
             parts.append(f"ETA {duration(elapsed / done * (self.total - self.n))}")
         parts.append(f"{duration(elapsed)} elapsed")
         return f"normtrain: {self.desc}: " + " · ".join(parts)
+
+    def count(self) -> str:
+        """``step 120/300 (40%)``, or of bytes ``4.2/11.4 MB (37%)``."""
+        in_mb = self.unit == "B"
+        n = f"{self.n / 1e6:.1f}" if in_mb else f"step {self.n}"
+        if not self.total:
+            return f"{n} MB" if in_mb else n
+        total = f"{self.total / 1e6:.1f} MB" if in_mb else str(self.total)
+        return f"{n}/{total} ({100 * self.n / self.total:.0f}%)"
 
     def say(self) -> None:
         say(self.line())
@@ -96,9 +94,3 @@ class Lines:
         if self.enabled and self.n != self.said_at:
             self.say()
         self.enabled = False
-
-    def __enter__(self) -> Lines:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

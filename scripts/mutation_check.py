@@ -45,10 +45,14 @@ def m(name: str, kind: str, path: str, *edits: tuple[str, str]) -> Mutant:
 
 SWAP, MOVE, SCALE, DEPTH, FORM, STRUCT = ("swapped gains", "a norm moved", "a scale or shortcut weight",
                                           "depth off by one", "a formula's detail", "a norm added or dropped")
-PRE_FWD = "y, h = self.norm2.add_norm(self.attn(self.norm1(x)), residual=x)"
-POST_FWD = ("x = self.norm1.add_norm(self.attn(x), residual=x, alpha=self.alpha)[0]\n"
-            "        return self.norm2.add_norm(self.mlp(x), residual=x, alpha=self.alpha)[0]")
-PERI_FWD = "y, h = self.norm2.add_norm(self.out_norm1(self.attn(self.norm1(x))), residual=x)"
+PRE_FWD = "y, h = self.added_normed(self.norm2, self.attn(self.norm1(x)), x)"
+POST_FWD = ("x = self.norm1.add_norm(self.attn(x), residual=self.scaled(x), alpha=self.alpha)[0]\n"
+            "        return self.norm2.add_norm(self.mlp(x), residual=self.scaled(x), alpha=self.alpha)[0]")
+PERI_FWD = "y, h = self.added_normed(self.norm2, self.out_norm1(self.attn(self.norm1(x))), x)"
+HYBRID_FWD = ("z = self.added_normed(self.norm2, self.attn(x), x)[0]  # Z = N(X + Attn(X))\n"
+              "        return self.added(z, self.mlp(z))")
+B2T_TOP = "return self.norm2.add_norm(self.mlp(top), residual=self.scaled(top) + bottom)[0]"
+HEAD_SCALE = "y = y * self.head_scale[:, None]"
 EARLY, LATE = 'if self.qk_norm_at == "before_rope":', 'if self.qk_norm_at == "after_rope":'
 QK_EARLY = EARLY + "\n            q, k = self._normed(q, self.q_norm), self._normed(k, self.k_norm)"
 HEAD_IF, WIDTH = 'if self.norm_form == "per_head":', '{"per_head": self.head_dim, "full": d_model}'
@@ -61,14 +65,15 @@ SQUASH_DERF = "return torch.erf(self.alpha * x + self.shift)"
 
 MUTANTS: tuple[Mutant, ...] = (
     m("pre-gains-swapped", SWAP, "model/placements/pre.py",
-      (PRE_FWD, "y, h = self.norm1.add_norm(self.attn(self.norm2(x)), residual=x)")),
+      (PRE_FWD, "y, h = self.added_normed(self.norm1, self.attn(self.norm2(x)), x)")),
     m("post-gains-swapped", SWAP, "model/placements/post.py",
       (POST_FWD, POST_FWD.replace("norm1", "normX").replace("norm2", "norm1").replace("normX", "norm2"))),
     m("peri-output-norms-swapped", SWAP, "model/placements/peri.py",
       (PERI_FWD, PERI_FWD.replace("out_norm1", "out_norm2")),
-      ("return h + self.out_norm2(self.mlp(y))", "return h + self.out_norm1(self.mlp(y))")),
+      ("return self.added(h, self.out_norm2(self.mlp(y)))", "return self.added(h, self.out_norm1(self.mlp(y)))")),
     m("peri-mlp-reads-the-attention-input-norm", SWAP, "model/placements/peri.py",
-      ("return h + self.out_norm2(self.mlp(y))", "return h + self.out_norm2(self.mlp(self.norm1(h)))")),
+      ("return self.added(h, self.out_norm2(self.mlp(y)))",
+       "return self.added(h, self.out_norm2(self.mlp(self.norm1(h))))")),
     m("qk-gains-swapped", SWAP, "model/attention.py",
       (QK_EARLY, QK_EARLY.replace("self.q_norm), self._normed(k, self.k_norm)",
                                   "self.k_norm), self._normed(k, self.q_norm)"))),
@@ -79,7 +84,7 @@ MUTANTS: tuple[Mutant, ...] = (
     m("admin-omegas-swapped", SWAP, "model/placements/post.py",
       ('self.shortcut("omega2", x, m)', 'self.shortcut("omega1", x, m)')),
     m("rezero-gates-swapped", SWAP, "model/placements/normfree.py",
-      ("return h + self.a2 * self.mlp(h)", "return h + self.a1 * self.mlp(h)")),
+      ("return self.added(h, self.a2 * self.mlp(h))", "return self.added(h, self.a1 * self.mlp(h))")),
     m("swiglu-gate-and-up-swapped", SWAP, "model/mlp.py",
       ("self.activation(self.gate(x)) * self.up(x)", "self.activation(self.up(x)) * self.gate(x)")),
     m("qk-norm-per-head-after-rope", MOVE, "model/attention.py",
@@ -110,7 +115,7 @@ MUTANTS: tuple[Mutant, ...] = (
     m("gate-features-in-the-wrong-heads", MOVE, "model/attention.py",
       (GATE, "y = y * torch.sigmoid(self.gate_proj(x)).view(*y.shape[:2], -1, y.shape[2]).transpose(2, 3)")),
     m("reorder-norm-before-the-sublayer", MOVE, "model/placements/peri.py",
-      ("h = x + self.norm1(self.attn(x))", "h = x + self.attn(self.norm1(x))")),
+      ("h = self.added(x, self.norm1(self.attn(x)))", "h = self.added(x, self.attn(self.norm1(x)))")),
     m("subln-attention-norm-after-w-out", MOVE, "model/attention.py",
       ("return self.out_proj(y if self.inner_norm is None else self.inner_norm(y))",
        "y = self.out_proj(y)\n        return y if self.inner_norm is None else self.inner_norm(y)")),
@@ -121,7 +126,7 @@ MUTANTS: tuple[Mutant, ...] = (
       ("self.down(_inner(self.inner_norm, F.gelu(self.up(x))))",
        "self.down(F.gelu(_inner(self.inner_norm, self.up(x))))")),
     m("post-norm-before-the-add", MOVE, "model/placements/post.py",
-      ("x = self.norm1.add_norm(self.attn(x), residual=x, alpha=self.alpha)[0]",
+      ("x = self.norm1.add_norm(self.attn(x), residual=self.scaled(x), alpha=self.alpha)[0]",
        "x = self.alpha * x + self.attn(self.norm1(x))")),
     m("deepnorm-alpha-on-the-branch-layernorm", SCALE, "norms.py",
       ("s = x + residual if alpha == 1.0 else x + alpha * residual",
@@ -138,8 +143,8 @@ MUTANTS: tuple[Mutant, ...] = (
     m("subln-beta-log-l", SCALE, "model/placements/pre.py",
       ("math.sqrt(math.log(2 * n_layers))", "math.sqrt(math.log(n_layers + 1))")),
     m("admin-omega-on-the-branch", SCALE, "model/placements/post.py",
-      ('x = self.norm1.add_norm(a, residual=self.shortcut("omega1", x, a) * x)[0]',
-       'x = self.norm1.add_norm(self.shortcut("omega1", x, a) * a, residual=x)[0]')),
+      ('x = self.norm1.add_norm(a, residual=self.shortcut("omega1", x, a) * self.scaled(x))[0]',
+       'x = self.norm1.add_norm(self.shortcut("omega1", x, a) * a, residual=self.scaled(x))[0]')),
     m("admin-profile-drops-omega", SCALE, "model/placements/post.py",
       ("((omega * x).float().var(correction=0)", "(x.float().var(correction=0)")),
     m("depth-scale-l-plus-one", DEPTH, "model/placements/base.py",
@@ -194,7 +199,49 @@ MUTANTS: tuple[Mutant, ...] = (
        '    """\n\n    final_norm = True\n\n    def forward(self, x: torch.Tensor) -> torch.Tensor:\n'
        '        x = self.norm1.add_norm(')),
     m("peri-output-norm-dropped", STRUCT, "model/placements/peri.py",
-      ("return h + self.out_norm2(self.mlp(y))", "return h + self.mlp(y)")),
+      ("return self.added(h, self.out_norm2(self.mlp(y)))", "return self.added(h, self.mlp(y))")),
+    # the 2023–2026 placements and GPAS
+    m("hybrid-ffn-residual-from-y-not-z", MOVE, "model/placements/hybrid.py",
+      (HYBRID_FWD,
+       "z, y = self.added_normed(self.norm2, self.attn(x), x)\n        return self.added(y, self.mlp(z))")),
+    m("hybrid-attention-input-normed", MOVE, "model/placements/hybrid.py",
+      ("self.added_normed(self.norm2, self.attn(x), x)[0]",
+       "self.added_normed(self.norm2, self.attn(self.norm2(x)), x)[0]")),
+    m("hybrid-first-pre-ignored", STRUCT, "model/placements/hybrid.py",
+      ("if layer == 0 and cfg.first_pre:", "if False:")),
+    m("hybrid-without-v-norm", STRUCT, "model/placements/hybrid.py",
+      ('IMPLIED = {"qk_norm": "per_head", "v_norm": True}', 'IMPLIED = {"qk_norm": "per_head"}')),
+    m("hybrid-qkv-norm-over-the-whole-projection", FORM, "model/placements/hybrid.py",
+      ('IMPLIED = {"qk_norm": "per_head", "v_norm": True}', 'IMPLIED = {"qk_norm": "full", "v_norm": True}')),
+    m("normformer-head-scale-after-w-out", MOVE, "model/attention.py", (HEAD_SCALE, "pass"),
+      (OUT, OUT + " * (1 if self.head_scale is None else\n"
+                  "            self.head_scale.repeat_interleave(self.head_dim))")),
+    m("normformer-post-act-norm-missing", STRUCT, "model/placements/normformer.py",
+      ("        if post_act_norm:\n", "        if False:\n")),
+    m("normformer-post-attention-norm-missing", STRUCT, "model/placements/normformer.py",
+      ("self.out_norm1(self.attn(self.norm1(x)))", "self.attn(self.norm1(x))")),
+    m("normformer-resid-scale-on-the-branch", SCALE, "model/placements/normformer.py",
+      ("self.added(h if self.resid_scale is None else self.resid_scale * h, self.mlp(y))",
+       "self.added(h, self.mlp(y) if self.resid_scale is None else self.resid_scale * self.mlp(y))")),
+    m("b2t-skip-from-the-sum-before-n1", MOVE, "model/placements/post.py",
+      ("top = self.norm1.add_norm(self.attn(x), residual=bottom)[0]  # x_a",
+       "top, bottom = self.norm1.add_norm(self.attn(x), residual=bottom)  # x_a")),
+    m("b2t-skip-missing", STRUCT, "model/placements/post.py",
+      (B2T_TOP, "return self.norm2.add_norm(self.mlp(top), residual=self.scaled(top))[0]")),
+    m("resi-dual-dual-stream-missing-its-norm", STRUCT, "model/placements/resi_dual.py",
+      ("return post + final_norm(dual)", "return post + dual")),
+    m("resi-dual-dual-stream-adds-the-normed-stream", MOVE, "model/placements/resi_dual.py",
+      ("self.norm1.add_norm(a, residual=self.scaled(post))[0], self.added(dual, a)",
+       "self.norm1.add_norm(a, residual=self.scaled(post))[0], self.added(dual, self.norm1(post + a))")),
+    m("gpas-stop-gradient-missing", FORM, "model/placements/base.py",
+      ("x - F.silu(self.gpas_gate) * x.detach()", "x - F.silu(self.gpas_gate) * x")),
+    m("gpas-sigmoid-not-silu", FORM, "model/placements/base.py",
+      ("x - F.silu(self.gpas_gate) * x.detach()", "x - torch.sigmoid(self.gpas_gate) * x.detach()")),
+    m("gpas-after-the-norm-in-post-ln", MOVE, "model/placements/post.py",
+      (POST_FWD, "x = self.scaled(self.norm1.add_norm(self.attn(x), residual=x, alpha=self.alpha)[0])\n"
+                 "        return self.scaled(self.norm2.add_norm(self.mlp(x), residual=x, alpha=self.alpha)[0])")),
+    m("gpas-on-the-shortcut-in-pre-ln", MOVE, "model/placements/base.py",
+      ("return self.scaled(shortcut + branch)", "return self.scaled(shortcut) + branch")),
 )
 
 

@@ -49,6 +49,49 @@ def test_the_2023_2026_keys_reach_the_model_and_default_to_todays_model():
     assert plain.attn.v_norm is None and plain.attn.gate_proj is None and plain.norm1.weight.shape == (128,)
 
 
+def test_the_placement_keys_of_2023_2026_reach_the_model_and_default_to_todays_model():
+    from normtrain.model.placements import B2TBlock, HybridNormBlock, NormFormerBlock, ResiDualBlock
+
+    star = normtrain.build_model(normtrain.compose(["placement=hybrid", "placement.first_pre=true",
+                                                   "model.n_layers=3", "placement.gpas=true"]))
+    assert [type(b) for b in star.blocks] == [PreNormBlock, HybridNormBlock, HybridNormBlock]
+    assert all(b.attn.q_norm is not None and b.attn.v_norm is not None for b in star.blocks)  # QKV-norm, implied
+    assert all(b.gpas_gate.item() == 0.0 for b in star.blocks) and star.cfg.qk_norm == "per_head"
+    hybrid = normtrain.build_model(normtrain.compose(["placement=hybrid"]))
+    assert {type(b) for b in hybrid.blocks} == {HybridNormBlock} and hybrid.final_norm is not None
+    nf = normtrain.build_model(normtrain.compose(["placement=normformer", "placement.head_scale=false",
+                                                 "placement.resid_scale=true"])).blocks[0]
+    assert isinstance(nf, NormFormerBlock) and nf.attn.head_scale is None and nf.resid_scale.shape == (128,)
+    assert nf.mlp.inner_norm is not None  # post_act_norm: the YAML's default
+    paper = normtrain.build_model(normtrain.compose(["placement=normformer"])).blocks[0]
+    assert paper.attn.head_scale.shape == (4,) and paper.mlp.inner_norm is not None and paper.resid_scale is None
+    assert isinstance(normtrain.build_model(normtrain.compose(["placement=b2t"])).blocks[0], B2TBlock)
+    dual = normtrain.build_model(normtrain.compose(["placement=resi_dual"]))
+    assert isinstance(dual.blocks[0], ResiDualBlock) and dual.final_norm is not None
+    default = normtrain.compose([])
+    pl = default.placement
+    assert (pl.first_pre, pl.head_scale, pl.post_act_norm, pl.resid_scale, pl.gpas) == (None, None, None, None, False)
+    plain = normtrain.build_model(default)
+    assert plain.blocks[0].gpas_gate is None and plain.blocks[0].attn.head_scale is None
+    assert (plain.cfg.qk_norm, plain.cfg.v_norm) == ("none", False)
+
+
+def test_gpas_is_refused_where_a_placement_has_no_residual_add(monkeypatch):
+    """Every placement here adds its sublayers to the stream (``none`` too: x + F(x)); one that interpolates
+    instead (nGPT) declares ``residual_add = False`` and GPAS is refused there."""
+    from normtrain.model import PLACEMENTS
+    from normtrain.model.placements import Block
+
+    assert all(cls.residual_add for cls in PLACEMENTS.values())
+    monkeypatch.setitem(PLACEMENTS, "interpolated", type("Interpolated", (Block,), {"residual_add": False}))
+    cfg = normtrain.compose(["placement.gpas=true"])
+    cfg.placement.name = "interpolated"
+    with pytest.raises(ConfigError) as err:
+        validate(cfg)
+    assert ("placement.gpas=true scales the stream after a residual add, and placement=interpolated has none; "
+            "placements with one: admin, b2t") in str(err.value)
+
+
 def test_sandwich_is_peri_by_another_name():
     """One class, one recorded name: a run asked for as placement=sandwich is the experiment placement=peri is."""
     assert normtrain.compose(["placement=sandwich"]) == normtrain.compose(["placement=peri"])
@@ -73,7 +116,8 @@ def test_sandwich_is_peri_by_another_name():
     (["model.qk_norm=both"], "model.qk_norm='both' is not known; allowed: none, per_head, full (true = per_head, "
      "false = none)"),
     (["placement=rezero", "norm.depth_scaled=true"], "norm.depth_scaled=true: placement=rezero holds no norm to "
-     "scale; placements with norms: admin, deepnorm, mix, peri, post, pre, reorder, subln"),
+     "scale; placements with norms: admin, b2t, deepnorm, hybrid, mix, normformer, peri, post, pre, reorder, "
+     "resi_dual, subln"),
     (["norm=dyt", "norm.alpha_init=0"], "norm.alpha_init=0.0: DyT's and Derf's initial α must be a finite number > 0"),
     (["optim.z_loss=-1e-4"], "optim.z_loss=-0.0001: the z-loss coefficient must be a finite number >= 0"),
     (["monitor.spike_window=1"], "monitor.spike_window=1: must be at least 2"),
@@ -95,6 +139,14 @@ def test_sandwich_is_peri_by_another_name():
     (["model.attn_softcap=-1"], "model.attn_softcap=-1.0: the soft-cap c of c·tanh(z/c) must be a finite number >= 0"),
     (["model.logit_softcap=inf"], "model.logit_softcap=inf: the soft-cap c"),
     (["model.attn_gate=channel"], "model.attn_gate='channel' is not known; allowed: elementwise, head, none"),
+    (["placement=pre", "placement.first_pre=true"],
+     "placement.first_pre=true applies to placement=hybrid only, not placement=pre"),
+    (["placement=hybrid", "placement.head_scale=false"],
+     "placement.head_scale=false applies to placement=normformer only, not placement=hybrid"),
+    (["placement=pre", "placement.resid_scale=true"], "placement.resid_scale=true applies to placement=normformer"),
+    (["placement=hybrid", "model.qk_norm=full"], "placement=hybrid normalizes queries, keys and values per head (it "
+     "implies model.qk_norm=per_head and model.v_norm=true), which model.qk_norm=full contradicts"),
+    (["placement=hybrid", "norm=prmsnorm"], "model.qk_norm=per_head with norm=prmsnorm estimates the rms"),
 ])
 def test_nonsense_is_refused_with_the_allowed_values(overrides, needle):
     with pytest.raises(ConfigError) as err:
@@ -112,6 +164,11 @@ def test_nonsense_is_refused_with_the_allowed_values(overrides, needle):
     ["norm=derf", "norm.gain=scalar"], ["norm.affine=false", "norm.gain=none"], ["norm=batchnorm", "norm.gain=none"],
     ["model.v_norm=true", "model.qk_norm_gain=false"], ["model.qk_norm=full", "model.qk_norm_at=after_rope"],
     ["model.attn_softcap=50", "model.logit_softcap=30", "model.attn_gate=elementwise", "placement=sandwich"],
+    ["placement=hybrid", "model.qk_norm=per_head", "model.v_norm=true"], ["placement=hybrid", "model.qk_norm=true"],
+    ["placement=hybrid", "model.qk_norm_gain=false", "model.qk_norm_at=after_rope", "placement.first_pre=true"],
+    ["placement=normformer", "placement.resid_scale=true", "placement.gpas=true"],
+    ["placement=b2t", "placement.gpas=true"], ["placement=resi_dual", "placement.gpas=true"],
+    ["placement=none", "placement.gpas=true"], ["placement=mix", "placement.gpas=true"],
 ])
 def test_sensible_combinations_are_accepted(overrides):
     validate(normtrain.compose(overrides))
@@ -129,7 +186,8 @@ def recorded(overrides, **model):
 
 @pytest.mark.parametrize("change", ["model.qk_norm=true", "norm.depth_scaled=true", "optim.z_loss=1e-4",
                                     "optim.independent_wd=true", "norm.alpha_init=0.3", "norm.gain=scalar",
-                                    "model.attn_softcap=50", "model.attn_gate=head", "model.v_norm=true"])
+                                    "model.attn_softcap=50", "model.attn_gate=head", "model.v_norm=true",
+                                    "placement.gpas=true"])
 def test_a_resume_refuses_a_changed_new_key(change):
     with pytest.raises(CheckpointError, match=change.split("=")[0]):
         config_changes(experiment([]), experiment([change]), step=5)
@@ -143,7 +201,9 @@ def test_a_checkpoint_from_before_the_new_keys_resumes_under_their_neutral_value
     old = {group: dict(values) for group, values in new.items() if isinstance(values, dict)}
     for key in ("model.qk_norm", "norm.alpha_init", "norm.depth_scaled", "placement.post_fraction", "optim.z_loss",
                 "optim.independent_wd", "norm.gain", "model.qk_norm_at", "model.qk_norm_gain", "model.v_norm",
-                "model.attn_softcap", "model.logit_softcap", "model.attn_gate"):  # unknown to an older checkpoint
+                "model.attn_softcap", "model.logit_softcap", "model.attn_gate", "placement.first_pre",
+                "placement.head_scale", "placement.post_act_norm", "placement.resid_scale",
+                "placement.gpas"):  # unknown to an older checkpoint
         group, name = key.split(".")
         del old[group][name]
     old = {**with_defaults(old), "world_size": 1}

@@ -36,21 +36,6 @@ def test_lines_say_step_loss_rate_and_eta(capsys):
     assert (duration(42), duration(185), duration(3725)) == ("42s", "3m05s", "1h02m")
 
 
-def test_bytes_read_or_tokenized_are_lines_in_a_batch_job(capsys):
-    from normtrain.progress import make_progress, size
-
-    with make_progress(4_000_000, 0, "tokenizing", True, every_s=0, unit="B") as bar:  # stderr here is no terminal
-        bar.update(1_500_000)
-        bar.update(2_500_000)
-    said = capsys.readouterr().err.splitlines()
-    assert said[0].startswith("normtrain: tokenizing: 1.5 MB/4.0 MB (38%) · ETA ")
-    assert said[1].startswith("normtrain: tokenizing: 4.0 MB/4.0 MB (100%) · ") and len(said) == 2
-    with make_progress(10, 0, "off", False, unit="B") as bar:
-        bar.update(10)
-    assert capsys.readouterr().err == ""
-    assert (size(512), size(2_300_000_000)) == ("512 B", "2.3 GB")
-
-
 @slow
 def test_a_batch_job_logs_lines_not_frames_and_keeps_them_in_cli_log(tiny, tmp_path):
     run_dir = tmp_path / "run"

@@ -1,7 +1,7 @@
 """``normtrain-compare``: figures, tables and an HTML report from run folders.
 
 This package reads ``summary.json`` and ``metrics.jsonl`` only; it never imports torch, the model or
-Hydra, so it runs anywhere matplotlib and numpy do.
+Hydra, so it runs anywhere numpy and vl-convert (which draws the figures, in the page and as PNGs) do.
 
     from normtrain.compare import compare, write_report
     result = compare(["multirun/2026-01-01/12-00-00"], out="cmp")   # result.runs, result.table, result.files

@@ -1,9 +1,10 @@
 """``normtrain-compare PATH... [--out DIR] [--metric val/loss] [--by KEYS]``, its Python twin ``compare()``, and
 ``write_report()``, the interactive page alone.
 
-Reads run folders only (JSON and JSONL; matplotlib for the PNGs, Vega inlined for the interactive page): it
-needs neither torch nor Hydra, so a sweep copied from a cluster can be compared on a laptop. Exit codes: 0 when
-a report was written, 2 for bad input (no runs found, an unknown ``--by`` key or ``--metric``).
+Reads run folders only (JSON and JSONL): one Vega-Lite spec per figure, inlined in the interactive page and
+rendered to PNG by vl-convert; it needs neither torch nor Hydra, so a sweep copied from a cluster can be compared
+on a laptop. Exit codes: 0 when a report was written, 2 for bad input (no runs found, an unknown ``--by`` key or
+``--metric``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from normtrain.atomic import write_text
-from normtrain.compare import page, probe, report, specs, vega
+from normtrain.compare import page, paper, probe, report, specs, vega
 from normtrain.compare.groups import group_runs
 from normtrain.compare.labels import LabelError, label_runs, unique_slugs
 from normtrain.compare.runs import Run, load_runs
@@ -64,11 +65,10 @@ def compare(paths: Sequence[str], out: str | Path | None = None, metric: str = "
     write_text(out / "table.md", f"Sorted by {sorted_by}.\n\n{table}")
     report.write_csv(runs, cols, out / "table.csv")
     result.files += [out / "table.md", out / "table.csv"]
-    pngs = _figures(runs, out, result) if figures else []
-    view = page.Page(title=f"Comparison of {len(runs)} runs", sorted_by=sorted_by, sources=list(paths),
-                     pngs=[p.name for p in pngs])
+    view = page.Page(title=f"Comparison of {len(runs)} runs", sorted_by=sorted_by, sources=list(paths))
     if figures:
         _interactive(view, groups, runs, result.notes)
+        view.pngs = [p.name for p in _figures(view, groups, runs, out, result)]
     view.notes = [f"skipped: {s}" for s in skipped] + result.notes
     result.files.append(page.write(out / "report.html", runs, cols, groups, view))
     return result
@@ -124,24 +124,23 @@ def _interactive(view: page.Page, groups: list, runs: list[Run], notes: list[str
         notes.append(f"the interactive figures could not be drawn ({type(err).__name__}: {err})")
 
 
-def _figures(runs: list[Run], out: Path, result: Comparison) -> list[Path]:
-    """The PNGs (for papers), in the groups' colours."""
-    from normtrain.compare import figures
-
+def _figures(view: page.Page, groups: list, runs: list[Run], out: Path, result: Comparison) -> list[Path]:
+    """The PNGs (for papers): the report's own specs, rendered by vl-convert (normtrain.compare.paper)."""
     for stale in out.glob("grad_norm_heatmap_*.png"):  # from an earlier comparison of other runs
         stale.unlink()
-    cols = [run.color for run in runs]
+    if not view.figures:
+        result.notes.append("no PNG figures: they are drawn from the interactive figures, and there are none")
+        return []
+    charts = paper.Charts(groups, {f.id: f for f in view.figures}, view.data)
     pngs: list[Path] = []
-    for name, draw in (("loss.png", figures.loss), ("grad_norm_by_layer.png", figures.grad_norm_by_layer),
-                       ("activations.png", figures.activations), ("residual_stream.png", figures.residual_stream),
-                       ("update.png", figures.update)):
+    for name, draw in paper.FILES:
         try:
-            result.notes += draw(runs, cols, out / name)
+            result.notes += draw(charts, out / name)
             pngs.append(out / name)
         except Exception as err:  # odd data costs one figure, never the report
             result.notes.append(f"{name} could not be drawn ({type(err).__name__}: {err})")
     try:
-        heatmaps, notes = figures.grad_norm_heatmaps(runs, unique_slugs([r.label for r in runs]), out)
+        heatmaps, notes = paper.grad_norm_heatmaps(charts, runs, unique_slugs([r.label for r in runs]), out)
         result.notes += notes
         pngs += heatmaps
     except Exception as err:  # likewise

@@ -9,7 +9,7 @@ thinned to a budget, so that 200 runs stay well below 10 MB.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -86,13 +86,14 @@ def aggregate(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str, np.n
             "max": np.where(finite, table, -np.inf).max(axis=0), "std": std, "n": n}
 
 
-def line_records(groups: Sequence[Group], key: str, kind: str | None) -> tuple[list[dict], list[dict]]:
-    """(one aggregate record per group, one record per run) of the scalar ``key``; ``kind`` tells curves of one
-    figure apart (train / validation)."""
+def line_records(groups: Sequence[Group], key: str, kind: str | None,
+                 read: Callable[[Run], tuple[np.ndarray, np.ndarray]] | None = None) -> tuple[list[dict], list[dict]]:
+    """(one aggregate record per group, one record per run) of the scalar ``key`` (or of the (steps, values) that
+    ``read`` gives for a run); ``kind`` tells curves of one figure apart (train / validation)."""
     tag = {"k": kind} if kind else {}
     aggregates, seeds = [], []
     for group in groups:
-        logged = [(run, *run.series(key)) for run in group.runs]
+        logged = [(run, *(read(run) if read else run.series(key))) for run in group.runs]
         logged = [(run, s, v) for run, s, v in logged if np.isfinite(v).any()]
         if not logged:
             continue

@@ -150,6 +150,16 @@ def _disambiguate(runs: list[Run], suffix) -> None:
                     run.label = f"{run.label} ({extra})"
 
 
+def shortened(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, its middle left out: a title wider than its figure is cut off or
+    squeezes the plot. Labels differ at their start (the leading keys) and end (the values that tell twins
+    apart), so both stay; the table has every label in full."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) * 2 // 3
+    return f"{text[:head]}…{text[len(text) - (limit - 1 - head):]}"
+
+
 def slug(label: str) -> str:
     """A file-name-safe form of a label: ``post · layernorm · L48`` -> ``post-layernorm-L48``.
 

@@ -209,7 +209,7 @@ def scalar_figure(key: str, groups: Sequence[Group], data: dict[str, list]) -> F
     return Figure(f"fig-{slug(key)}", title, caption, spec, [f"{name}:groups", f"{name}:runs"], log=log)
 
 
-def _domains(records: Sequence[dict]) -> dict[str, list[float]]:
+def domains(records: Sequence[dict]) -> dict[str, list[float]]:
     """The colour range of a heatmap, from the 1st to the 99th percentile, so one wild value cannot wash out
     the map; for the log scale over the positive values only."""
     values = np.asarray([v for r in records for v in r["v"] if v is not None], dtype=float)
@@ -219,6 +219,26 @@ def _domains(records: Sequence[dict]) -> dict[str, list[float]]:
             lo, hi = np.percentile(pool, [1, 99])
             out[kind] = [figdata.num(lo), figdata.num(hi if hi > lo else lo * 1.0001 + 1e-12)]
     return out
+
+
+HEATMAP_STEPS = [{"flatten": ["step", "v"]},  # each cell runs from its step to the next logged one
+                 {"window": [{"op": "lead", "field": "step", "as": "next"},
+                             {"op": "lag", "field": "step", "as": "prev"}],
+                  "groupby": ["g", "layer"], "sort": [{"field": "step"}]},
+                 {"calculate": "datum.next != null ? datum.next : datum.step + (datum.prev != null ? "
+                               "datum.step - datum.prev : 1)", "as": "end"},
+                 {"filter": _positive("datum.v")}]
+
+
+def heatmap_panel(unit: str, n_layers: int) -> dict[str, Any]:
+    """One block × step map of records flattened by ``HEATMAP_STEPS``: the report's panels, and each run's PNG."""
+    tooltip = [_tip("g", "group", None), _tip("layer", "layer", "d"), _tip("step", "step", "d"), _tip("v", unit)]
+    return {"width": 290, "height": max(48, min(14 * n_layers, 220)), "mark": "rect",
+            "encoding": {"x": _x(), "x2": {"field": "end"},
+                         "y": {"field": "layer", "type": "ordinal", "sort": "descending", "title": "layer"},
+                         "color": {"field": "v", "type": "quantitative", "title": unit,
+                                   "scale": {"scheme": "viridis", "clamp": True}},
+                         "tooltip": tooltip}}
 
 
 def layer_figures(prefix: str, groups: Sequence[Group], stride: int, data: dict[str, list]) -> list[Figure]:
@@ -233,27 +253,13 @@ def layer_figures(prefix: str, groups: Sequence[Group], stride: int, data: dict[
         log = auto_log([v for r in records for v in r["v"]])
     n_layers = 1 + max(r["layer"] for r in records)
     shown = [g for g in groups if any(r["g"] == g.label for r in records)]
-    tooltip = [_tip("g", "group", None), _tip("layer", "layer", "d"), _tip("step", "step", "d"), _tip("v", unit)]
     heatmap = {
-        "data": {"name": name}, "params": [LOG_PARAM],
-        "transform": [{"flatten": ["step", "v"]},
-                      {"window": [{"op": "lead", "field": "step", "as": "next"},
-                                  {"op": "lag", "field": "step", "as": "prev"}],
-                       "groupby": ["g", "layer"], "sort": [{"field": "step"}]},
-                      {"calculate": "datum.next != null ? datum.next : datum.step + (datum.prev != null ? "
-                                    "datum.step - datum.prev : 1)", "as": "end"},
-                      {"filter": _positive("datum.v")}],
+        "data": {"name": name}, "params": [LOG_PARAM], "transform": HEATMAP_STEPS,
         "facet": {"field": "g", "type": "nominal", "title": None, "sort": [g.label for g in shown],
                   "header": {"labelLimit": 330, "labelFontSize": 11}},
-        "columns": min(3, len(shown)),
-        "spec": {"width": 290, "height": max(48, min(14 * n_layers, 220)), "mark": "rect",
-                 "encoding": {"x": _x(), "x2": {"field": "end"},
-                              "y": {"field": "layer", "type": "ordinal", "sort": "descending", "title": "layer"},
-                              "color": {"field": "v", "type": "quantitative", "title": unit,
-                                        "scale": {"scheme": "viridis", "clamp": True}},
-                              "tooltip": tooltip}}}
+        "columns": min(3, len(shown)), "spec": heatmap_panel(unit, n_layers)}
     last = figdata.max_step(records)
-    profile = {
+    profile = {  # the PNGs draw it at fixed steps (paper.py sets ``at``)
         "data": {"name": name}, "params": [LOG_PARAM, {"name": "at", "value": last, "bind": {
             "input": "range", "min": 0, "max": last, "step": figdata.step_gcd(records), "name": "at step ≤ "}}],
         "transform": [{"flatten": ["step", "v"]}, {"filter": f"datum.step <= at && {_positive('datum.v')}"},
@@ -271,7 +277,7 @@ def layer_figures(prefix: str, groups: Sequence[Group], stride: int, data: dict[
                f"{key}, block (row, 0 = next to the embedding) × logged step, mean over each group's seeds; one "
                "colour scale for all panels, from the 1st to the 99th percentile; a gap is a non-finite value.",
                heatmap, [name], hint="hover a cell for its value", log=log, scale="color",
-               domains=_domains(records)),
+               domains=domains(records)),
         Figure(f"fig-{slug(prefix)}-profile", f"{title}: by block",
                f"{key} against block at the chosen step (the slider; each group's last logged step at or before "
                "it whose values are finite), mean over each group's seeds.", profile, [name],

@@ -1,7 +1,8 @@
 """Corpora and the batches cut from them: byte-level text (vocab 256) and token shards.
 
-``load_corpus`` finds the files, splits them into train/val by file and caches their raw bytes on
-disk, checksummed, or (``tokens``) memory-maps the shards ``normtrain-prepare`` wrote (``shards``);
+``load_corpus`` finds the files, splits them into train/val by file and encodes their raw bytes once into
+shards in the on-disk cache, checksummed, as ``normtrain-prepare`` does; or (``tokens``) memory-maps the shards
+``normtrain-prepare`` wrote (``shards``);
 ``BatchSampler`` draws random training windows and ``eval_batches`` the fixed val windows. Reading a
 byte corpus needs no ``datasets``: the files are read as bytes, never decoded.
 """

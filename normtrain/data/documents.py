@@ -1,7 +1,7 @@
-"""What ``normtrain-prepare`` reads: a source named on its command line, as a stream of document pieces.
+"""What a corpus is read from, as a stream of document pieces: ``normtrain-prepare``'s source, and the byte corpora.
 
 A source is local text (a file, a folder, a glob, or ``python_stdlib``: read as raw bytes, split into train and
-val by file exactly as ``data=local_text`` splits them), local parquet/json/arrow/csv files (read through
+val by file; the byte corpora are ``local_text`` sources), local parquet/json/arrow/csv files (read through
 ``datasets``' own builders, streamed, so nothing is converted or cached), a Hugging Face hub dataset id, or a
 local copy of one (a folder with its dataset card, read by ``datasets`` as it reads the hub).
 Documents come out as pieces (``normtrain.data.pieces``), which the ``datasets`` sources (``hub``) share.
@@ -9,13 +9,11 @@ Documents come out as pieces (``normtrain.data.pieces``), which the ``datasets``
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Iterator
 
 from normtrain.data import hub, sources
-from normtrain.data.corpus import split_by_file
-from normtrain.data.pieces import Documents, Piece, file_pieces
+from normtrain.data.pieces import Documents, Piece, file_pieces, in_val
 from normtrain.errors import DataError
 
 # File extensions read through a datasets builder rather than as text.
@@ -31,7 +29,7 @@ def open_documents(source: str, val_fraction: float, text_field: str = "text", c
         raise DataError(f"--val-fraction {val_fraction}: must lie in (0, 1)")
     if source == STDLIB:
         return local_text(sources.python_stdlib(), STDLIB, val_fraction)
-    files = _local_files(source)
+    files = sources.local_files(source)
     if files is None or _dataset_card(source, files):
         return hub.hub_documents(source, config, split, revision, streaming, text_field, val_fraction,
                                  local_files=files)
@@ -46,8 +44,8 @@ def open_documents(source: str, val_fraction: float, text_field: str = "text", c
 
 
 def local_text(source: sources.Source, kind: str, val_fraction: float) -> Documents:
-    """Text files as raw bytes, split into train and val by file (by bytes when too few files), as
-    ``normtrain.data.corpus`` splits them: prepared with ``--tokenizer bytes`` they give the same tokens."""
+    """Text files as raw bytes, split into train and val by file (by bytes when too few files): what both
+    ``normtrain-prepare`` and the byte corpora of ``data=python_stdlib|local_text`` read."""
     by_file = split_by_file(source.files, val_fraction)
     record = {"kind": kind, "root": source.root, "n_files": len(source.files),
               "split": "by_file" if by_file else "by_bytes", "val_fraction": val_fraction}
@@ -60,19 +58,16 @@ def local_text(source: sources.Source, kind: str, val_fraction: float) -> Docume
     return Documents(record=record, stream=stream, files=source.files, total_bytes=sum(sizes))
 
 
-def _local_files(source: str) -> list[str] | None:
-    """The files ``source`` names on this machine, or None when it names none (then it may be a hub id)."""
-    full = os.path.abspath(os.path.expanduser(source))
-    if os.path.isfile(full):
-        return [full]
-    if os.path.isdir(full):
-        return [path for path in _visible_files(full)]
-    if glob.has_magic(source):
-        matches = [p for p in glob.glob(full, recursive=True) if os.path.isfile(p)]
-        if not matches:
-            raise DataError(f"{source!r} is a glob that matches no file")
-        return matches
-    return None
+def split_by_file(files: tuple[tuple[str, str], ...], val_fraction: float) -> dict[str, list[str]] | None:
+    """Absolute paths per split, or None when hashing leaves a split empty (then split by bytes).
+
+    A file goes to val iff its relative path does (``in_val``): the choice survives moving the corpus, adding
+    other files, and even a larger ``val_fraction`` only moves more files into val, never back.
+    """
+    split: dict[str, list[str]] = {"train": [], "val": []}
+    for rel, path in files:
+        split["val" if in_val(os.fsencode(rel), val_fraction) else "train"].append(path)
+    return split if split["train"] and split["val"] else None
 
 
 def _dataset_card(source: str, files: list[str]) -> bool:
@@ -83,16 +78,6 @@ def _dataset_card(source: str, files: list[str]) -> bool:
         return False
     with open(card, "rb") as f:
         return f.read(4) == b"---\n"
-
-
-def _visible_files(root: str) -> list[str]:
-    paths = []
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        paths += [os.path.join(folder, n) for n in names if not n.startswith(".")]
-    if not paths:
-        raise DataError(f"the folder {root} holds no file")
-    return paths
 
 
 def _builder(path: str) -> str | None:
@@ -106,9 +91,8 @@ def _by_file(files: tuple[tuple[str, str], ...], val: set[str]) -> Iterator[Piec
 
 
 def _by_bytes(paths: list[str], sizes: list[int], val_fraction: float) -> Iterator[Piece]:
-    """The files joined by separators, cut where ``corpus`` cuts a single-file corpus: the last
-    ``val_fraction`` of the bytes is val. The file the cut falls in becomes two documents (one may be empty,
-    which keeps a separator that sits at the cut on the side ``corpus`` puts it)."""
+    """The files joined by separators, cut so that the last ``val_fraction`` of those bytes is val. The file the
+    cut falls in becomes two documents (one may be empty, so that a separator next to the cut stays on its side)."""
     total = sum(sizes) + len(sizes) - 1
     cut = total - max(1, round(total * val_fraction))
     offset = 0

@@ -62,9 +62,10 @@ def row_pieces(rows: Iterable[dict], text_field: str, where: str, val_fraction: 
         yield from memory_pieces(data, "val" if in_val(data, val_fraction) else "train")
 
 
-def in_val(data: bytes, val_fraction: float) -> bool:
-    """The split rule of ``corpus.split_by_file``, on a document's bytes instead of a file's path."""
-    h = int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+def in_val(key: bytes, val_fraction: float) -> bool:
+    """The one split rule: ``key`` (a file's relative path, a row's text) goes to val iff its hash falls below
+    ``val_fraction``. Python's ``hash()`` is salted per process, so blake2b."""
+    h = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")
     return h < val_fraction * 2**64
 
 

@@ -1,11 +1,13 @@
-"""Token shards: what ``normtrain-prepare`` writes and ``data=tokens`` memory-maps.
+"""Token shards: what ``normtrain.data.encode`` writes (for ``normtrain-prepare``, and the byte corpora's cache
+entries) and what ``data=tokens`` memory-maps.
 
 A shard folder holds ``train.bin`` and ``val.bin`` (the tokens, no header, little-endian uint16 when the vocabulary
-fits, uint32 otherwise: the layout nanoGPT and llm.c use), ``train_counts.npy`` (how often each token occurs in
-train), ``tokenizer.json`` when the tokenizer has one, and ``meta.json``: the source, the tokenizer and its hash,
-the vocabulary, token, byte and document counts per split, and every file's size and sha256. As in the token
-cache (``normtrain.data.cache``) each file is written under a temporary name and moved into place, meta.json
-last, and nothing is used before it matches its record: a damaged shard is reported, never trained on.
+fits, uint32 otherwise: the layout nanoGPT and llm.c use; the byte corpora's cache stores uint8, meta.json's
+``dtype``), ``train_counts.npy`` (how often each token occurs in train), ``tokenizer.json`` when the tokenizer
+has one, and ``meta.json``: the source, the tokenizer and its hash, the vocabulary, token, byte and document
+counts per split, and every file's size and sha256. Each file is written under a temporary name and moved into
+place, meta.json last, and nothing is used before it matches its record: a damaged shard is reported, never
+trained on.
 
 Verifying reads the files once (sha256, about 1.8 GB/s) with plain reads, not through the map, so a shard much
 larger than memory is checked without ever being resident; training then memory-maps the very file it checked.
@@ -33,59 +35,10 @@ COUNTS = "train_counts.npy"
 TOKENIZER = "tokenizer.json"
 FILES = (*SPLITS.values(), COUNTS, TOKENIZER, META)
 READ_BLOCK = 8 << 20
-FLUSH_TOKENS = 1 << 22
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype("<u2") if vocab_size <= 1 << 16 else np.dtype("<u4")
-
-
-class ShardWriter:
-    """One split's tokens streamed into an open file, a separator between documents; its sha256, token
-    counts, byte and document counts kept on the way (one pass over the tokens, in blocks)."""
-
-    def __init__(self, file: IO[bytes], vocab_size: int, eot: int, count: bool):
-        self.file, self.vocab_size, self.dtype = file, vocab_size, token_dtype(vocab_size)
-        self.eot = np.array([eot], dtype=np.int64)
-        self.sha256 = hashlib.sha256()
-        self.counts = np.zeros(vocab_size, dtype=np.int64) if count else None
-        self.tokens = self.bytes = self.documents = 0
-        self.pending: list[np.ndarray] = []
-        self.pending_tokens = 0
-
-    def add(self, tokens: np.ndarray, n_bytes: int, starts_doc: bool) -> None:
-        """Append one piece of a document (``n_bytes`` of text); a separator first if it starts one that is
-        not the split's first (the separator counts as one byte: the NUL a byte corpus has there)."""
-        if starts_doc:
-            if self.documents:
-                self._append(self.eot, 1)
-            self.documents += 1
-        self._append(tokens, n_bytes)
-
-    def close(self) -> dict[str, int]:
-        self._flush()
-        return {"tokens": self.tokens, "bytes": self.bytes, "documents": self.documents}
-
-    def _append(self, tokens: np.ndarray, n_bytes: int) -> None:
-        self.pending.append(tokens)
-        self.pending_tokens += len(tokens)
-        self.tokens, self.bytes = self.tokens + len(tokens), self.bytes + n_bytes
-        if self.pending_tokens >= FLUSH_TOKENS:
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self.pending:
-            return
-        block = np.concatenate(self.pending)
-        self.pending, self.pending_tokens = [], 0
-        if len(block) and (block.min() < 0 or block.max() >= self.vocab_size):
-            raise DataError(f"the tokenizer produced token ids outside [0, {self.vocab_size}): its vocabulary size "
-                            "is wrong")
-        data = block.astype(self.dtype).tobytes()
-        self.file.write(data)
-        self.sha256.update(data)
-        if self.counts is not None:
-            self.counts += np.bincount(block, minlength=self.vocab_size)
 
 
 def vocab_size_of(name: str, path: str | None) -> int:
@@ -118,28 +71,31 @@ def file_record(path: Path) -> dict[str, Any]:
         return {"size": os.fstat(f.fileno()).st_size, "sha256": _sha256(f)}
 
 
-def read_meta(folder: str | Path) -> dict[str, Any]:
+def read_meta(folder: str | Path, remedy: str | None = None) -> dict[str, Any]:
     """meta.json of a shard folder, unverified (the vocabulary of a model to build); DataError if there is none."""
     path = Path(folder).expanduser() / META
+    remedy = remedy or f"rerun normtrain-prepare into {path.parent}"
     try:
         meta = json.loads(path.read_bytes())
     except FileNotFoundError:
         raise DataError(f"{path.parent} holds no prepared token shards (no {META}): write them with "
                         f"normtrain-prepare SOURCE {path.parent}") from None
     except (OSError, ValueError) as err:
-        raise DataError(f"{path} cannot be read ({err}): rerun normtrain-prepare into that folder") from None
+        raise DataError(f"{path} cannot be read ({err}): {remedy}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise DataError(f"{path} is not a normtrain-prepare record of format {FORMAT}: rerun normtrain-prepare")
+        raise DataError(f"{path} is not a normtrain-prepare record of format {FORMAT}: {remedy}")
     return meta
 
 
-def verify(folder: str | Path) -> dict[str, Any]:
-    """meta.json, once every file it lists matches its size and sha256; DataError naming what does not."""
+def verify(folder: str | Path, remedy: str | None = None) -> dict[str, Any]:
+    """meta.json, once every file it lists matches its size and sha256; DataError naming what does not and
+    ``remedy``."""
     folder = Path(folder).expanduser()
-    meta = read_meta(folder)
+    remedy = remedy or f"rerun normtrain-prepare into {folder}"
+    meta = read_meta(folder, remedy)
     for name, record in meta["files"].items():
         if name not in SPLITS.values():  # the shards are checked as they are mapped (load_shards)
-            _check(folder / name, record, lambda f: (_sha256(f), None))
+            _check(folder / name, record, lambda f: (_sha256(f), None), remedy)
     return meta
 
 
@@ -176,14 +132,15 @@ class TokenCorpus:
         }
 
 
-def load_shards(path: str | None) -> TokenCorpus:
+def load_shards(path: str | None, remedy: str | None = None) -> TokenCorpus:
     """The shard folder ``path``, verified, its two splits memory-mapped (nothing of them read into memory)."""
     if not path:
         raise DataError("data=tokens needs data.path: a folder written by normtrain-prepare")
     folder = Path(path).expanduser()
-    meta = verify(folder)
-    dtype = token_dtype(meta["vocab_size"])
-    maps = {split: _check(folder / name, meta["files"][name], lambda f, d=dtype: _mapped(f, d))
+    remedy = remedy or f"rerun normtrain-prepare into {folder}"
+    meta = verify(folder, remedy)
+    dtype = np.dtype(meta["dtype"]).newbyteorder("<")  # shards are little-endian; the byte corpora's are uint8
+    maps = {split: _check(folder / name, meta["files"][name], lambda f, d=dtype: _mapped(f, d), remedy)
             for split, name in SPLITS.items()}
     counts = np.load(folder / COUNTS, allow_pickle=False)
     digest = hashlib.blake2b("".join(meta["files"][n]["sha256"] for n in SPLITS.values()).encode(), digest_size=16)
@@ -199,23 +156,22 @@ def _mapped(f: IO[bytes], dtype: np.dtype) -> tuple[str, np.ndarray]:
     return digest, array
 
 
-def _check(path: Path, record: dict[str, Any], read: Callable[[IO[bytes]], tuple[str, Any]]) -> Any:
+def _check(path: Path, record: dict[str, Any], read: Callable[[IO[bytes]], tuple[str, Any]], remedy: str) -> Any:
     """Open ``path``, compare its size, and let ``read`` hash it (and map it): what ``read`` made of it once the
     hash matches the record, else DataError."""
-    how = f"rerun normtrain-prepare into {path.parent}"
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size != record["size"]:
                 raise DataError(f"{path} has {size} bytes, its record in {META} says {record['size']}: it is "
-                                f"damaged or was replaced; {how}")
+                                f"damaged or was replaced; {remedy}")
             digest, value = read(f)
     except FileNotFoundError:
-        raise DataError(f"{path} is missing (listed in {META}): {how}") from None
+        raise DataError(f"{path} is missing (listed in {META}): {remedy}") from None
     except OSError as err:
-        raise DataError(f"{path} cannot be read ({err}): {how}") from None
+        raise DataError(f"{path} cannot be read ({err}): {remedy}") from None
     if digest != record["sha256"]:
-        raise DataError(f"{path} does not match its sha256 in {META} (its bytes changed on disk): {how}")
+        raise DataError(f"{path} does not match its sha256 in {META} (its bytes changed on disk): {remedy}")
     return value
 
 

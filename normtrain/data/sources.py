@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import os
 import sysconfig
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,30 +32,38 @@ class Source:
 def python_stdlib() -> Source:
     """The running interpreter's own ``.py`` standard library, minus tests, IDLE and site-packages."""
     root = sysconfig.get_paths()["stdlib"]
-    paths = []
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in STDLIB_SKIP]
-        paths += [os.path.join(folder, n) for n in names if n.endswith(".py")]
-    return _source(root, root, paths)
+    return _source(root, root, _walk(root, lambda d: d not in STDLIB_SKIP, lambda name: name.endswith(".py")))
 
 
 def local_text(path: str) -> Source:
-    """Text files named by ``path``: one file, every text file under a folder, or a recursive glob.
+    """Text files named by ``path`` (see :func:`local_files`), minus binary files (a NUL byte in the first
+    8 KB) and empty ones."""
+    full = os.path.abspath(os.path.expanduser(path))
+    paths = local_files(path)
+    if paths is None:
+        raise DataError(f"data.path={path!r} does not exist; give {ALLOWED}")
+    base = os.path.dirname(full) if os.path.isfile(full) else full if os.path.isdir(full) else _glob_base(full)
+    return _source(full, base, paths, given=path)
 
-    Folders skip hidden entries (``.git``, ``.venv``), as a glob does; both skip binary files
-    (a NUL byte in the first 8 KB) and empty ones.
+
+def local_files(path: str) -> list[str] | None:
+    """The files ``path`` names here: one file, every file under a folder, or a recursive glob's matches; None
+    when it names nothing here (normtrain-prepare then tries it as a hub id).
+
+    Folders skip hidden entries (``.git``, ``.venv``), as a glob does. The one walk of every local corpus.
     """
     full = os.path.abspath(os.path.expanduser(path))
     if os.path.isfile(full):
-        return _source(full, os.path.dirname(full), [full], given=path)
+        return [full]
     if os.path.isdir(full):
-        return _source(full, full, _walk_visible(full), given=path)
+        if not (paths := _walk(full, _visible, _visible)):
+            raise DataError(f"{path!r} is a folder that holds no file; give {ALLOWED}")
+        return paths
     if not glob.has_magic(path):
-        raise DataError(f"data.path={path!r} does not exist; give {ALLOWED}")
-    matches = [p for p in glob.glob(full, recursive=True) if os.path.isfile(p)]
-    if not matches:
-        raise DataError(f"data.path={path!r} is a glob that matches no file; give {ALLOWED}")
-    return _source(full, _glob_base(full), matches, given=path)
+        return None
+    if not (matches := [p for p in glob.glob(full, recursive=True) if os.path.isfile(p)]):
+        raise DataError(f"{path!r} is a glob that matches no file; give {ALLOWED}")
+    return matches
 
 
 def is_binary(path: str) -> bool:
@@ -63,12 +72,17 @@ def is_binary(path: str) -> bool:
         return b"\0" in f.read(BINARY_SNIFF)
 
 
-def _walk_visible(root: str) -> list[str]:
+def _walk(root: str, keep_folder: Callable[[str], bool], keep_file: Callable[[str], bool]) -> list[str]:
+    """Every file under ``root`` whose name ``keep_file`` keeps, in folders whose names ``keep_folder`` keeps."""
     paths = []
     for folder, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        paths += [os.path.join(folder, n) for n in names if not n.startswith(".")]
+        dirs[:] = [d for d in dirs if keep_folder(d)]
+        paths += [os.path.join(folder, n) for n in names if keep_file(n)]
     return paths
+
+
+def _visible(name: str) -> bool:
+    return not name.startswith(".")
 
 
 def _glob_base(pattern: str) -> str:

@@ -1,9 +1,11 @@
-"""Tokenizers for ``normtrain-prepare``: raw bytes, Hugging Face ``tokenizers`` (trained BPE or a tokenizer.json),
-and ``tiktoken`` encodings whose files are already cached.
+"""Tokenizers of the encode step (``normtrain.data.encode``): raw bytes, Hugging Face ``tokenizers`` (trained BPE or a
+tokenizer.json), and ``tiktoken`` encodings whose files are already cached.
 
 Every tokenizer turns a batch of documents (their bytes) into one token array each and names the token that
-separates documents (``eot``). Bytes are never decoded for the byte tokenizer (the bytes-are-bytes rule of
-``normtrain.data.encode``: its separator is the same NUL byte); the others decode UTF-8, replacing what is not.
+separates documents (``eot``). The byte tokenizer never decodes: a byte-level model's tokens are the bytes on disk,
+so a Latin-1 file, or one with ``\\r\\n`` line ends, gives exactly its bytes as tokens (decoding UTF-8 with
+replacement would turn every stray Latin-1 byte into the 3 bytes of U+FFFD). The others decode UTF-8, replacing
+what is not.
 ``tokenizers`` and ``tiktoken`` are imported only when such a tokenizer is asked for.
 """
 
@@ -17,8 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from normtrain.data.encode import SEPARATOR
 from normtrain.errors import DataError
+
+# Text files hold no NUL (a file with one in its first 8 KB is skipped as binary), so NUL is an
+# unambiguous end-of-document token, where b"\n\n" would look like any blank line in the code.
+SEPARATOR = b"\0"
 
 EOT_TEXT = "<|endoftext|>"
 # Special tokens that end a document in common tokenizer.json files, the first one found is the separator.

@@ -12,15 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 COLLAPSE_MARGIN = 0.05  # nats: a final val loss above unigram − margin learned no more than token frequencies
-CHUNK = 1 << 26  # tokens counted per np.bincount call: bounded memory on a memory-mapped corpus
-
-
-def token_counts(tokens: np.ndarray, vocab_size: int) -> np.ndarray:
-    """How often each token id occurs in ``tokens`` (int64, length ``vocab_size``), read in chunks."""
-    counts = np.zeros(vocab_size, dtype=np.int64)
-    for i in range(0, len(tokens), CHUNK):
-        counts += np.bincount(np.asarray(tokens[i:i + CHUNK]), minlength=vocab_size)[:vocab_size]
-    return counts
 
 
 def unigram_loss(counts: np.ndarray, tokens: np.ndarray, starts: np.ndarray, seq_len: int) -> float:

@@ -18,7 +18,8 @@ ROPE_BASE = 10000.0  # normtrain.model.attention.Rotary's base
 # ``options`` (Gemma's soft-caps).
 HANDLED = {"n_layers", "d_model", "n_heads", "seq_len", "vocab_size", "mlp", "d_ff", "pos", "bias", "emb_std",
            "norm", "placement", "alpha", "beta", "qk_norm",
-           "post_fraction"}  # read by placement=mix only, which no mapping here accepts
+           "post_fraction",  # read by placement=mix only, which no mapping here accepts
+           "first_pre", "head_scale", "post_act_norm", "resid_scale"}  # hybrid's and normformer's (idem)
 # NormSpec fields that change the model when set; every mapping needs them off.
 NORM_OPTIONS = ("depth_scaled",)
 DEFAULTS, NORM_DEFAULTS = GPTConfig(), NormSpec()
@@ -96,5 +97,8 @@ def inverse(table: dict[str, str]) -> dict[str, str]:
 
 
 def _key(name: str) -> str:
-    """The config key of a GPTConfig field (``attn_gate`` -> ``model.attn_gate``); ``norm.*`` as it is."""
-    return name if name.startswith("norm.") else f"model.{name}"
+    """The config key of a GPTConfig field (``attn_gate`` -> ``model.attn_gate``, ``gpas`` ->
+    ``placement.gpas``); ``norm.*`` as it is."""
+    if name.startswith("norm."):
+        return name
+    return f"placement.{name}" if name == "gpas" else f"model.{name}"

@@ -29,6 +29,8 @@ The 2023–2026 catalog adds, all off by default:
   gate                    gated attention (Qiu et al., NeurIPS 2025, Qwen): Y ← Y ⊙ σ(X·W_θ) on the heads'
                           output Y, before W_O (and before Sub-LN's inner norm), X the attention's input;
                           ``head``: one gate per head (W_θ: d → H), ``elementwise``: one per feature (d → d)
+  head_scale              NormFormer's learned γ_h (init 1) on head h's output, after the gate and before W_O
+                          (set by ``placement=normformer``)
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ class CausalSelfAttention(nn.Module):
         self.gate_proj = nn.Linear(d_model, {"head": n_heads, "elementwise": d_model}[gate], bias=bias) \
             if gate != "none" else None
         self.inner_norm: nn.Module | None = None
+        self.head_scale: nn.Parameter | None = None  # NormFormer's γ_h, set by its block
 
     @classmethod
     def from_config(cls, cfg: GPTConfig) -> CausalSelfAttention:
@@ -146,6 +149,8 @@ class CausalSelfAttention(nn.Module):
         y = y.transpose(1, 2)  # (B, T, H, d_head)
         if self.gate_proj is not None:  # σ(X·W_θ): (B, T, H, 1) per head, (B, T, H, d_head) per feature
             y = y * torch.sigmoid(self.gate_proj(x)).view(*y.shape[:3], -1)
+        if self.head_scale is not None:  # NormFormer: head h's output times γ_h, before W_O
+            y = y * self.head_scale[:, None]
         y = y.reshape(x.shape)
         return self.out_proj(y if self.inner_norm is None else self.inner_norm(y))
 

@@ -44,6 +44,11 @@ class GPTConfig:
     alpha: float | None = None  # None: the placement's own value for this depth
     beta: float | None = None
     post_fraction: float = 0.25  # mix: the first ⌊f·L⌋ blocks are Post-LN
+    first_pre: bool = False  # hybrid: block 0 is Pre-LN (HybridNorm*)
+    head_scale: bool = True  # normformer: a learned scale per head on the heads' output, before W_O
+    post_act_norm: bool = True  # normformer: a norm after the MLP's activation
+    resid_scale: bool = False  # normformer: a learned per-feature scale on the MLP's shortcut
+    gpas: bool = False  # every placement with a residual add: x − SiLU(a)·sg(x) (GPAS)
     qk_norm: str = "none"  # none | per_head | full: a norm (of the ``norm`` type) on queries and keys
     qk_norm_at: str = "before_rope"  # before_rope | after_rope
     qk_norm_gain: bool = True  # false: the QK- (and V-) norms have no γ (nor β)

@@ -25,9 +25,10 @@ class GPT(nn.Module):
         super().__init__()
         if cfg.placement not in PLACEMENTS:
             raise ValueError(f"unknown placement {cfg.placement!r}; allowed: {', '.join(sorted(PLACEMENTS))}")
-        self.cfg = cfg
-        self.alpha, self.beta = resolved_scaling(cfg)
         block_cls = PLACEMENTS[cfg.placement]
+        self.cfg = cfg = block_cls.configured(cfg)
+        self.placement = block_cls  # the stream's way in and out of the blocks (``stream_in``, ``stream_out``)
+        self.alpha, self.beta = resolved_scaling(cfg)
         d_ff = cfg.d_ff or default_d_ff(cfg.mlp, cfg.d_model)
 
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
@@ -60,11 +61,10 @@ class GPT(nn.Module):
         x = self.tok_emb(idx)
         if self.pos_emb is not None:
             x = x + self.pos_emb(torch.arange(idx.shape[1], device=idx.device))
+        x = self.placement.stream_in(x)
         for block in self.blocks:
             x = block(x)
-        if self.final_norm is not None:
-            x = self.final_norm(x)
-        return x
+        return self.placement.stream_out(x, self.final_norm)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, hidden_only: bool = False):
         """Logits (B, T, V), soft-capped by ``logit_softcap`` (c·tanh(z/c), Gemma 2) when it is set, and the mean

@@ -2,16 +2,12 @@
 
 The steps: check the output folder, open the source, name the inputs (a fingerprint of the settings and every
 local file's bytes: the same inputs again are a no-op), train the BPE if one is asked for (on the training
-split only, so no validation text shapes the vocabulary), then stream the documents through the tokenizer in
-batches (its own threads run on every core) into the two shard writers, and write meta.json last.
+split only, so no validation text shapes the vocabulary), then encode the documents into the shards
+(``normtrain.data.encode``, the step the byte corpora's cache shares), meta.json last.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import io
-import json
 import time
 import warnings
 from collections.abc import Iterator
@@ -19,17 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from normtrain import __version__
 from normtrain.data import cache, shards
 from normtrain.data.documents import open_documents
-from normtrain.data.pieces import Documents, Piece
-from normtrain.data.tokenizer import HFTokenizer, Tokenizer, load_tokenizer, train_bpe
+from normtrain.data.encode import write_shards
+from normtrain.data.pieces import Documents
+from normtrain.data.tokenizer import Tokenizer, load_tokenizer, train_bpe
 from normtrain.errors import DataError
-from normtrain.progress import make_progress
 
-BATCH_BYTES = 8 << 20  # text per tokenizer call: enough documents to keep every core busy
 BPE_TRAIN_BYTES = 1 << 30  # the BPE learns from at most this much of the training split
 DEFAULT_BPE_VOCAB = 4096
 
@@ -72,14 +64,7 @@ def prepare(request: PrepareRequest) -> dict[str, Any]:
     if tokenizer is None:
         tokenizer = train_bpe(_training_texts(docs), request.vocab_size or DEFAULT_BPE_VOCAB)
     trained = time.perf_counter()
-    splits, files, truncated = _write_shards(out, docs, tokenizer, request)
-    meta = {
-        "format": shards.FORMAT, "normtrain_version": __version__, "inputs": inputs, "source": docs.record,
-        "tokenizer": tokenizer.describe(), "vocab_size": tokenizer.vocab_size,
-        "dtype": shards.token_dtype(tokenizer.vocab_size).name, "splits": splits,
-        "max_tokens": request.max_tokens, "truncated": truncated, "files": files,
-    }
-    _write(out / shards.META, json.dumps(meta, indent=2).encode())
+    meta = write_shards(out, docs, tokenizer, inputs, max_tokens=request.max_tokens, progress=request.progress)
     done = time.perf_counter()
     timing = {"total_s": done - started, "bpe_s": trained - learning, "tokenize_s": done - trained}
     return {**meta, "up_to_date": False, "timing": timing}
@@ -137,62 +122,3 @@ def _training_texts(docs: Documents) -> Iterator[str]:
             seen += len(piece.data)
             if seen >= BPE_TRAIN_BYTES:
                 return
-
-
-def _write_shards(out: Path, docs: Documents, tokenizer: Tokenizer, request: PrepareRequest):
-    """Tokenize every piece into its split's shard; (split counts, file records, stopped at max_tokens)."""
-    with contextlib.ExitStack() as stack:
-        writers = {split: shards.ShardWriter(stack.enter_context(cache.writing(out / name)), tokenizer.vocab_size,
-                                             tokenizer.eot, count=split == "train")
-                   for split, name in shards.SPLITS.items()}
-        bar = stack.enter_context(make_progress(docs.total_bytes, 0, "tokenizing", request.progress, unit="B"))
-        truncated = False
-        for batch in _batches(docs.pieces()):
-            for piece, tokens in zip(batch, tokenizer.encode_batch([p.data for p in batch]), strict=True):
-                writers[piece.split].add(tokens, len(piece.data), piece.starts_doc)
-            bar.update(sum(len(p.data) for p in batch))
-            if request.max_tokens and sum(w.tokens for w in writers.values()) >= request.max_tokens:
-                truncated = True
-                break
-        splits = {split: writer.close() for split, writer in writers.items()}
-        _check_splits(splits, request)
-    files = {name: {"size": writers[split].tokens * writers[split].dtype.itemsize,
-                    "sha256": writers[split].sha256.hexdigest()} for split, name in shards.SPLITS.items()}
-    files[shards.COUNTS] = _write(out / shards.COUNTS, _npy(writers["train"].counts))
-    if isinstance(tokenizer, HFTokenizer):
-        files[shards.TOKENIZER] = _write(out / shards.TOKENIZER, tokenizer.json.encode())
-    else:
-        (out / shards.TOKENIZER).unlink(missing_ok=True)
-    return splits, files, truncated
-
-
-def _batches(pieces: Iterator[Piece]) -> Iterator[list[Piece]]:
-    batch, size = [], 0
-    for piece in pieces:
-        batch.append(piece)
-        size += len(piece.data)
-        if size >= BATCH_BYTES:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
-
-
-def _check_splits(splits: dict[str, dict[str, int]], request: PrepareRequest) -> None:
-    empty = [split for split, counts in splits.items() if counts["tokens"] == 0]
-    if empty:
-        raise DataError(f"the {' and '.join(empty)} split{'s are' if len(empty) > 1 else ' is'} empty: the source "
-                        f"has too few documents for --val-fraction {request.val_fraction} (documents go to val by a "
-                        "hash of their path or text); raise --val-fraction or add documents")
-
-
-def _npy(array: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, array, allow_pickle=False)
-    return buffer.getvalue()
-
-
-def _write(path: Path, data: bytes) -> dict[str, Any]:
-    with cache.writing(path) as f:
-        f.write(data)
-    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}

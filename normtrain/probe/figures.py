@@ -1,6 +1,7 @@
 """The probe's PNGs, drawn from probe.json's numbers alone: the layer-skip profile, the stream by block, and each
-norm's input → output scatter with its fitted γ·tanh(α·x). Matplotlib through ``Figure`` objects (Agg), as
-normtrain.compare.figures does, so no global backend is switched."""
+norm's input → output scatter with its fitted γ·tanh(α·x). Matplotlib through ``Figure`` objects (Agg), never
+``pyplot``, so no global backend is switched. (The report's probe charts are Vega-Lite, normtrain.compare.probe:
+these PNGs are normtrain-probe's own, written where no report is.)"""
 
 from __future__ import annotations
 
@@ -10,7 +11,38 @@ from typing import Any
 
 import numpy as np
 
-from normtrain.compare.figures import DPI, log_axis, save_png
+from normtrain.pngs import DPI, save_png
+
+
+def log_axis(ax, values: np.ndarray) -> None:
+    """Log y with plain-number tick labels (1.5, 2, 3, ...) when the data spans few decades."""
+    ax.set_yscale("log")
+    ticks = _log_ticks(values)
+    if ticks:
+        ax.yaxis.set_major_locator(ticks[0])
+        ax.yaxis.set_major_formatter(ticks[1])
+        ax.yaxis.set_minor_formatter(ticks[2])
+        if ticks[3] is not None:
+            ax.yaxis.set_minor_locator(ticks[3])
+
+
+def _log_ticks(values: np.ndarray):
+    """(major locator, major formatter, minor formatter, minor locator or None) for a log axis over ``values``,
+    or None to keep matplotlib's powers of ten (many decades)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
+
+    finite = values[np.isfinite(values) & (values > 0)]
+    if finite.size == 0:
+        return None
+    decades = math.log10(finite.max() / finite.min())
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    if decades < 0.5:  # less than a factor of 3: evenly spaced ticks read best
+        return MaxNLocator(nbins=6), plain, NullFormatter(), NullLocator()
+    if decades < 1.5:
+        return LogLocator(subs=(1.0, 1.5, 2, 3, 4, 5, 6, 8)), plain, NullFormatter(), None
+    if decades < 3:
+        return LogLocator(subs=(1.0, 2, 5)), plain, NullFormatter(), None
+    return None
 
 
 def _figure(width: float, height: float, nrows: int = 1, ncols: int = 1):

@@ -2,6 +2,10 @@
 
 matplotlib is used through ``Figure`` objects (Agg), never ``pyplot``. Each seed is a thin line (or a small
 point) and the mean over seeds a thick one, so the spread is visible; loss figures carry the unigram line.
+
+These stay matplotlib while compare's figures are Vega-Lite specs (normtrain.compare.paper): a reproduction's
+figures are PNGs only, with no interactive twin to drift from, and each experiment module draws its own axes
+through these helpers, so moving them would rewrite every experiment's figure code for no second source removed.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3
 
 
 def save(fig, path: Path) -> None:
-    from normtrain.compare.figures import save_png
+    from normtrain.pngs import save_png
 
     save_png(fig, path)
 

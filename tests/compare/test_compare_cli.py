@@ -149,12 +149,12 @@ def test_metric_globs_and_no_runs(sweep, tmp_path, capsys):
 
 
 def test_python_m_without_torch_or_hydra(sweep, tmp_path):
-    """The layering rule: compare reads run folders with json/csv/numpy/matplotlib only."""
+    """The layering rule: compare reads run folders with json/csv/numpy (and vl-convert for figures) only."""
     script = (
         "import runpy, sys\n"
         "for name in ('torch', 'hydra', 'omegaconf', 'normtrain.model'):\n"
         "    sys.modules[name] = None  # any import of these now fails\n"
-        "import normtrain.compare.figures, normtrain.compare.report\n"
+        "import normtrain.compare.paper, normtrain.compare.report\n"
         "sys.argv = ['normtrain-compare', *sys.argv[1:]]\n"
         "runpy.run_module('normtrain.compare', run_name='__main__', alter_sys=True)\n"
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from normtrain.compare import figures, groups, labels, report
+from normtrain.compare import groups, labels, paper, report, specs
 from normtrain.compare.cli import compare
 from normtrain.compare.runs import Run, find_run_dirs, load_run, read_metrics
 
@@ -58,7 +58,7 @@ ROLLED = [{"step": 0, "train/loss": 5.0}, {"step": 5, "train/loss": 4.0}, {"step
 
 def test_a_rolled_back_run_reads_as_trained_with_its_rollbacks(tmp_path, monkeypatch):
     """The event row is set aside, the rows trained again replace the abandoned ones; the rollbacks come from
-    summary.json, or from the event rows when a killed run wrote none; the PNG marks them."""
+    summary.json, or from the event rows when a killed run wrote none; the PNG marks them (a dashed rule)."""
     run = load_run(make_run(tmp_path / "killed", ROLLED))
     steps, loss = run.series("train/loss")
     assert steps.tolist() == [0, 5, 10, 15] and loss.tolist() == [5.0, 4.0, 3.5, 3.0]
@@ -69,12 +69,14 @@ def test_a_rolled_back_run_reads_as_trained_with_its_rollbacks(tmp_path, monkeyp
     done = load_run(make_run(tmp_path / "done", ROLLED, {"status": "completed", "rollbacks": [recorded]}))
     assert done.rollbacks == [recorded]
 
-    from matplotlib.axes import Axes
-
-    drawn = []
-    monkeypatch.setattr(Axes, "axvline", lambda self, x, **kw: drawn.append(x))
-    figures.loss([done], ["#123456"], tmp_path / "loss.png")
-    assert drawn == [9] and (tmp_path / "loss.png").is_file()
+    done.label = "done"
+    grouped = groups.group_runs([done])
+    data: dict[str, list] = {}
+    charts = paper.Charts(grouped, {"fig-loss": specs.loss_figure(grouped, [done], data)}, data)
+    drawn = paper.static(charts.figures["fig-loss"].spec, data)
+    rules = [layer["data"]["values"] for layer in drawn["layer"] if layer["mark"]["type"] == "rule"]
+    assert [[r["step"] for r in values] for values in rules] == [[9]]
+    assert paper.loss(charts, tmp_path / "loss.png") == [] and (tmp_path / "loss.png").is_file()
 
 
 def test_unusable_folders_are_reasons_not_errors(tmp_path):
@@ -201,15 +203,15 @@ def test_a_heatmap_that_fails_is_a_note_and_the_others_are_drawn(tmp_path, monke
     runs = [Run(tmp_path / name, {"status": "completed"}, None, grad_rows()) for name in ("a", "b")]
     for run in runs:
         run.label = run.path.name
-    real = figures.save_png
+    real = paper.render
 
-    def save_png(fig, path):
+    def render(spec, path):
         if path.name.endswith("_a.png"):
             raise OSError(36, "File name too long")
-        return real(fig, path)
+        return real(spec, path)
 
-    monkeypatch.setattr(figures, "save_png", save_png)
-    paths, notes = figures.grad_norm_heatmaps(runs, ["a", "b"], tmp_path)
+    monkeypatch.setattr(paper, "render", render)
+    paths, notes = paper.grad_norm_heatmaps(paper.Charts([], {}, {}), runs, ["a", "b"], tmp_path)
     assert [p.name for p in paths] == ["grad_norm_heatmap_b.png"]
     assert notes == ["grad_norm_heatmap_a.png (a) could not be drawn (OSError: [Errno 36] File name too long)"]
 

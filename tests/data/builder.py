@@ -2,7 +2,7 @@
 
     python builder.py CORPUS_FOLDER CACHE_DIR [--kill-in NAME] [--slow-replace SECONDS] [--start FILE]
 
---kill-in train.npy|val.npy  SIGKILL once half of that array's temporary file is written
+--kill-in train.bin|val.bin  SIGKILL once half of that shard's temporary file is written
 --kill-in meta.json          SIGKILL once meta.json's temporary file is complete, before it is moved into place
 --slow-replace S             sleep S seconds before each os.replace, so two concurrent builders interleave
 --start FILE                 create FILE.<pid>.ready, then wait for FILE: a start line for several builders
@@ -12,8 +12,8 @@ Prints {"train": sha256, "val": sha256, "datasets_imported": bool} as JSON; any 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
-import io
 import json
 import os
 import signal
@@ -22,21 +22,29 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
+
+class HalfThenDie:
+    """A file that writes half of what it is given, then kills its process: a builder killed mid-write."""
+
+    def __init__(self, file):
+        self.file = file
+
+    def write(self, data):
+        self.file.write(data[: len(data) // 2])
+        self.file.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def inject(kill_in: str | None, slow_replace: float) -> None:
-    """Patch the two steps of a cache write every entry file goes through: np.save, then os.replace."""
-    real_save, real_replace = np.save, os.replace
+    """Patch the two steps of a cache write every entry file goes through: the write, then os.replace."""
+    from normtrain.data import cache
 
-    def save(f, array, *args, **kwargs):
-        if kill_in and os.path.basename(f.name).startswith(f".{kill_in}."):
-            buffer = io.BytesIO()
-            real_save(buffer, array)
-            f.write(buffer.getvalue()[: len(buffer.getvalue()) // 2])
-            f.flush()
-            os.kill(os.getpid(), signal.SIGKILL)
-        return real_save(f, array, *args, **kwargs)
+    real_writing, real_replace = cache.writing, os.replace
+
+    @contextlib.contextmanager
+    def writing(path):
+        with real_writing(path) as f:
+            yield HalfThenDie(f) if kill_in == Path(path).name != "meta.json" else f
 
     def replace(src, dst):
         if kill_in and Path(dst).name == kill_in:
@@ -44,7 +52,7 @@ def inject(kill_in: str | None, slow_replace: float) -> None:
         time.sleep(slow_replace)
         return real_replace(src, dst)
 
-    np.save, os.replace = save, replace
+    cache.writing, os.replace = writing, replace
 
 
 def wait_for_start(start: Path) -> None:

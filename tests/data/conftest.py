@@ -9,8 +9,8 @@ import normtrain.data.corpus as corpus_module
 
 @pytest.fixture
 def builds(monkeypatch):
-    """Counts the builds: each one reads the files once, through encode_splits."""
+    """Counts the builds: each one reads the files once, through write_shards."""
     calls = []
-    real = corpus_module.encode_splits
-    monkeypatch.setattr(corpus_module, "encode_splits", lambda *a, **kw: calls.append(a) or real(*a, **kw))
+    real = corpus_module.write_shards
+    monkeypatch.setattr(corpus_module, "write_shards", lambda *a, **kw: calls.append(a) or real(*a, **kw))
     return calls

@@ -23,7 +23,7 @@ import pytest
 from normtrain.data import cache, load_corpus
 
 BUILDER = Path(__file__).with_name("builder.py")
-ENTRY = ["meta.json", "train.npy", "val.npy"]
+ENTRY = ["meta.json", "train.bin", "train_counts.npy", "val.bin"]
 
 
 def _load(text_corpus, cache_dir):
@@ -47,7 +47,7 @@ def _quiet_load(text_corpus, cache_dir):
 
 
 def _flip_middle_of_val(folder: Path) -> None:
-    path = folder / "val.npy"
+    path = folder / "val.bin"
     data = bytearray(path.read_bytes())
     middle = slice(len(data) // 2, len(data) // 2 + 16)
     data[middle] = bytes(255 - b for b in data[middle])
@@ -59,15 +59,15 @@ def _meta(folder: Path, text: str) -> None:
 
 
 DAMAGE = {
-    "flipped": (_flip_middle_of_val, r"val\.npy does not match its sha256"),
-    "truncated": (lambda f: os.truncate(f / "train.npy", (f / "train.npy").stat().st_size // 2),
-                  r"train\.npy cannot be read"),
-    "emptied": (lambda f: os.truncate(f / "val.npy", 0), r"val\.npy cannot be read"),
-    "bad header": (lambda f: (f / "train.npy").write_bytes(b"garbage" * 40), r"train\.npy cannot be read"),
-    "wrong length": (lambda f: np.save(f / "train.npy", np.zeros(7, np.uint8)), r"train\.npy holds uint8 x \(7,\)"),
-    "array gone": (lambda f: (f / "val.npy").unlink(), r"val\.npy cannot be read"),
-    "meta not json": (lambda f: _meta(f, '{"arrays": {"tr'), r"meta\.json cannot be read"),
-    "meta old format": (lambda f: _meta(f, '{"arrays": ["train", "val"]}'), r"meta\.json does not describe"),
+    "flipped": (_flip_middle_of_val, r"val\.bin does not match its sha256"),
+    "truncated": (lambda f: os.truncate(f / "train.bin", (f / "train.bin").stat().st_size // 2),
+                  r"train\.bin has \d+ bytes, its record in meta\.json says"),
+    "emptied": (lambda f: os.truncate(f / "val.bin", 0), r"val\.bin has 0 bytes"),
+    "counts replaced": (lambda f: (f / "train_counts.npy").write_bytes(b"garbage" * 40), r"train_counts\.npy has 280"),
+    "array gone": (lambda f: (f / "val.bin").unlink(), r"val\.bin is missing"),
+    "meta not json": (lambda f: _meta(f, '{"files": {"tr'), r"meta\.json cannot be read"),
+    "meta old format": (lambda f: _meta(f, '{"arrays": ["train", "val"]}'), r"meta\.json is not a normtrain-prepare"),
+    "meta mangled": (lambda f: _meta(f, '{"format": 1, "files": ["train.bin"]}'), r"meta\.json does not describe"),
 }
 
 
@@ -90,7 +90,7 @@ def test_a_missing_meta_json_means_an_unfinished_entry_rebuilt_without_a_warning
     (folder / "meta.json").unlink()
     assert _digests(_quiet_load(text_corpus, tmp_path / "cache")) == reference and len(builds) == 2
     meta = json.loads((folder / "meta.json").read_text())
-    assert meta["arrays"]["val"]["dtype"] == "uint8" and len(meta["arrays"]["val"]["sha256"]) == 64
+    assert meta["dtype"] == "uint8" and len(meta["files"]["val.bin"]["sha256"]) == 64
 
 
 def _run_builder(text_corpus, cache_dir, *flags) -> subprocess.Popen:
@@ -99,8 +99,8 @@ def _run_builder(text_corpus, cache_dir, *flags) -> subprocess.Popen:
 
 
 @pytest.mark.parametrize("kill_in, left", [
-    ("train.npy", []),  # half of train.npy's temp file written
-    ("meta.json", ["train.npy", "val.npy"]),  # both arrays in place, meta.json's temp file complete
+    ("train.bin", []),  # half of train.bin's temp file written
+    ("meta.json", ["train.bin", "train_counts.npy", "val.bin"]),  # the shards in place, meta.json's temp complete
 ])
 def test_a_builder_killed_mid_write_leaves_nothing_the_next_load_keeps(text_corpus, tmp_path, reference,
                                                                        kill_in, left):
@@ -159,3 +159,21 @@ def test_cache_files_follow_the_umask(text_corpus, tmp_path):
         os.umask(old)
     assert {name: (folder / name).stat().st_mode & 0o777 for name in ENTRY} == dict.fromkeys(ENTRY, 0o640)
     assert folder.stat().st_mode & 0o777 == 0o750
+
+
+def test_an_entry_in_the_layout_before_shards_is_rebuilt_with_one_line(text_corpus, tmp_path, reference, builds,
+                                                                        capfd):
+    """An entry as normtrain wrote it before the byte corpora were shards ({train,val}.npy and a meta.json of
+    their checksums) sits under the same fingerprint: it is rebuilt in place, said in one line, not warned about."""
+    folder = tmp_path / "cache" / "corpora" / _load(text_corpus, tmp_path / "cache").fingerprint
+    for name in os.listdir(folder):
+        (folder / name).unlink()
+    for name in ("train", "val"):
+        np.save(folder / f"{name}.npy", np.zeros(10, np.uint8))
+    _meta(folder, json.dumps({"arrays": {"train": {"dtype": "uint8", "length": 10, "sha256": "0" * 64}}}))
+    capfd.readouterr()
+    corpus = _quiet_load(text_corpus, tmp_path / "cache")
+    out, err = capfd.readouterr()
+    assert out == "" and err.count("\n") == 1 and str(folder) in err and "layout before shards" in err
+    assert corpus.fingerprint == folder.name and _digests(corpus) == reference and len(builds) == 2
+    assert sorted(os.listdir(folder)) == ENTRY

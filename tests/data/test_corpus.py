@@ -1,5 +1,6 @@
-"""load_corpus: the split, the fingerprint, the on-disk cache and the stdlib corpus end to end."""
+"""load_corpus: the tokens, the split, the fingerprint, the on-disk cache and the stdlib corpus end to end."""
 
+import hashlib
 import json
 import time
 
@@ -8,9 +9,9 @@ import pytest
 
 import normtrain.data.corpus as corpus_module
 from normtrain.data import CORPORA, load_corpus
-from normtrain.data.corpus import split_by_file
-from normtrain.data.encode import SEPARATOR
+from normtrain.data.documents import split_by_file
 from normtrain.data.sources import local_text
+from normtrain.data.tokenizer import SEPARATOR
 from normtrain.errors import DataError
 
 
@@ -23,6 +24,45 @@ def _tree(root, n_files=40):
 
 def _load(path, tmp_path, **kw):
     return load_corpus("local_text", str(path), cache_dir=str(tmp_path / "cache"), progress=False, **kw)
+
+
+def _in_val(rel: str, val_fraction: float) -> bool:
+    """The split rule written out again, not imported: blake2b-64 of the relative path below the fraction."""
+    return int.from_bytes(hashlib.blake2b(rel.encode(), digest_size=8).digest(), "big") < val_fraction * 2**64
+
+
+def test_tokens_are_the_files_read_directly_and_joined_by_nul(tmp_path):
+    """What a run trains on, built here without the library: every file under the folder (nested, odd bytes and
+    line ends included), in the order of its relative path, each split's files joined by one NUL; uint8."""
+    root = _tree(tmp_path / "c", 30)
+    (root / "sub" / "deep").mkdir(parents=True)
+    (root / "sub" / "x.txt").write_bytes(b"caf\xe9\r\nsecond\rline")
+    (root / "sub" / "deep" / "y.md").write_bytes("東京 😀\n".encode() * 50)
+    corpus = _load(root, tmp_path, val_fraction=0.2)
+    rels = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    expected = {split: b"\0".join((root / rel).read_bytes() for rel in rels if _in_val(rel, 0.2) == (split == "val"))
+                for split in ("train", "val")}
+    assert expected["train"] and expected["val"] and corpus.split == "by_file" and corpus.n_files == 32
+    assert corpus.train.dtype == corpus.val.dtype == np.uint8
+    assert corpus.train.tobytes() == expected["train"] and corpus.val.tobytes() == expected["val"]
+    train = np.frombuffer(expected["train"], dtype=np.uint8)
+    np.testing.assert_array_equal(corpus.token_counts(), np.bincount(train, minlength=256))  # the unigram's counts
+
+
+@pytest.mark.parametrize("sizes", [(500, 500), (950, 49), (949, 50)], ids=["inside", "before_nul", "after_nul"])
+def test_too_few_files_to_split_by_file_cut_the_joined_bytes(tmp_path, sizes):
+    """Both names hash into train: the last val_fraction of the files joined by NUL is val, also when the cut
+    lands right before or after the separator."""
+    root = tmp_path / "c"
+    root.mkdir()
+    for name, size in zip(("a.txt", "b.txt"), sizes, strict=True):
+        (root / name).write_bytes(bytes(65 + i % 26 for i in range(size)))
+    assert not _in_val("a.txt", 0.05) and not _in_val("b.txt", 0.05)
+    corpus = _load(root, tmp_path, val_fraction=0.05)
+    joined = (root / "a.txt").read_bytes() + b"\0" + (root / "b.txt").read_bytes()
+    cut = len(joined) - max(1, round(len(joined) * 0.05))
+    assert corpus.split == "by_bytes"
+    assert corpus.train.tobytes() == joined[:cut] and corpus.val.tobytes() == joined[cut:]
 
 
 def test_split_by_file_puts_each_file_in_exactly_one_split(tmp_path):
@@ -61,7 +101,7 @@ def test_second_load_reads_the_cache_without_reading_the_files_again(tmp_path, m
     root = _tree(tmp_path / "c")
     first = _load(root, tmp_path)
     assert len(builds) == 1
-    monkeypatch.setattr(corpus_module, "encode_splits", lambda *a, **kw: pytest.fail("tokenized on a cache hit"))
+    monkeypatch.setattr(corpus_module, "write_shards", lambda *a, **kw: pytest.fail("tokenized on a cache hit"))
     capfd.readouterr()
     again = load_corpus("local_text", str(root), cache_dir=str(tmp_path / "cache"))  # progress on, yet quiet
     assert capfd.readouterr() == ("", "")
@@ -70,7 +110,7 @@ def test_second_load_reads_the_cache_without_reading_the_files_again(tmp_path, m
     corpora = tmp_path / "cache" / "corpora"
     assert [p.name for p in corpora.iterdir()] == [first.fingerprint]  # no scratch beside the entry
     entry = sorted(p.name for p in (corpora / first.fingerprint).iterdir())
-    assert entry == ["meta.json", "train.npy", "val.npy"]
+    assert entry == ["meta.json", "train.bin", "train_counts.npy", "val.bin"]
 
 
 def test_cache_dir_defaults_to_the_environment(tmp_path, monkeypatch):

@@ -4,43 +4,9 @@ import os
 
 import pytest
 
-import normtrain.data.documents as documents
 import normtrain.data.pieces as pieces_of
-from normtrain.data import load_corpus
 from normtrain.data.documents import open_documents
 from normtrain.errors import DataError
-
-
-def joined(pieces, split):
-    """A split's text as the shard writer lays it out: documents joined by NUL."""
-    out = bytearray()
-    first = True
-    for piece in pieces:
-        if piece.split != split:
-            continue
-        if piece.starts_doc and not first:
-            out += b"\0"
-        first = first and not piece.starts_doc
-        out += piece.data
-    return bytes(out)
-
-
-@pytest.mark.parametrize("cut_at", ["inside", "before_separator", "after_separator"])
-def test_a_byte_split_cuts_where_the_byte_corpus_cuts(tmp_path, cut_at):
-    """Too few files to split by file: the last val_fraction of the joined bytes, exactly as data=local_text,
-    also when the cut lands on a separator."""
-    root = tmp_path / "c"
-    root.mkdir()
-    sizes = {"inside": (500, 500), "before_separator": (950, 49), "after_separator": (949, 50)}[cut_at]
-    for name, size in zip(("a.txt", "b.txt"), sizes, strict=True):
-        (root / name).write_bytes(bytes(65 + i % 26 for i in range(size)))
-    fraction = 0.05
-    corpus = load_corpus("local_text", str(root), fraction, str(tmp_path / "cache"), progress=False)
-    docs = open_documents(str(root), fraction)
-    if documents.split_by_file(docs.files, fraction):
-        pytest.skip("these two names split by file")
-    pieces = list(docs.pieces())
-    assert joined(pieces, "train") == corpus.train.tobytes() and joined(pieces, "val") == corpus.val.tobytes()
 
 
 def test_long_documents_stream_in_pieces_cut_after_a_newline(tmp_path, monkeypatch):

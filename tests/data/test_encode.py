@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from normtrain.data import load_corpus
-from normtrain.data.corpus import split_by_file
-from normtrain.data.encode import SEPARATOR, encode_splits
+from normtrain.data.documents import split_by_file
 from normtrain.data.sources import local_text
+from normtrain.data.tokenizer import SEPARATOR
 
 # Every byte but NUL (the separator; a NUL in the first 8 KB would make the file "binary"), then text.
 LATIN1 = bytes(range(1, 256)) * 40 + "café, naïve, Grüße\r\nsecond line\r\n".encode("latin-1")
@@ -44,12 +44,13 @@ def test_a_folder_of_mixed_encodings_is_its_files_bytes_joined(tmp_path):
         assert getattr(corpus, name).tobytes() == SEPARATOR.join(open(p, "rb").read() for p in split[name])
 
 
-def test_encode_keeps_the_order_and_shows_progress_in_bytes(tmp_path, capfd):
-    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
-    a.write_bytes(b"first\r\n")
-    b.write_bytes(b"\xff second")
-    tokens = encode_splits({"x": [str(b), str(a)], "y": [str(a)]}, progress=True)
-    assert tokens["x"].tobytes() == b"\xff second\0first\r\n" and tokens["y"].tobytes() == b"first\r\n"
-    assert "reading corpus" in capfd.readouterr().err
-    encode_splits({"x": [str(a)]}, progress=False)
+def test_a_build_shows_its_progress_in_bytes_and_a_cache_hit_nothing(tmp_path, capfd):
+    """Outside a terminal (here) the progress is a plain line of normtrain.progress, not tqdm's frames."""
+    path = tmp_path / "one.txt"
+    path.write_bytes(UTF8)
+    load_corpus("local_text", str(path), cache_dir=str(tmp_path / "cache"), progress=True)
+    err = capfd.readouterr().err
+    assert "normtrain: reading corpus: 0.0/0.0 MB (100%)" in err and "\r" not in err
+    load_corpus("local_text", str(path), cache_dir=str(tmp_path / "other"), progress=False)
+    load_corpus("local_text", str(path), cache_dir=str(tmp_path / "cache"), progress=True)
     assert capfd.readouterr() == ("", "")

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from normtrain.data import shards
-from normtrain.data.shards import ShardWriter, token_dtype
+from normtrain.data.encode import ShardWriter
+from normtrain.data.shards import token_dtype
 from normtrain.errors import DataError
 
 
@@ -21,6 +22,20 @@ def test_the_writer_puts_separators_between_documents_only():
     tokens = np.frombuffer(f.getvalue(), dtype="<u2")
     assert tokens.tolist() == [1, 2, 3, 9, 4, 5, 9]
     assert writer.counts.tolist() == np.bincount(tokens, minlength=10).tolist()
+
+
+def test_counts_and_tokens_hold_across_flushes(monkeypatch):
+    """The train counts (the unigram baseline's) are kept block by block: many blocks, the last one short."""
+    monkeypatch.setattr("normtrain.data.encode.FLUSH_TOKENS", 997)
+    tokens = np.random.default_rng(0).integers(0, 300, 10_001)
+    f = io.BytesIO()
+    writer = ShardWriter(f, vocab_size=300, eot=0, count=True)
+    for piece in np.array_split(tokens, 7):
+        writer.add(piece, len(piece), starts_doc=False)
+    writer.close()
+    assert writer.counts.dtype == np.int64 and writer.counts.sum() == len(tokens)
+    np.testing.assert_array_equal(writer.counts, np.bincount(tokens, minlength=300))
+    np.testing.assert_array_equal(np.frombuffer(f.getvalue(), dtype="<u2"), tokens)
 
 
 def test_large_vocabularies_take_uint32_and_ids_are_checked():

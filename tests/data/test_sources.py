@@ -65,6 +65,9 @@ def test_missing_path_or_empty_glob_names_the_path_and_what_is_allowed(tmp_path,
 
 
 def test_folder_without_text_is_an_error(tmp_path):
-    _tree(tmp_path, {"x.bin": b"\0\1\2", "empty.txt": b""})
+    _tree(tmp_path, {"x.bin": b"\0\1\2", "empty.txt": b"", ".hidden/a.txt": b"hidden"})
     with pytest.raises(DataError, match="no non-empty text file"):
         sources.local_text(str(tmp_path))
+    (tmp_path / "void").mkdir()
+    with pytest.raises(DataError, match=r"'.*void' is a folder that holds no file; give a file, a folder"):
+        sources.local_text(str(tmp_path / "void"))

@@ -1,4 +1,4 @@
-"""The unigram baseline: token counts, its cross-entropy on the eval windows, and the line a run can sit on."""
+"""The unigram baseline: its cross-entropy on the eval windows, and the line a run can sit on."""
 
 import math
 
@@ -6,22 +6,14 @@ import numpy as np
 import pytest
 
 from normtrain.data import eval_starts
-from normtrain.data.unigram import COLLAPSE_MARGIN, on_unigram_line, token_counts, unigram_loss
-
-
-def test_token_counts_match_bincount_across_chunks(monkeypatch):
-    tokens = np.random.default_rng(0).integers(0, 300, 10_001).astype(np.uint16)
-    monkeypatch.setattr("normtrain.data.unigram.CHUNK", 997)  # many chunks, the last one short
-    counts = token_counts(tokens, 300)
-    assert counts.dtype == np.int64 and counts.sum() == len(tokens)
-    np.testing.assert_array_equal(counts, np.bincount(tokens, minlength=300))
+from normtrain.data.unigram import COLLAPSE_MARGIN, on_unigram_line, unigram_loss
 
 
 def test_unigram_loss_is_the_smoothed_cross_entropy_of_the_window_targets():
     rng = np.random.default_rng(1)
     train = rng.choice(4, 5_000, p=[0.7, 0.2, 0.1, 0.0]).astype(np.uint8)
     val = rng.choice(4, 2_000, p=[0.5, 0.3, 0.1, 0.1]).astype(np.uint8)
-    counts, seq_len = token_counts(train, 4), 16
+    counts, seq_len = np.bincount(train, minlength=4), 16
     starts = eval_starts(len(val), seq_len, 50)
     p = (counts + 1) / (counts.sum() + 4)  # add-one: a token unseen in train keeps a finite cost
     expected = np.mean([-math.log(p[val[s + 1 + t]]) for s in starts for t in range(seq_len)])

@@ -54,6 +54,11 @@ def test_each_class_is_chosen_for_exactly_its_architecture(hf_class):
      "model.v_norm=true (not in LlamaForCausalLM)"),
     (dict(placement="peri", mlp="geglu", norm=RMS, qk_norm="per_head", attn_softcap=50.0), "Gemma3ForCausalLM",
      "model.attn_softcap=50.0 (not in Gemma3ForCausalLM)"),  # transformers' Gemma 3 attention reads no cap
+    (dict(placement="normformer", mlp="swiglu", norm=RMS), "LlamaForCausalLM", "placement=normformer (needs pre)"),
+    (dict(placement="b2t", mlp="swiglu", norm=RMS), "LlamaForCausalLM", "placement=b2t (needs pre)"),
+    (dict(placement="resi_dual", mlp="geglu", norm=RMS), "Gemma2ForCausalLM", "placement=resi_dual (needs peri)"),
+    (dict(placement="pre", mlp="swiglu", norm=RMS, gpas=True), "LlamaForCausalLM",
+     "placement.gpas=true (not in LlamaForCausalLM)"),
 ])
 def test_a_model_no_class_expresses_names_the_nearest_and_the_one_difference(model, hf_class, difference):
     arch, reasons = choose(config(**model))
@@ -61,6 +66,15 @@ def test_a_model_no_class_expresses_names_the_nearest_and_the_one_difference(mod
     report = {"out_dir": "out", "step": 6, "format": "normtrain", "why_not_hf": reasons,
               "nearest": nearest(reasons), "tokenizer": "byte-level"}
     assert f"the nearest is {hf_class}, the one difference: {difference}" in summary(report)
+
+
+def test_hybrid_norm_is_nearest_qwen3_with_its_placement_and_its_v_norm():
+    """The model export sees is the built one, whose config carries the QKV-norm HybridNorm implies."""
+    from normtrain.model.placements import HybridNormBlock
+
+    arch, reasons = choose(HybridNormBlock.configured(config(placement="hybrid", mlp="swiglu", norm=RMS)))
+    assert arch is None and nearest(reasons) == ("Qwen3ForCausalLM", ["placement=hybrid (needs pre)",
+                                                                      "model.v_norm=true (not in Qwen3ForCausalLM)"])
 
 
 @pytest.mark.extras("hf")

@@ -185,3 +185,21 @@ def test_catalog_options_transformers_lacks_fall_back_to_normtrains_format(optio
     assert any(option.split("=")[0].split(".")[-1] in why for why in report["why_not_hf"]["LlamaForCausalLM"])
     tokens = torch.randint(0, 256, (2, 16))
     assert torch.equal(logits_of(normtrain.load(tmp_path / "out"), tokens), logits_of(ours, tokens))
+
+
+@pytest.mark.parametrize("overrides,nearest", [
+    (["placement=hybrid", "placement.first_pre=true"], "the nearest is Qwen3ForCausalLM, 2 differences: "
+     "placement=hybrid (needs pre); model.v_norm=true (not in Qwen3ForCausalLM)"),
+    (["placement=resi_dual", "placement.gpas=true"], "the nearest is LlamaForCausalLM, 2 differences: "
+     "placement=resi_dual (needs pre); placement.gpas=true (not in LlamaForCausalLM)"),
+])
+def test_the_2023_2026_placements_export_in_normtrains_format_naming_the_nearest(overrides, nearest, tiny, tmp_path):
+    """No transformers class has them: normtrain's format, the nearest class and its differences named, and the
+    model back from it computes the same logits (ResiDual's two streams, GPAS's gates included)."""
+    from normtrain.export.cli import summary
+
+    ours = trained([*tiny, "norm=rmsnorm", "model.mlp=swiglu", *overrides], tmp_path / "run")
+    report = export_run(tmp_path / "run", tmp_path / "out")
+    assert report["format"] == "normtrain" and nearest in summary(report)
+    tokens = torch.randint(0, 256, (2, 16))
+    assert torch.equal(logits_of(normtrain.load(tmp_path / "out"), tokens), logits_of(ours, tokens))

@@ -121,6 +121,10 @@ class Model:
     attn_softcap: float = 0.0  # c·tanh(s/c) on s = q·kᵀ/√d_h (Gemma 2); 0 = none
     logit_softcap: float = 0.0  # c·tanh(z/c) on the output logits; 0 = none
     attn_gate: str = "none"  # Y ⊙ σ(X·W_θ) before W_O: per head or per feature (Qiu et al. 2025)
+    head_scale: bool = False  # NormFormer: γ_h times head h's output, before W_O
+    post_act_norm: bool = False  # NormFormer: a norm on the MLP's hidden vector, after the activation
+    resid_scale: bool = False  # NormFormer: λ ⊙ on the MLP's shortcut
+    gpas: bool = False  # GPAS: g(x) = x − SiLU(a)·sg(x) at each residual add
 
     def N(self, prm: dict[str, torch.Tensor], x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
         return norm(self.norm, x, prm, self.gain) * scale
@@ -157,6 +161,8 @@ class Model:
             y = y * torch.sigmoid(linear(x, p["attn.gate_proj"]))[..., None]
         elif self.attn_gate == "elementwise":  # one gate per feature of the concatenated heads
             y = y * torch.sigmoid(linear(x, p["attn.gate_proj"])).reshape(B, T, H, dh)
+        if self.head_scale:  # NormFormer's HeadScaleMHA: concat(γ_1·head_1, …, γ_H·head_H)·W_O
+            y = y * p.tensor("attn.head_scale").reshape(1, 1, H, 1)
         y = y.reshape(B, T, d)
         if inner is not None:  # Sub-LN: before the output projection
             y = self.N(inner, y, scale)
@@ -185,37 +191,62 @@ class Model:
         A = lambda t, inner=None: self.attention(p, t, inner, s)  # noqa: E731
         M = lambda t, inner=None: self.mlp_out(p, t, inner, s)  # noqa: E731
         N = lambda name, t: self.N(p[name], t, s)  # noqa: E731
-        if placement == "pre":  # x + F(N(x))
-            h = x + A(N("norm1", x))
-            return h + M(N("norm2", h))
+        g = lambda t: t - F.silu(p.tensor("gpas_gate")) * t.detach() if self.gpas else t  # noqa: E731
+        if placement in ("pre", "subln", "peri", "reorder", "rezero", "none", "normformer", "hybrid"):
+            return self.stream_block(placement, p, x, A, M, N, g)  # g after each add: the stream is not normed
+        # The Post-LN family: the add is inside a norm, so GPAS scales the shortcut (dandingsky/GPAS, deeppost_gpas)
         if placement in ("post", "deepnorm"):  # N(α·x + F(x)); DeepNorm: α = (2L)^¼, on the shortcut
             a = (2 * L) ** 0.25 if placement == "deepnorm" else 1.0
-            h = N("norm1", a * x + A(x))
-            return N("norm2", a * h + M(h))
+            h = N("norm1", a * g(x) + A(x))
+            return N("norm2", a * g(h) + M(h))
         if placement == "admin":  # N(ω ⊙ x + F(x))
-            h = N("norm1", p.tensor("omega1") * x + A(x))
-            return N("norm2", p.tensor("omega2") * h + M(h))
-        if placement == "subln":  # Pre-LN, and a norm before W_out and before W_down
-            h = x + A(N("norm1", x), p["attn.inner_norm"])
-            return h + M(N("norm2", h), p["mlp.inner_norm"])
-        if placement == "peri":  # x + N_out(F(N_in(x)))
-            h = x + N("out_norm1", A(N("norm1", x)))
-            return h + N("out_norm2", M(N("norm2", h)))
-        if placement == "reorder":  # x + N(F(x)) (OLMo-2)
-            h = x + N("norm1", A(x))
-            return h + N("norm2", M(h))
-        if placement == "rezero":  # x + a·F(x)
-            h = x + p.tensor("a1") * A(x)
-            return h + p.tensor("a2") * M(h)
-        if placement == "none":
-            h = x + A(x)
-            return h + M(h)
+            h = N("norm1", p.tensor("omega1") * g(x) + A(x))
+            return N("norm2", p.tensor("omega2") * g(h) + M(h))
+        if placement == "b2t":  # x_a = N(x + Attn(x)); y = N(x_a + FFN(x_a) + x) (Takase et al. 2023)
+            xa = N("norm1", g(x) + A(x))
+            return N("norm2", g(xa) + M(xa) + g(x))
+        if placement == "resi_dual":  # x ← N(x + F(x)), d ← d + F(x): the pair (x, d) side by side
+            xs, d = x.chunk(2, dim=-1)
+            f = A(xs)
+            xs, d = N("norm1", g(xs) + f), g(d + f)
+            f = M(xs)
+            return torch.cat((N("norm2", g(xs) + f), g(d + f)), dim=-1)
         raise AssertionError(f"no formula for the placement {placement}")
 
+    def stream_block(self, placement: str, p: Params, x, A, M, N, g):
+        """The placements whose residual stream leaves the block un-normed (GPAS g after each add)."""
+        if placement == "pre":  # x + F(N(x))
+            h = g(x + A(N("norm1", x)))
+            return g(h + M(N("norm2", h)))
+        if placement == "subln":  # Pre-LN, and a norm before W_out and before W_down
+            h = g(x + A(N("norm1", x), p["attn.inner_norm"]))
+            return g(h + M(N("norm2", h), p["mlp.inner_norm"]))
+        if placement == "peri":  # x + N_out(F(N_in(x)))
+            h = g(x + N("out_norm1", A(N("norm1", x))))
+            return g(h + N("out_norm2", M(N("norm2", h))))
+        if placement == "reorder":  # x + N(F(x)) (OLMo-2)
+            h = g(x + N("norm1", A(x)))
+            return g(h + N("norm2", M(h)))
+        if placement == "rezero":  # x + a·F(x)
+            h = g(x + p.tensor("a1") * A(x))
+            return g(h + p.tensor("a2") * M(h))
+        if placement == "none":
+            h = g(x + A(x))
+            return g(h + M(h))
+        if placement == "normformer":  # x + N_a(Attn_γ(N1(x))); λ ⊙ h + W_down·N_m(act(W_up·N2(h)))
+            h = g(x + N("out_norm1", A(N("norm1", x))))
+            lam = p.tensor("resid_scale") if self.resid_scale else 1.0
+            return g(lam * h + M(N("norm2", h), p["mlp.inner_norm"] if self.post_act_norm else None))
+        # hybrid (HybridNorm): Y = X + Attn(X) (QKV-normed), Z = N(Y), X' = Z + FFN(Z)
+        z = N("norm2", g(x + A(x)))
+        return g(z + M(z))
 
-# Which placements end in a norm before the LM head (the papers' models): Pre-LN's family does, Post-LN's does not.
+
+# Which placements end in a norm before the LM head (the papers' models): Pre-LN's family does, Post-LN's does not
+# (ResiDual's final norm is on its dual stream only).
 FINAL_NORM = {"pre": True, "subln": True, "peri": True, "reorder": True, "post": False, "deepnorm": False,
-              "admin": False, "rezero": False, "none": False}
+              "admin": False, "rezero": False, "none": False, "hybrid": True, "normformer": True, "b2t": False,
+              "resi_dual": True}
 
 
 def n_post_blocks(post_fraction: float, L: int) -> int:
@@ -224,9 +255,10 @@ def n_post_blocks(post_fraction: float, L: int) -> int:
 
 
 def logits(m: Model, p: Params, idx: torch.Tensor, placement: str, L: int, depth_scaled: bool = False,
-           post_fraction: float = 0.25, learned_pos: bool = False) -> torch.Tensor:
+           post_fraction: float = 0.25, learned_pos: bool = False, first_pre: bool = False) -> torch.Tensor:
     """The whole decoder: embeddings, L blocks, the final norm (never depth-scaled) where the placement has
-    one, the LM head."""
+    one, the LM head. ResiDual: both streams start at the embedding; the head reads x + N_final(d).
+    HybridNorm* (``first_pre``): block 1 is Pre-LN."""
     x = p.tensor("tok_emb.weight")[idx]
     if learned_pos:
         x = x + p.tensor("pos_emb.weight")[: idx.shape[1]]
@@ -234,9 +266,16 @@ def logits(m: Model, p: Params, idx: torch.Tensor, placement: str, L: int, depth
     if placement == "mix":
         n_post = n_post_blocks(post_fraction, L)
         kinds = ["post"] * n_post + ["pre"] * (L - n_post)
+    if first_pre:
+        kinds[0] = "pre"
+    if placement == "resi_dual":
+        x = torch.cat((x, x), dim=-1)
     for i, kind in enumerate(kinds):
         x = m.block(kind, p.block(i), x, L, i + 1, depth_scaled)
-    if FINAL_NORM[kinds[-1]]:
+    if placement == "resi_dual":
+        xs, d = x.chunk(2, dim=-1)
+        x = xs + m.N(p["final_norm"], d)
+    elif FINAL_NORM[kinds[-1]]:
         x = m.N(p["final_norm"], x)
     z = x @ p.tensor("lm_head.weight").T
     return m.logit_softcap * torch.tanh(z / m.logit_softcap) if m.logit_softcap else z

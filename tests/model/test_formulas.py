@@ -369,3 +369,126 @@ def test_admin_profiles_omega_from_the_variances_of_the_sublayers_before():
     got = [model.blocks[i].get_parameter(n) for i in range(2) for n in ("omega1", "omega2")]
     assert all(torch.equal(v, v[:1].expand_as(v)) for v in got)  # one value per sublayer, in every feature
     assert [v[0].item() for v in got] == pytest.approx(expected, rel=1e-6)  # profiled in fp32
+
+
+# ---------------------------------------------------------------- 2023–2026 placements: HybridNorm, NormFormer, B2T,
+# ---------------------------------------------------------------- ResiDual; GPAS on every placement
+
+NEW_PLACEMENTS = ["hybrid", "normformer", "b2t"]
+ALL_PLACEMENTS = NORMED + ["rezero", "none"] + NEW_PLACEMENTS + ["resi_dual"]
+
+
+def stated(placement: str, norm_type: str = "rmsnorm", **kw) -> Model:
+    """The new placements' models as their papers state them (never read from the built model's config):
+    HybridNorm normalizes q, k and v per head; the paper's NormFormer has the head scale and the post-activation
+    norm (and no residual scale)."""
+    paper = {"hybrid": dict(qk_norm="per_head", v_norm=True),
+             "normformer": dict(head_scale=True, post_act_norm=True)}.get(placement, {})
+    return Model(norm=norm_type, n_heads=H, **{**paper, **kw})
+
+
+def stated_logits(model: GPT, idx: torch.Tensor, placement: str, m: Model, **kw) -> torch.Tensor:
+    return logits(m, Params.of(model), idx, placement, model.cfg.n_layers, **kw)
+
+
+@pytest.mark.parametrize("norm_type", ["layernorm", "rmsnorm", "derf"])
+@pytest.mark.parametrize("placement", NEW_PLACEMENTS)
+def test_each_new_placement_is_its_formula(placement, norm_type):
+    """HybridNorm: Z = N(X + Attn_QKV-norm(X)), X' = Z + FFN(Z); NormFormer: x + N_a(Attn_γ(N1 x)), then
+    h + W_down·N_m(act(W_up·N2 h)); B2T: x_a = N1(x + Attn(x)), y = N2(x_a + FFN(x_a) + x). Block ℓ = 2 of 3."""
+    model = build(placement, norm_type, L=3, bias=True)
+    block, x = model.blocks[1], x_in()
+    want = stated(placement, norm_type).block(placement, Params.of(block), x, L=3, ell=2)
+    assert_same_function(block(x), want, leaves(block, x=x))
+
+
+def test_hybrid_norms_q_k_and_v_per_head_and_never_the_attention_input():
+    block = build("hybrid", "rmsnorm", L=2).blocks[1]
+    assert not hasattr(block, "norm1") and block.norm2.weight.shape == (D,)
+    for name in ("q_norm", "k_norm", "v_norm"):
+        assert getattr(block.attn, name).weight.shape == (D // H,), name  # per head: a gain of d_head
+
+
+def test_resi_dual_block_carries_the_post_ln_and_the_dual_stream():
+    """x ← N(x + F(x)) and d ← d + F(x), sublayer by sublayer; the two streams enter with different values."""
+    block = build("resi_dual", "layernorm", L=2, bias=True).blocks[1]
+    pair = torch.cat((x_in(), x_in(seed=5)), dim=-1).detach().requires_grad_()
+    want = Model(norm="layernorm", n_heads=H).block("resi_dual", Params.of(block), pair, L=2, ell=2)
+    assert_same_function(block(pair), want, leaves(block, pair=pair))
+
+
+@pytest.mark.parametrize("depth_scaled", [False, True])
+@pytest.mark.parametrize("placement,first_pre", [("hybrid", False), ("hybrid", True), ("normformer", False),
+                                                 ("b2t", False), ("resi_dual", False)])
+def test_the_whole_model_of_each_new_placement_is_its_formula(placement, first_pre, depth_scaled):
+    """Embedding, 3 blocks, the final norm (ResiDual: on the dual stream, added to the Post-LN stream), the head;
+    HybridNorm* (first_pre): block 1 is Pre-LN, with the model's QKV-norm."""
+    model, idx = build(placement, "rmsnorm", L=3, depth_scaled=depth_scaled, first_pre=first_pre), idx_in()
+    kinds = [type(b).__name__ for b in model.blocks]
+    assert kinds[0] == ("PreNormBlock" if first_pre else kinds[1]) and kinds[1] == kinds[2]
+    assert (model.final_norm is not None) == FINAL_NORM[placement]
+    want = stated_logits(model, idx, placement, stated(placement), depth_scaled=depth_scaled, first_pre=first_pre)
+    assert_same_function(model(idx)[0], want, leaves(model))
+
+
+@pytest.mark.parametrize("head_scale,post_act_norm,resid_scale", [(True, True, True), (False, False, False),
+                                                                  (False, True, True), (True, False, False)])
+@pytest.mark.parametrize("mlp", ["swiglu", "gelu"])
+def test_normformer_options_are_their_formula(head_scale, post_act_norm, resid_scale, mlp):
+    """γ_h: one per head (init 1), before W_O; N_m over the MLP's hidden width; λ_resid per feature (init 1)."""
+    opts = dict(head_scale=head_scale, post_act_norm=post_act_norm, resid_scale=resid_scale)
+    torch.manual_seed(0)
+    fresh = GPT(GPTConfig(n_layers=2, d_model=D, n_heads=H, seq_len=T, norm=spec("layernorm"), mlp=mlp,
+                          placement="normformer", **opts))
+    block = fresh.blocks[0]
+    d_ff = block.mlp.down.in_features
+    assert (None if block.attn.head_scale is None else block.attn.head_scale.tolist()) == ([1.0] * H if head_scale
+                                                                                           else None)
+    assert (None if block.mlp.inner_norm is None else block.mlp.inner_norm.weight.shape) == (
+        (d_ff,) if post_act_norm else None)
+    assert (None if block.resid_scale is None else block.resid_scale.tolist()) == ([1.0] * D if resid_scale else None)
+    block, x = randomize(fresh.double()).blocks[1], x_in()
+    want = Model(norm="layernorm", n_heads=H, mlp=mlp, **opts).block("normformer", Params.of(block), x, L=2, ell=2)
+    assert_same_function(block(x), want, leaves(block, x=x))
+
+
+@pytest.mark.parametrize("placement", ALL_PLACEMENTS)
+def test_gpas_is_its_formula_on_every_placement(placement):
+    """g(x) = x − SiLU(a)·sg(x), a per block: after each add where the stream is not normed after it, on the
+    shortcut inside Post-LN's norm; sg: the backward pass sees g as the identity (the gradients are compared)."""
+    model = build(placement, "layernorm", L=3, bias=True, gpas=True)
+    block, x = model.blocks[1], x_in()
+    assert block.gpas_gate.shape == (1,)
+    if placement == "resi_dual":
+        x = torch.cat((x, x_in(seed=5)), dim=-1).detach().requires_grad_()
+    want = stated(placement, "layernorm", gpas=True).block(placement, Params.of(block), x, L=3, ell=2)
+    assert_same_function(block(x), want, leaves(block, x=x))
+
+
+@pytest.mark.parametrize("placement", ["mix", "hybrid", "resi_dual"])
+def test_gpas_gives_the_whole_model_its_formula(placement):
+    model, idx = build(placement, "rmsnorm", L=4, gpas=True, post_fraction=0.5, first_pre=placement == "hybrid"), \
+        idx_in()
+    want = stated_logits(model, idx, placement, stated(placement, gpas=True), post_fraction=0.5,
+                         first_pre=placement == "hybrid")
+    assert_same_function(model(idx)[0], want, leaves(model))
+
+
+def test_gpas_starts_as_the_identity_and_its_gradient_skips_the_scale():
+    """a = 0: SiLU(0) = 0, the same model as without GPAS. With a ≠ 0 the stream shrinks by 1 − SiLU(a) while
+    ∂g(x)/∂x stays the identity."""
+    torch.manual_seed(0)
+    plain = GPT(GPTConfig(n_layers=2, d_model=D, n_heads=H, seq_len=T, placement="pre"))
+    torch.manual_seed(0)
+    gpas = GPT(GPTConfig(n_layers=2, d_model=D, n_heads=H, seq_len=T, placement="pre", gpas=True))
+    assert all(b.gpas_gate.item() == 0.0 for b in gpas.blocks)
+    idx = idx_in()
+    torch.testing.assert_close(gpas(idx)[0], plain(idx)[0])
+    block = gpas.blocks[0]
+    with torch.no_grad():
+        block.gpas_gate.fill_(2.0)
+    x = torch.randn(B, T, D, requires_grad=True)
+    y = block.scaled(x)
+    torch.testing.assert_close(y, x * (1 - torch.nn.functional.silu(torch.tensor(2.0))))
+    (grad,) = torch.autograd.grad(y.sum(), x)
+    torch.testing.assert_close(grad, torch.ones_like(x))

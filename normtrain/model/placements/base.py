@@ -2,6 +2,14 @@
 
 x is the residual stream, F the attention or MLP sublayer, N a norm, α the shortcut scale.
 Every block initializes its own weights (``init_weights``), so no two layers share values.
+
+GPAS (Chen et al. 2025, "Gradient-Preserving Activation Scaling", ``placement.gpas``) is a part of every block
+with a residual add: ``scaled`` is g(x) = x − SiLU(a)·sg(x), one scalar a per block (init 0: the identity),
+sg the stop-gradient, so the forward pass shrinks the stream and the backward pass sees g as the identity (the
+gradient of x passes unscaled; a still learns from −SiLU′(a)·x). Blocks that norm the stream after the add
+(Pre-LN's family) apply it to the sum, g(x + F); blocks that norm the sum (Post-LN's family) to the shortcut,
+N(α·g(x) + F(x)), where a scale after the add would be undone by the norm (the reference code, dandingsky/GPAS,
+does both: ``pre_gpas`` and ``deeppost_gpas``).
 """
 
 from __future__ import annotations
@@ -9,6 +17,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from normtrain.model.attention import CausalSelfAttention
@@ -39,20 +48,52 @@ class Block(nn.Module):
     uses_alpha: ClassVar[bool] = True  # does α (shortcut scale) appear in the formula?
     has_norms: ClassVar[bool] = True  # does the block hold any norm (``norm.depth_scaled`` needs one)?
     data_dependent: ClassVar[bool] = False  # does it need ``GPT.data_init`` before the first step?
+    residual_add: ClassVar[bool] = True  # does it add a sublayer's output to the stream (where GPAS acts)?
 
     def __init__(self, attn: CausalSelfAttention, mlp: nn.Module, d_model: int, norm: NormSpec,
-                 alpha: float = 1.0, *, layer: int = 0):
+                 alpha: float = 1.0, *, layer: int = 0, gpas: bool = False):
         super().__init__()
         self.attn, self.mlp = attn, mlp
         self.layer = layer
         self.build_norms(norm, d_model)
         self.alpha = float(alpha)
+        self.gpas_gate = nn.Parameter(torch.zeros(1)) if gpas else None  # a of SiLU(a); (1,): FSDP shards dim 0
 
     @classmethod
     def from_config(cls, cfg: GPTConfig, layer: int, attn: CausalSelfAttention, mlp: nn.Module,
                     alpha: float) -> Block:
         """Block ``layer`` (from 0) of the model ``cfg`` describes, around its attention and MLP."""
-        return cls(attn, mlp, cfg.d_model, cfg.norm, alpha=alpha, layer=layer)
+        return cls(attn, mlp, cfg.d_model, cfg.norm, alpha=alpha, layer=layer, gpas=cfg.gpas)
+
+    @classmethod
+    def configured(cls, cfg: GPTConfig) -> GPTConfig:
+        """The model config with what this placement implies filled in (HybridNorm: its QKV-norm)."""
+        return cfg
+
+    @staticmethod
+    def stream_in(x: torch.Tensor) -> torch.Tensor:
+        """The stream the first block receives from the embedding ``x`` (ResiDual: two copies)."""
+        return x
+
+    @staticmethod
+    def stream_out(x: torch.Tensor, final_norm: nn.Module | None) -> torch.Tensor:
+        """The hidden state the LM head reads from the last block's stream ``x``."""
+        return x if final_norm is None else final_norm(x)
+
+    def scaled(self, x: torch.Tensor) -> torch.Tensor:
+        """GPAS's g(x) = x − SiLU(a)·sg(x) (the module's docstring), or x itself without GPAS."""
+        return x if self.gpas_gate is None else x - F.silu(self.gpas_gate) * x.detach()
+
+    def added(self, shortcut: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
+        """The residual add of a stream that is not normed after it: g(shortcut + branch)."""
+        return self.scaled(shortcut + branch)
+
+    def added_normed(self, norm: Norm, branch: torch.Tensor, shortcut: torch.Tensor):
+        """(N(s), s) with s = ``added(shortcut, branch)``: one fused add + norm pass when GPAS is off."""
+        if self.gpas_gate is None:
+            return norm.add_norm(branch, residual=shortcut)
+        s = self.added(shortcut, branch)
+        return norm(s), s
 
     def make_norm(self, spec: NormSpec, dim: int) -> Norm:
         """One of this block's norms: it knows the block's depth ℓ (for ``norm.depth_scaled``)."""

@@ -32,14 +32,14 @@ class ReZeroBlock(NormFreeBlock):
     """
 
     def __init__(self, attn: CausalSelfAttention, mlp: nn.Module, d_model: int, norm: NormSpec,
-                 alpha: float = 1.0, *, layer: int = 0):
-        super().__init__(attn, mlp, d_model, norm, alpha, layer=layer)
+                 alpha: float = 1.0, **kw):
+        super().__init__(attn, mlp, d_model, norm, alpha, **kw)
         self.a1 = nn.Parameter(torch.zeros(1))  # shape (1,) as in the reference code; never weight-decayed
         self.a2 = nn.Parameter(torch.zeros(1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = x + self.a1 * self.attn(x)
-        return h + self.a2 * self.mlp(h)
+        h = self.added(x, self.a1 * self.attn(x))
+        return self.added(h, self.a2 * self.mlp(h))
 
 
 @register_placement("none")
@@ -53,5 +53,5 @@ class NoNormBlock(NormFreeBlock):
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = x + self.attn(x)
-        return h + self.mlp(h)
+        h = self.added(x, self.attn(x))
+        return self.added(h, self.mlp(h))

@@ -29,8 +29,8 @@ class PeriNormBlock(PreNormBlock):
         self.out_norm1, self.out_norm2 = self.make_norm(spec, d_model), self.make_norm(spec, d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y, h = self.norm2.add_norm(self.out_norm1(self.attn(self.norm1(x))), residual=x)  # y = N2(h)
-        return h + self.out_norm2(self.mlp(y))
+        y, h = self.added_normed(self.norm2, self.out_norm1(self.attn(self.norm1(x))), x)  # y = N2(h)
+        return self.added(h, self.out_norm2(self.mlp(y)))
 
 
 @register_placement("reorder")
@@ -48,5 +48,5 @@ class ReorderedNormBlock(Block):
     uses_alpha = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = x + self.norm1(self.attn(x))
-        return h + self.norm2(self.mlp(h))
+        h = self.added(x, self.norm1(self.attn(x)))
+        return self.added(h, self.norm2(self.mlp(h)))

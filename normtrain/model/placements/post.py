@@ -22,8 +22,8 @@ class PostNormBlock(Block):
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.norm1.add_norm(self.attn(x), residual=x, alpha=self.alpha)[0]
-        return self.norm2.add_norm(self.mlp(x), residual=x, alpha=self.alpha)[0]
+        x = self.norm1.add_norm(self.attn(x), residual=self.scaled(x), alpha=self.alpha)[0]
+        return self.norm2.add_norm(self.mlp(x), residual=self.scaled(x), alpha=self.alpha)[0]
 
 
 @register_placement("deepnorm")
@@ -64,8 +64,8 @@ class AdminBlock(PostNormBlock):
     data_dependent = True
 
     def __init__(self, attn: CausalSelfAttention, mlp: nn.Module, d_model: int, norm: NormSpec,
-                 alpha: float = 1.0, *, layer: int = 0):
-        super().__init__(attn, mlp, d_model, norm, alpha, layer=layer)
+                 alpha: float = 1.0, **kw):
+        super().__init__(attn, mlp, d_model, norm, alpha, **kw)
         self.omega1 = nn.Parameter(torch.ones(d_model))
         self.omega2 = nn.Parameter(torch.ones(d_model))
         self.profile: dict | None = None  # the running profile while ``GPT.data_init`` runs, else None
@@ -73,9 +73,9 @@ class AdminBlock(PostNormBlock):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a = self.attn(x)
-        x = self.norm1.add_norm(a, residual=self.shortcut("omega1", x, a) * x)[0]
+        x = self.norm1.add_norm(a, residual=self.shortcut("omega1", x, a) * self.scaled(x))[0]
         m = self.mlp(x)
-        return self.norm2.add_norm(m, residual=self.shortcut("omega2", x, m) * x)[0]
+        return self.norm2.add_norm(m, residual=self.shortcut("omega2", x, m) * self.scaled(x))[0]
 
     def shortcut(self, name: str, x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
         """ω of one sublayer: its parameter, or while profiling the value the sublayers before it give."""
@@ -95,3 +95,28 @@ class AdminBlock(PostNormBlock):
             for name, value in self.profiled:  # the (possibly sharded) parameter, after the pass
                 getattr(self, name).fill_(value)
         self.profile, self.profiled = None, []
+
+
+@register_placement("b2t")
+class B2TBlock(Block):
+    """B2T connection (Takase et al. 2023, "B2T Connection: Serving Stability and Performance in Deep
+    Transformers"): Post-LN plus a connection from the block's input (bottom) to the sum that its last norm
+    takes (top), skipping every norm of the block but that last one, so the gradient reaches the input without
+    passing through the norms that make deep Post-LN vanish:
+
+        x_a = N1(x + Attn(x))
+        y   = N2(x_a + FFN(x_a) + x)
+
+        x ──┬── Attn ──(+)── N1 ──┬── MLP ──(+)── N2 ──▶
+            ├───────────┘         └─────────┤
+            └───────────────────────────────┘
+
+    No final norm (the block ends in one), as Post-LN. With GPAS both shortcuts are scaled, as in Post-LN.
+    """
+
+    uses_alpha = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        bottom = self.scaled(x)
+        top = self.norm1.add_norm(self.attn(x), residual=bottom)[0]  # x_a
+        return self.norm2.add_norm(self.mlp(top), residual=self.scaled(top) + bottom)[0]

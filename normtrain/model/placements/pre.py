@@ -24,8 +24,8 @@ class PreNormBlock(Block):
     uses_alpha = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y, h = self.norm2.add_norm(self.attn(self.norm1(x)), residual=x)  # h = x + Attn(N1(x)); y = N2(h)
-        return h + self.mlp(y)
+        y, h = self.added_normed(self.norm2, self.attn(self.norm1(x)), x)  # h = x + Attn(N1(x)); y = N2(h)
+        return self.added(h, self.mlp(y))
 
 
 @register_placement("subln")
