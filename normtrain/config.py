@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from normtrain.errors import ConfigError
+from normtrain.loggers import BACKENDS
 
 if TYPE_CHECKING:  # the model (and torch) load on first validation, not on import: `normtrain --help` stays fast
     from normtrain.model import GPT, GPTConfig
@@ -25,9 +26,7 @@ if TYPE_CHECKING:  # the model (and torch) load on first validation, not on impo
 SCHEDULES = ("cosine", "constant", "inverse_sqrt")
 DEVICES = ("auto", "cpu", "cuda")
 POSITIONS = ("rope", "learned")
-CORPORA = ("python_stdlib", "local_text", "tokens")
-LOGGERS = ("wandb", "tensorboard", "csv", "none")  # logger=NAME, or several: logger=[wandb,tensorboard]
-BACKENDS = ("wandb", "tensorboard", "csv")  # normtrain.loggers.BACKENDS
+LOGGERS = (*BACKENDS, "none")  # logger=NAME, or several: logger=[wandb,tensorboard]
 WANDB_MODES = ("auto", "online", "offline", "disabled")
 OPTIMIZERS = ("adamw", "sgd")
 ON_DIVERGENCE = ("stop", "rollback")
@@ -601,6 +600,8 @@ def _data_problems(d: DictConfig, lg: DictConfig) -> list[str]:
     for backend in lg.backends:
         _choice(backend, "logger.backends", BACKENDS, p)
     _choice(lg.mode, "logger.mode", WANDB_MODES, p)
+    from normtrain.data.corpus import CORPORA  # numpy and the data modules: on validation, not on import
+
     _choice(d.name, "data.name", CORPORA, p)
     _number("data.val_fraction", d.val_fraction, 0 < d.val_fraction < 1, "must lie in (0, 1)", p)
     if d.name == "local_text":

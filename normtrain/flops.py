@@ -30,13 +30,9 @@ def model_flops_per_token(model: Any) -> float:
 
     N is read from the parameters (global sizes, so FSDP shards count whole); L, d and T from ``model.cfg``.
     """
-    inner = model
-    while True:  # torch.compile keeps the model in ._orig_mod, DDP in .module, in either order
-        wrapped = getattr(inner, "_orig_mod", None)
-        wrapped = getattr(inner, "module", None) if wrapped is None else wrapped
-        if wrapped is None:
-            break
-        inner = wrapped
+    from normtrain.checkpoint.state import unwrap  # imports torch: only here, this module stays plain arithmetic
+
+    inner = unwrap(model)
     if not hasattr(inner, "cfg") or not hasattr(inner, "tok_emb"):
         raise TypeError(f"{type(model).__name__} is not a normtrain GPT (no .cfg and .tok_emb)")
     lookups = [m for m in (inner.tok_emb, getattr(inner, "pos_emb", None)) if m is not None]

@@ -20,8 +20,10 @@ from normtrain.errors import CheckpointError
 # a run resumes on another world size with gradient accumulation making up the difference.
 FIXED = ("model", "norm", "placement", "data", "optim", "train.seed", "train.eval_batches",
          "train.eval_windows", "global_batch_size", "vocab_size")
-# Inside FIXED groups, keys that only say where things are kept.
-FREE = ("data.cache_dir",)
+# Bookkeeping: keys that say where and how a run is kept and shown, not what it computes. A resume ignores them
+# inside FIXED groups (data.cache_dir), and normtrain-reproduce reuses a finished run whose config differs only in
+# them (normtrain.reproduce.runner.same_run).
+BOOKKEEPING = ("logger", "data.cache_dir", "train.progress", "train.resume", "train.allow_changes")
 # FIXED values the run resolves rather than the config names, and the keys through which train.allow_changes
 # accepts a change of them: the vocabulary comes from the corpus (none), the global batch from
 # train.global_batch_size or train.batch_size × world size.
@@ -32,7 +34,8 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value  # as JSON would show it
 
 
-def _under(key: str, prefixes) -> bool:
+def under(key: str, prefixes) -> bool:
+    """``key`` is one of ``prefixes`` or inside one of them (``optim.lr`` is under ``optim``)."""
     return any(key == p or key.startswith(f"{p}.") for p in prefixes)
 
 
@@ -53,8 +56,8 @@ def config_changes(old: dict[str, Any], new: dict[str, Any], step: int) -> dict[
                if before.get(k, missing) != after.get(k, missing)}
     allowed = list(after.get("train.allow_changes") or ())
     refused = {k: v for k, v in changes.items()
-               if _under(k, FIXED) and not _under(k, FREE) and not _under(k, allowed)
-               and not any(_under(key, allowed) for key in RESOLVED.get(k, ()))}
+               if under(k, FIXED) and not under(k, BOOKKEEPING) and not under(k, allowed)
+               and not any(under(key, allowed) for key in RESOLVED.get(k, ()))}
     problems = [f"{k}: {v[0]!r} → {v[1]!r}" for k, v in refused.items()]
     if after.get("train.max_steps", step) < step:
         problems.append(f"train.max_steps: {after['train.max_steps']} is below the checkpoint's step {step}")

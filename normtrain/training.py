@@ -56,6 +56,7 @@ from normtrain.loggers import CsvLogger, JsonlLogger, Loggers, TensorBoardLogger
 from normtrain.loggers.names import SweepJob, group_name, run_name, sweep_job
 from normtrain.model import GPT
 from normtrain.monitor import Monitor
+from normtrain.ops.guard import Choice, guard_norms
 from normtrain.optim import build_optimizer, lr_at
 from normtrain.outcome import outcome, tail_trend
 from normtrain.preemption import StopRequested
@@ -64,7 +65,7 @@ from normtrain.provenance import code_state_at_start
 from normtrain.resume import config_changes
 from normtrain.rollback import RollBack, RollbackPolicy
 from normtrain.run_folder import USER_ERRNOS, RunFolder, write_error
-from normtrain.runlog import say
+from normtrain.runlog import log, say
 from normtrain.zloss import log_partition, z_loss
 
 LN2 = math.log(2)
@@ -215,6 +216,7 @@ class Trainer:
             ctx.barrier()
         self.vocab_size = vocab_size(cfg, self.corpus.vocab_size)  # the corpus's, unless model.vocab_size pads it
         plain = GPT(model_config(cfg, vocab=self.vocab_size)).to(ctx.device)
+        self.norm_impl = self.guard_norms(plain)
         self.model = wrap_model(plain, ctx, t.strategy)
         self.raw = unwrap(self.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -241,12 +243,25 @@ class Trainer:
             "global_batch_size": self.global_batch, "grad_accumulation": self.accumulation,
             "ckpt_format": self.ckpt_format, "resumed_from_step": None, "resumes": [], "rollbacks": [],
             "restarts": restart_count(), "run_dir": str(self.run_dir), "name": run_label(cfg),
-            "corpus": self.corpus.describe(), "eval_windows": self.n_eval_windows,
-            "unigram_val_loss": self.unigram_val_loss, "collapsed": False, "undertrained": False, "loss_trend": None,
+            "norm_impl": self.norm_impl.as_dict(), "corpus": self.corpus.describe(),
+            "eval_windows": self.n_eval_windows, "unigram_val_loss": self.unigram_val_loss, "collapsed": False,
+            "undertrained": False, "loss_trend": None,
             "code": code_state_at_start(),
             "started_at": datetime.fromtimestamp(self.started, timezone.utc).isoformat(timespec="seconds"),
             "config": to_container(cfg),
         }
+
+    def guard_norms(self, model: GPT) -> Choice:
+        """norm.impl=auto runs Triton only once it matched torch here (normtrain/ops/guard.py); the choice and its
+        reason go to the log, as a warning when the check failed, and to summary.json's ``norm_impl``."""
+        t, device = self.cfg.train, self.ctx.device
+        dtypes = (torch.float32, torch.bfloat16) if device.type == "cuda" and t.autocast else (torch.float32,)
+        choice = guard_norms(model, self.cfg.norm.impl, device, t.batch_size * self.cfg.model.seq_len, dtypes)
+        if choice.fallback and self.ctx.is_main:
+            say(f"normtrain: warning: {choice.why}")
+        else:
+            log.info(f"RMSNorm implementation: {choice.impl} ({choice.why})")
+        return choice
 
     def build_monitor(self) -> None:
         mon = self.cfg.monitor

@@ -206,3 +206,82 @@ def test_wandb_logs_a_rollback_at_its_diverged_step():
     logger.rollback(ROLLBACK)
     assert logged == [{"step": 9, "rollback/restored_step": 8, "rollback/skipped_batches": 2,
                        "rollback/lr_factor": 0.5, "rollback/lr_steps": 3, "rollback/retry": 1}]
+
+
+KEY = "k" * 40
+
+
+@pytest.fixture
+def wandb_home(tmp_path, monkeypatch):
+    """A fresh HOME and NETRC (a netrc written by the test), no key or mode in the environment, no network: a
+    connection attempt fails the test instead of waiting on a server."""
+    import socket
+
+    from wandb.sdk import wandb_setup
+
+    for var in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_BASE_URL", "WANDB_IDENTITY_TOKEN_FILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    monkeypatch.setattr(wandb_setup, "_singleton", None)  # wandb's settings read from this environment
+    monkeypatch.setattr(socket.socket, "connect", lambda *a: pytest.fail(f"network reached: {a}"))
+
+    def netrc(host: str) -> None:
+        (tmp_path / "netrc").write_text(f"machine {host}\n  login user\n  password {KEY}\n")
+        (tmp_path / "netrc").chmod(0o600)
+    return netrc
+
+
+def test_wandb_goes_online_with_a_key_for_a_self_hosted_server(wandb_home, monkeypatch):
+    from normtrain.loggers import wandb_mode
+
+    wandb_home("wandb.example.org")
+    monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.example.org")
+    mode, why = wandb_mode("auto")
+    assert mode == "online" and "https://wandb.example.org" in why
+    monkeypatch.delenv("WANDB_BASE_URL")  # wandb's default server: the netrc has no key for it
+    monkeypatch.setattr("wandb.sdk.wandb_setup._singleton", None)
+    mode, why = wandb_mode("auto")
+    assert mode == "offline" and why.startswith("no API key for https://") and "example.org" not in why
+    wandb_home("api.wandb.ai")  # `wandb login`'s entry: wandb's default server (or its proxy) finds it
+    assert wandb_mode("auto")[0] == "online"
+    monkeypatch.setenv("WANDB_API_KEY", KEY)
+    mode, why = wandb_mode("auto")
+    assert mode == "online" and why.endswith("(WANDB_API_KEY)")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    assert wandb_mode("auto") == ("offline", "WANDB_MODE=offline")
+    assert wandb_mode("disabled") == ("disabled", "logger.mode=disabled")
+
+
+def test_wandb_logger_says_which_mode_and_why(wandb_home, monkeypatch, tmp_path, capsys):
+    import wandb
+
+    wandb_home("api.wandb.ai")  # a key for W&B's server, but the runs go to another one
+    monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.example.org")
+    modes = []
+
+    def init(mode, **_):
+        modes.append(mode)
+        return SimpleNamespace(define_metric=lambda *a, **k: None)
+
+    monkeypatch.setattr(wandb, "init", init)
+    WandbLogger(run_dir=tmp_path, project="p", entity=None, group=None, name="n", tags=[], job_type="j",
+                mode="auto", config={})
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("W&B")]
+    assert modes == ["offline"]
+    assert lines == ["W&B offline: no API key for https://wandb.example.org (neither WANDB_API_KEY nor a netrc entry "
+                     "for its host); `wandb login --host https://wandb.example.org` logs the next runs online"]
+
+
+def test_wandb_without_wbauth_looks_up_the_netrc_itself(wandb_home, monkeypatch):
+    import sys
+
+    from normtrain.loggers import wandb_mode
+
+    monkeypatch.setitem(sys.modules, "wandb.sdk.lib.wbauth", None)  # an older wandb: import fails
+    wandb_home("wandb.example.org")
+    monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.example.org")
+    mode, why = wandb_mode("auto")
+    assert mode == "online" and why.startswith("wandb has an API key for https://wandb.example.org (netrc ")
+    monkeypatch.setenv("WANDB_BASE_URL", "https://other.example.org")
+    assert wandb_mode("auto")[0] == "offline"

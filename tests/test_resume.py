@@ -128,3 +128,21 @@ def test_first_signal_asks_to_stop_second_stops_at_once():
         with pytest.raises(KeyboardInterrupt, match="second signal"):
             os.kill(os.getpid(), signal.SIGINT)
     assert signal.getsignal(signal.SIGTERM) is before  # handlers restored
+
+
+def test_bookkeeping_is_one_list_for_a_resume_and_for_reusing_a_result():
+    """normtrain.resume.BOOKKEEPING: a resume accepts a change of them inside FIXED groups (data.cache_dir) and
+    normtrain-reproduce reuses a finished run across them; a change of what the run computes is neither."""
+    from normtrain.config import to_container
+    from normtrain.errors import CheckpointError
+    from normtrain.reproduce.runner import same_run
+    from normtrain.resume import config_changes
+
+    old = to_container(normtrain.compose(["data.cache_dir=/a", "logger=wandb"]))
+    kept = to_container(normtrain.compose(["data.cache_dir=/b", "logger=csv", "train.progress=false"]))
+    assert config_changes(old, kept, step=5)["data.cache_dir"] == ["/a", "/b"]  # not refused
+    assert same_run(old, kept)
+    changed = to_container(normtrain.compose(["data.cache_dir=/a", "logger=wandb", "data.val_fraction=0.2"]))
+    assert not same_run(old, changed)
+    with pytest.raises(CheckpointError, match="data.val_fraction"):
+        config_changes(old, changed, step=5)

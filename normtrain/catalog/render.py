@@ -9,6 +9,7 @@ from __future__ import annotations
 import textwrap
 
 from normtrain.catalog.entries import CHOICES, KINDS, Choice
+from normtrain.markdown import table
 
 BEGIN = ("<!-- normtrain-catalog:begin: generated from normtrain/catalog/entries.py by "
          "`normtrain-catalog --update README.md`; edit the entries, not this table -->")
@@ -51,10 +52,6 @@ def text(kinds: list[str] | None = None, width: int = 100) -> str:
     return "\n\n\n".join(sections) + "\n"
 
 
-def _cell(value: str) -> str:
-    return value.replace("|", "\\|") if value else "–"
-
-
 def markdown(kinds: list[str] | None = None) -> str:
     """One Markdown table per kind (README's catalog is this with every kind)."""
     out: list[str] = []
@@ -62,14 +59,12 @@ def markdown(kinds: list[str] | None = None) -> str:
         choices = [c for c in selected(kinds) if c.kind == kind]
         if not choices:
             continue
-        out += [f"**{title}**", "", "| choice | formula | paper | reference code | used by |", "|---|---|---|---|---|"]
-        for c in choices:
-            label = f"`{c.select}`" + "".join(f" (with `{n}`)" for n in c.needs) + f": {c.name}"
-            out.append("| " + " | ".join(_cell(v) for v in (
-                label, _formula(c), "; ".join(p.cite(title=False) for p in c.papers),
-                "; ".join(f"`{ref.repo}`" + (f" ({ref.path})" if ref.path else "") for ref in c.code),
-                ", ".join(c.models))) + " |")
-        out.append("")
+        rows = [[v or "–" for v in (
+            f"`{c.select}`" + "".join(f" (with `{n}`)" for n in c.needs) + f": {c.name}", _formula(c),
+            "; ".join(p.cite(title=False) for p in c.papers),
+            "; ".join(f"`{ref.repo}`" + (f" ({ref.path})" if ref.path else "") for ref in c.code),
+            ", ".join(c.models))] for c in choices]
+        out += [f"**{title}**", "", table(["choice", "formula", "paper", "reference code", "used by"], rows), ""]
     return "\n".join(out)
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from normtrain.compare.groups import Group
 from normtrain.compare.runs import LAYER_KEY, Run
+from normtrain.spread import mean_sd
 
 DIGITS = 4
 MAX_POINTS = 500  # per line series; a longer one is thinned evenly (its first and last points kept)
@@ -74,15 +75,13 @@ def stack(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, 
 
 
 def aggregate(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Per step over the series that have a finite value there: mean, min, max, std and their count."""
+    """Per step over the series that have a finite value there: mean, min, max, sample sd (``std``, the one spread
+    of normtrain/spread.py) and their count."""
     steps, table = stack(series)
     finite = np.isfinite(table)
-    n = finite.sum(axis=0)
-    keep = n > 0
-    table, finite, n = table[:, keep], finite[:, keep], n[keep]
-    filled = np.where(finite, table, 0.0)
-    mean = filled.sum(axis=0) / n
-    std = np.sqrt(np.where(finite, (table - mean) ** 2, 0.0).sum(axis=0) / n)
+    keep = finite.any(axis=0)
+    table, finite = table[:, keep], finite[:, keep]
+    mean, std, n = mean_sd(table)
     return {"step": steps[keep], "mean": mean, "min": np.where(finite, table, np.inf).min(axis=0),
             "max": np.where(finite, table, -np.inf).max(axis=0), "std": std, "n": n}
 

@@ -26,7 +26,7 @@ OUTCOMES = {  # summary flags shown as badges (normtrain/outcome.py has the rule
     "undertrained": "on or above the unigram line but still falling: too short, not broken",
 }
 SEEDS_NOTE = ("Runs that differ only in their seed form a group: its line is the mean over the seeds, its band "
-              "their min–max (or ±1 std), and 'each seed' draws every run.")
+              "their min–max (or ± 1 sample sd over the seeds, n − 1), and 'each seed' draws every run.")
 
 
 @dataclass

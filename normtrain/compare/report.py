@@ -17,6 +17,7 @@ from typing import Any
 from normtrain.atomic import write_text
 from normtrain.compare.labels import format_value, short_exponent, short_names
 from normtrain.compare.runs import Run, natural_key
+from normtrain.markdown import table
 
 STATUS_RANK = {"completed": 0, "diverged": 2, "failed": 3}  # anything else (running, incomplete, interrupted): 1
 
@@ -129,17 +130,8 @@ def cell(value: Any, fmt: str) -> str:
 
 def markdown(runs: Sequence[Run], cols: Sequence[Column]) -> str:
     """A Markdown table padded so that it also reads as a plain table in a terminal."""
-    cells = [[c.title for c in cols]] + [[cell(c.value(r), c.fmt).replace("|", "\\|") for c in cols] for r in runs]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
     numeric = [i > 0 and all(is_number(c.value(r)) or c.value(r) is None for r in runs) for i, c in enumerate(cols)]
-    aligned = list(zip(widths, numeric, strict=True))
-
-    def line(row: list[str]) -> str:
-        padded = (v.rjust(w) if num else v.ljust(w) for v, (w, num) in zip(row, aligned, strict=True))
-        return "| " + " | ".join(padded) + " |"
-
-    rule = "|" + "|".join(("-" * (w + 1) + ":") if num else ("-" * (w + 2)) for w, num in aligned) + "|"
-    return "\n".join([line(cells[0]), rule, *map(line, cells[1:])]) + "\n"
+    return table([c.title for c in cols], [[cell(c.value(r), c.fmt) for c in cols] for r in runs], numeric) + "\n"
 
 
 def is_number(value: Any) -> bool:

@@ -1,4 +1,4 @@
-"""``logger=wandb``: a Weights & Biases run, online with an API key and offline (in the run folder) without.
+"""``logger=wandb``: a Weights & Biases run, online when wandb has a key for its host, else offline (in the run folder).
 
 Every metric is plotted against ``step``; keys share prefixes (``grad_norm/``, ``act_std/``, ...), which W&B
 turns into one panel section per prefix. Runs of one sweep share a group named by the sweep's date and
@@ -13,27 +13,64 @@ import uuid
 import warnings
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from normtrain.atomic import write_text
 from normtrain.loggers.base import LAYER_KEY, finite_numbers
 from normtrain.rollback import event_row
 from normtrain.runlog import say
 
+DEFAULT_HOST = "https://api.wandb.ai"
 
-def wandb_mode(mode: str) -> str:
-    """``auto`` -> online when an API key is configured (env or ``wandb login``), else offline."""
+
+def wandb_mode(mode: str) -> tuple[str, str]:
+    """(mode, why). ``auto``: online exactly when wandb itself would log in without asking (a key for the
+    configured host: ``WANDB_API_KEY``, the netrc entry of ``WANDB_BASE_URL``'s or ``wandb login --host``'s
+    host), else offline; nothing here reaches the network or prompts."""
     if mode != "auto":
-        return mode
+        return mode, f"logger.mode={mode}"
     if os.environ.get("WANDB_MODE"):
-        return os.environ["WANDB_MODE"]
-    if os.environ.get("WANDB_API_KEY"):
-        return "online"
+        return os.environ["WANDB_MODE"], f"WANDB_MODE={os.environ['WANDB_MODE']}"
+    host = wandb_host()
     try:
-        if netrc.netrc().authenticators("api.wandb.ai"):
-            return "online"
+        source = key_source(host)
+    except Exception as err:  # noqa: BLE001 - wandb rejects the key's format: a login would fail too
+        return "offline", f"the API key for {host} is not valid ({err})"
+    if source:
+        return "online", f"wandb has an API key for {host} ({source})"
+    return "offline", (f"no API key for {host} (neither WANDB_API_KEY nor a netrc entry for its host); "
+                       f"`wandb login --host {host}` logs the next runs online")
+
+
+def wandb_host() -> str:
+    """The server wandb will talk to: ``WANDB_BASE_URL``, else its settings (``wandb login --host``), else W&B's."""
+    if os.environ.get("WANDB_BASE_URL"):
+        return os.environ["WANDB_BASE_URL"]
+    try:
+        from wandb.sdk import wandb_setup
+
+        return str(wandb_setup.singleton().settings.base_url or DEFAULT_HOST)
+    except Exception:  # noqa: BLE001 - another wandb version: its default host
+        return DEFAULT_HOST
+
+
+def key_source(host: str) -> str | None:
+    """Where wandb finds a key for ``host`` (its own lookup where this wandb has it, never a prompt); None for none."""
+    env = "WANDB_API_KEY" if os.environ.get("WANDB_API_KEY") else None
+    try:
+        from wandb.sdk.lib import wbauth
+    except ImportError:  # a wandb without wbauth (< 0.22): the same lookup by hand
+        return env or netrc_key(host)
+    found = wbauth.authenticate_session(host=host, source="normtrain", prompt=False, update_session=False)
+    return (env or "netrc or wandb settings") if found else None
+
+
+def netrc_key(host: str) -> str | None:
+    path = os.environ.get("NETRC") or Path.home() / ".netrc"
+    try:
+        return f"netrc {path}" if netrc.netrc(path).authenticators(urlsplit(host).netloc) else None
     except (FileNotFoundError, netrc.NetrcParseError, OSError):
-        pass
-    return "offline"
+        return None
 
 
 class WandbLogger:
@@ -51,7 +88,8 @@ class WandbLogger:
         kwargs = dict(project=project, entity=entity, group=group, name=name, tags=tags, job_type=job_type,
                       config=config, dir=str(run_dir), reinit="finish_previous", id=run_id, resume="allow",
                       settings=wandb.Settings(console="off", silent=True))
-        mode = wandb_mode(mode)
+        mode, why = wandb_mode(mode)
+        say(f"W&B {mode}: {why}")
         try:
             self.run = wandb.init(mode=mode, **kwargs)
         except Exception as err:  # a network or auth failure must not cost the run

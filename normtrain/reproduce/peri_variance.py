@@ -9,7 +9,6 @@ Peri-LN's analysis predicts; a faster growth (Pre-LN's, exponential in the paper
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 import numpy as np
@@ -28,6 +27,7 @@ from normtrain.reproduce.runner import (
     present,
 )
 from normtrain.reproduce.writeup import markdown_table, unigram_of
+from normtrain.spread import mean_sd
 
 TRAINS = ("pre", "peri")  # the reference arms of the guard
 
@@ -155,5 +155,5 @@ class PeriVariance(Experiment):
 
 
 def seed_sd(values: dict[str, float | None]) -> str:
-    vals = stats.finite(values.values())
-    return f"{statistics.stdev(vals):.4f} (n={len(vals)})" if len(vals) > 1 else "–"
+    _, sd, n = mean_sd(list(values.values()))
+    return f"{float(sd):.4f} (n={n})" if n > 1 else "–"

@@ -312,22 +312,20 @@ def reusable(plan: Plan, combo: dict[str, str], keep_checkpoints: bool) -> bool:
     return ok
 
 
-BOOKKEEPING = ("logger", "data.cache_dir", "train.progress", "train.resume", "train.allow_changes")
-
-
 def same_run(old: dict[str, Any], new: dict[str, Any]) -> bool:
     """Whether a finished run's config describes the run ``new`` asks for, so its result can be reused.
 
     Keys added to the schema after the run take their defaults (``normtrain.config.with_defaults``: a new key's
-    default reproduces the runs made before it existed); where the run is logged (logger, progress, cache) does not
-    matter, and a newer monitor switch the run predates only means a diagnostic it did not log. Everything else
-    must match.
+    default reproduces the runs made before it existed); where the run is logged (logger, progress, cache:
+    ``normtrain.resume.BOOKKEEPING``) does not matter, and a newer monitor switch the run predates only means a
+    diagnostic it did not log. Everything else must match.
     """
     from normtrain.config import with_defaults
     from normtrain.dotted import flatten
+    from normtrain.resume import BOOKKEEPING, under
 
     before, after = flatten(with_defaults(old)), flatten(new)
-    keys = {k for k in set(before) | set(after) if not any(k == b or k.startswith(f"{b}.") for b in BOOKKEEPING)}
+    keys = {k for k in set(before) | set(after) if not under(k, BOOKKEEPING)}
     keys -= {k for k in set(after) - set(before) if k.startswith("monitor.")}
     return all(before.get(k) == after.get(k) for k in keys)
 

@@ -1,6 +1,6 @@
-"""Seeds and spread: per-seed values grouped by condition, summarized as mean ± std (n), and growth fits.
+"""Seeds and spread: per-seed values grouped by condition, summarized as mean ± sd (n), and growth fits.
 
-Every number a reproduction reports comes from its seeds: the tables give mean ± std and n, the figures
+Every number a reproduction reports comes from its seeds: the tables give mean ± sample sd and n, the figures
 show each seed, and the checks (normtrain.reproduce.preregistration) decide on the per-seed values.
 """
 
@@ -10,6 +10,8 @@ import math
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
+
+from normtrain.spread import mean_sd
 
 SEED = "train.seed"
 
@@ -40,15 +42,15 @@ def median(values: Iterable[float | None]) -> float | None:
 
 
 def spread(values: Iterable[float | None], digits: int = 3, unit: str = "") -> str:
-    """``2.531 ± 0.021 (n=3)``; infinite values (a diverged run in a penalty) are counted apart."""
+    """``2.531 ± 0.021 (n=3)``: mean ± sample sd (normtrain/spread.py); infinite values (a diverged run in a
+    penalty) are counted apart."""
     values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     inf = sum(1 for v in values if math.isinf(v))
     vals = finite(values)
     if not vals:
         return f"∞ (n={inf})" if inf else "–"
-    m = sum(vals) / len(vals)
-    sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
-    text = f"{_num(m, digits)} ± {_num(sd, digits)}{unit} (n={len(vals)})"
+    m, sd, n = mean_sd(vals)
+    text = f"{_num(float(m), digits)} ± {_num(float(sd), digits)}{unit} (n={n})"
     return text + (f", +{inf} ∞" if inf else "")
 
 

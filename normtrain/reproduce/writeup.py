@@ -22,6 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from normtrain import markdown
 from normtrain.atomic import write_json
 from normtrain.reproduce import stats
 from normtrain.reproduce.preregistration import CheckResult, Registration, judge, preregistered, verdict
@@ -50,9 +51,7 @@ def fmt(value: Any, digits: int = 3) -> str:
 
 
 def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
-    lines = ["| " + " | ".join(h.replace("|", "\\|") for h in header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(fmt(v).replace("|", "\\|") for v in row) + " |" for row in rows]
-    return "\n".join(lines)
+    return markdown.table(header, [[fmt(v) for v in row] for row in rows])
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:

@@ -44,7 +44,7 @@ def test_seeds_form_groups_with_mean_band_and_count(tmp_path):
     assert agg["n"] == [3] * train.shape[1]
     np.testing.assert_allclose(agg["mean"], train.mean(axis=0), rtol=1e-3)
     np.testing.assert_allclose(agg["min"], train.min(axis=0), rtol=1e-3)
-    np.testing.assert_allclose(agg["std"], train.std(axis=0), rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(agg["std"], train.std(axis=0, ddof=1), rtol=1e-3, atol=1e-4)  # sample sd
     seeds = [r for r in data["datasets"]["loss:runs"] if r["g"] == "pre · layernorm" and r["k"] == "train"]
     assert sorted(r["run"] for r in seeds) == [f"pre · layernorm · seed={s}" for s in range(3)]
 
