@@ -96,7 +96,7 @@ def test_bad_input_gets_a_message_not_a_traceback(args, needles, tiny_base, tmp_
 
 @slow
 def test_unknown_group_option_lists_choices(tiny_base, tmp_path):
-    proc = run_cli([*tiny_base, "placement=sandwich"], cwd=tmp_path)
+    proc = run_cli([*tiny_base, "placement=pre_post"], cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "deepnorm" in proc.stderr and "post" in proc.stderr, proc.stderr
 
@@ -120,9 +120,9 @@ def test_command_line_errors_exit_2_without_a_traceback(args, needles, tiny_base
 @slow
 def test_a_bad_option_in_a_sweep_exits_2_before_any_job(tiny, tmp_path):
     sweep = tmp_path / "sweep"
-    proc = run_cli(["-m", *tiny, "placement=pre,sandwich", f"hydra.sweep.dir={sweep}"], cwd=tmp_path)
+    proc = run_cli(["-m", *tiny, "placement=pre,pre_post", f"hydra.sweep.dir={sweep}"], cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert "Could not find 'placement/sandwich'" in proc.stderr and "deepnorm" in proc.stderr
+    assert "Could not find 'placement/pre_post'" in proc.stderr and "deepnorm" in proc.stderr
     assert not list(sweep.rglob("metrics.jsonl"))  # Hydra composes every job before it launches the first
 
 
