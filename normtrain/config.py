@@ -356,7 +356,9 @@ def _catalog_problems(m: DictConfig, n: DictConfig, pl: DictConfig) -> list[str]
         if pl.name != "mix":
             p.append(f"placement.post_fraction={pl.post_fraction} applies to placement=mix only, not "
                      f"placement={pl.name}")
-    p += _qk_norm_problems(m, n) + _gain_problems(n) + _attention_problems(m, n)
+    from normtrain.ngpt_rules import ngpt_model_problems
+
+    p += _qk_norm_problems(m, n) + _gain_problems(n) + _attention_problems(m, n) + ngpt_model_problems(m, n, pl)
     if n.depth_scaled and pl.name in PLACEMENTS and not PLACEMENTS[pl.name].has_norms:
         normed = sorted(k for k, c in PLACEMENTS.items() if c.has_norms)
         p.append(f"norm.depth_scaled=true: placement={pl.name} holds no norm to scale; placements with norms: "
@@ -593,13 +595,22 @@ def validate(cfg: DictConfig, training: bool = True) -> None:
     problems = _unknown_key_problems(cfg, training) + _model_problems(cfg)
     if training:
         from normtrain.distributed import env_world_size
+        from normtrain.ngpt_rules import ngpt_training_problems
 
         world_size = env_world_size()
         problems += (_optim_problems(cfg.optim) + _run_problems(cfg.train, cfg.monitor)
                      + _batch_problems(cfg.train, world_size) + _checkpoint_problems(cfg.train, world_size)
-                     + _debug_problems(cfg.debug, world_size) + _data_problems(cfg.data, cfg.logger))
+                     + _debug_problems(cfg.debug, world_size) + _data_problems(cfg.data, cfg.logger)
+                     + ngpt_training_problems(cfg))
     if problems:
         raise ConfigError(problems)
+
+
+def config_warnings(cfg: DictConfig) -> list[str]:
+    """Settings that make a model but not the one its paper trained (said at the start of a run, not refused)."""
+    from normtrain.ngpt_rules import ngpt_warnings
+
+    return ngpt_warnings(cfg)
 
 
 def vocab_size(cfg: DictConfig, corpus_vocab: int) -> int:

@@ -62,7 +62,7 @@ def test_sandwich_is_peri_by_another_name():
      "placement.post_fraction=0.5 applies to placement=mix only, not placement=pre"),
     (["norm=batchnorm", "model.qk_norm=true"],
      "model.qk_norm=per_head normalizes each token's query and key, which norm=batchnorm cannot (its statistics "
-     "mix positions); allowed: derf, dyt, layernorm, prmsnorm, rmsnorm"),
+     "mix positions); allowed: derf, dyt, l2, layernorm, prmsnorm, rmsnorm"),
     (["norm=batchnorm", "model.qk_norm=full"], "model.qk_norm=full normalizes each token's query and key"),
     (["norm=prmsnorm", "model.qk_norm=per_head"],  # head_dim 32: ⌈0.0625·32⌉ = 2 features
      "model.qk_norm=per_head with norm=prmsnorm estimates the rms of each 32-feature head from 2 features "

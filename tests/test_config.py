@@ -78,9 +78,9 @@ def test_all_problems_are_reported_together():
         validate(cfg)
     text = str(err.value)
     assert len(err.value.problems) == 6
-    for needle in ["norm.name='groupnorm' is not known; allowed: batchnorm, batchnorm_causal, derf, dyt, layernorm, "
-                   "prmsnorm, rmsnorm", "model.n_heads=3 does not divide model.d_model=128", "model.n_layers=0",
-                   "optim.lr=-0.1", "/no/such/corpus", "placement.beta"]:
+    for needle in ["norm.name='groupnorm' is not known; allowed: batchnorm, batchnorm_causal, derf, dyt, l2, "
+                   "layernorm, prmsnorm, rmsnorm", "model.n_heads=3 does not divide model.d_model=128",
+                   "model.n_layers=0", "optim.lr=-0.1", "/no/such/corpus", "placement.beta"]:
         assert needle in text
 
 

@@ -53,7 +53,7 @@ def test_no_bias_by_default():
 
 def test_unknown_placement_lists_allowed():
     with pytest.raises(ValueError,
-                       match="allowed: admin, deepnorm, mix, none, peri, post, pre, reorder, rezero, subln"):
+                       match="allowed: admin, deepnorm, mix, ngpt, none, peri, post, pre, reorder, rezero, subln"):
         tiny(placement="sandwich")
 
 

@@ -5,12 +5,14 @@
   peri.py      peri (Peri-LN / Sandwich-LN), reorder (OLMo-2 reordered norm)
   mix.py       mix (Mix-LN: Post-LN blocks, then Pre-LN blocks)
   normfree.py  rezero (ReZero), none (no norm)
+  ngpt.py      ngpt (nGPT: the normalized Transformer on the hypersphere)
 
 Adding a placement means one class (``@register_placement``) and one YAML in ``configs/placement/``.
 """
 
 from normtrain.model.placements.base import PLACEMENTS, Block, register_placement
 from normtrain.model.placements.mix import MixNormBlock
+from normtrain.model.placements.ngpt import NGPTBlock
 from normtrain.model.placements.normfree import NoNormBlock, NormFreeBlock, ReZeroBlock
 from normtrain.model.placements.peri import PeriNormBlock, ReorderedNormBlock
 from normtrain.model.placements.post import AdminBlock, DeepNormBlock, PostNormBlock
@@ -18,4 +20,4 @@ from normtrain.model.placements.pre import PreNormBlock, SubLNBlock
 
 __all__ = ["PLACEMENTS", "Block", "register_placement", "PreNormBlock", "SubLNBlock", "PostNormBlock",
            "DeepNormBlock", "AdminBlock", "PeriNormBlock", "ReorderedNormBlock", "MixNormBlock", "ReZeroBlock",
-           "NoNormBlock", "NormFreeBlock"]
+           "NoNormBlock", "NormFreeBlock", "NGPTBlock"]
