@@ -37,21 +37,22 @@ class NGPTBlock(Block):
     (``GPT.after_optimizer_step``): the rows of the embeddings, the LM head, W_q, W_k, W_v, W_u and W_ν (the
     matrices that read the stream), the columns of W_o and of the MLP's W_down (the ones that write it). With
     unit h, q and k each logit is a cosine, which is why the softmax scale is √d_k and s_qk restores the range.
-    The input h is normalized again on entry to each update, as NVIDIA/ngpt does (a no-op on the sphere).
+    The h of each interpolation is normalized again, as NVIDIA/ngpt does (a no-op on the sphere).
     """
 
     uses_alpha = False
     has_norms = False  # no norm layers: its normalizations are parameter-free L2 projections
+    residual_add = False  # an interpolation on the sphere, not x + F(x): nothing for GPAS to scale
     hypersphere = True
 
     def __init__(self, attn: CausalSelfAttention, mlp: nn.Module, d_model: int, norm: NormSpec,
-                 alpha: float = 1.0, *, layer: int = 0):
+                 alpha: float = 1.0, *, layer: int = 0, **options):
         if norm.name != "l2" or norm.gain != "none" or norm.depth_scaled:
             raise ValueError(f"placement ngpt normalizes with x/‖x‖ (norm l2, no gain, not depth-scaled), not {norm}")
         if not hasattr(mlp, "uv_scale"):
             raise ValueError(f"placement ngpt scales the u and ν of a gated MLP (swiglu, geglu), not "
                              f"{type(mlp).__name__}")
-        super().__init__(attn, mlp, d_model, norm, alpha, layer=layer)
+        super().__init__(attn, mlp, d_model, norm, alpha, layer=layer, **options)
         self.d_model = d_model
         self.alpha_attn = ScaledVector(d_model, init=ALPHA_INIT, scale=d_model**-0.5)
         self.alpha_mlp = ScaledVector(d_model, init=ALPHA_INIT, scale=d_model**-0.5)
@@ -67,7 +68,7 @@ class NGPTBlock(Block):
         return self.update(h, self.mlp(h), self.alpha_mlp())
 
     def update(self, h: torch.Tensor, out: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
-        """Norm(h + |α| ⊙ (Norm(out) − h)), h normalized on entry."""
+        """Norm(h + |α| ⊙ (Norm(out) − h)), with Norm(h) for h (``out`` = F(h) of the h as it came)."""
         h = self.norm(h)
         return self.norm(torch.lerp(h, self.norm(out), alpha.abs().to(h.dtype)))
 
