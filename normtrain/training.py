@@ -59,7 +59,7 @@ from normtrain.loggers import CsvLogger, JsonlLogger, Loggers, TensorBoardLogger
 from normtrain.loggers.names import SweepJob, group_name, run_name, sweep_job
 from normtrain.model import GPT
 from normtrain.monitor import Monitor
-from normtrain.optim import build_optimizer, lr_at
+from normtrain.optim import MuonSettings, build_optimizer, lr_at, set_lr
 from normtrain.outcome import outcome, tail_trend
 from normtrain.preemption import StopRequested
 from normtrain.progress import interactive, make_progress
@@ -224,8 +224,8 @@ class Trainer:
         self.raw = unwrap(self.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         o = cfg.optim
-        self.optimizer = build_optimizer(self.model, o.lr, o.betas, o.eps, o.weight_decay, o.independent_wd, o.name,
-                                         o.momentum)
+        self.optimizer = build_optimizer(self.raw, o.lr, o.betas, o.eps, o.weight_decay, o.independent_wd, o.name,
+                                         o.momentum, MuonSettings.of(o) if o.name == "muon" else None)
         self.compiled = torch.compile(self.model) if t.compile else self.model
         self.global_batch = global_batch(t, ctx.world_size)
         self.accumulation = self.global_batch // (t.batch_size * ctx.world_size)
@@ -407,8 +407,7 @@ class Trainer:
         lr = lr_at(step, lr=o.lr, warmup_steps=o.warmup_steps, max_steps=self.cfg.train.max_steps,
                    schedule=o.schedule, min_lr_ratio=o.min_lr_ratio,
                    warmup_overlaps=o.warmup_overlaps) * self.policy.lr_scale(step)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        set_lr(self.optimizer, lr, lr * o.muon_lr / o.lr if o.name == "muon" else None)
         return lr
 
     def train_step(self, step: int, log_step: bool) -> None:

@@ -95,6 +95,12 @@ def test_sandwich_is_peri_by_another_name():
     (["model.attn_softcap=-1"], "model.attn_softcap=-1.0: the soft-cap c of c·tanh(z/c) must be a finite number >= 0"),
     (["model.logit_softcap=inf"], "model.logit_softcap=inf: the soft-cap c"),
     (["model.attn_gate=channel"], "model.attn_gate='channel' is not known; allowed: elementwise, head, none"),
+    (["optim=muon", "optim.adjust_lr_fn=spectral"], "optim.adjust_lr_fn='spectral' is not known; allowed: "
+     "match_rms_adamw, original"),
+    (["optim=muon", "optim.muon_ns_steps=0"], "optim.muon_ns_steps=0: Newton–Schulz iterations must lie in [1, 99]"),
+    (["optim=muon", "optim.muon_momentum=1"], "optim.muon_momentum=1.0: must lie in [0, 1)"),
+    (["optim.muon_lr=0.05", "optim.muon_nesterov=false"], "optim.muon_lr=0.05, optim.muon_nesterov=False set Muon, "
+     "which optim=adamw does not use; pick optim=muon"),
 ])
 def test_nonsense_is_refused_with_the_allowed_values(overrides, needle):
     with pytest.raises(ConfigError) as err:
@@ -112,6 +118,7 @@ def test_nonsense_is_refused_with_the_allowed_values(overrides, needle):
     ["norm=derf", "norm.gain=scalar"], ["norm.affine=false", "norm.gain=none"], ["norm=batchnorm", "norm.gain=none"],
     ["model.v_norm=true", "model.qk_norm_gain=false"], ["model.qk_norm=full", "model.qk_norm_at=after_rope"],
     ["model.attn_softcap=50", "model.logit_softcap=30", "model.attn_gate=elementwise", "placement=sandwich"],
+    ["optim=muon", "optim.adjust_lr_fn=match_rms_adamw", "optim.muon_weight_decay=0.1", "optim.independent_wd=true"],
 ])
 def test_sensible_combinations_are_accepted(overrides):
     validate(normtrain.compose(overrides))
@@ -129,7 +136,8 @@ def recorded(overrides, **model):
 
 @pytest.mark.parametrize("change", ["model.qk_norm=true", "norm.depth_scaled=true", "optim.z_loss=1e-4",
                                     "optim.independent_wd=true", "norm.alpha_init=0.3", "norm.gain=scalar",
-                                    "model.attn_softcap=50", "model.attn_gate=head", "model.v_norm=true"])
+                                    "model.attn_softcap=50", "model.attn_gate=head", "model.v_norm=true",
+                                    "optim=muon"])
 def test_a_resume_refuses_a_changed_new_key(change):
     with pytest.raises(CheckpointError, match=change.split("=")[0]):
         config_changes(experiment([]), experiment([change]), step=5)

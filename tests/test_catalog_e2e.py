@@ -49,7 +49,7 @@ def test_each_new_placement_and_norm_trains_50_steps(overrides, tiny, tmp_path):
     ["norm=derf"], ["norm.gain=zero_centred"], ["norm.gain=scalar"], ["norm.gain=none"], ["placement=sandwich"],
     ["model.qk_norm=per_head", "model.qk_norm_at=after_rope"], ["model.qk_norm=full", "model.qk_norm_gain=false"],
     ["model.v_norm=true"], ["model.attn_softcap=5"], ["model.logit_softcap=5"], ["model.attn_gate=head"],
-    ["model.attn_gate=elementwise"],
+    ["model.attn_gate=elementwise"], ["optim=muon"],
 ], ids=lambda o: "-".join(x.split(".")[-1] for x in o))
 def test_each_2023_2026_choice_trains_the_tiny_model(overrides, tiny, tmp_path):
     summary, logged = trained(overrides, 20, tiny, tmp_path)

@@ -102,6 +102,12 @@ class GPT(nn.Module):
         loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
         return logits, loss
 
+    def io_parameters(self) -> list[nn.Parameter]:
+        """The parameters that map tokens in and out: the embeddings and the LM head (one tensor when tied).
+        Optimizers that treat the hidden matrices apart (Muon) leave these to AdamW."""
+        modules = (self.tok_emb, self.pos_emb, self.lm_head)
+        return [p for m in modules if m is not None for p in m.parameters()]
+
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
