@@ -62,10 +62,11 @@ def ngpt_warnings(cfg: Any) -> list[str]:
     if cfg.placement.name != "ngpt":
         return []
     o, w = cfg.optim, []
-    if o.weight_decay > 0:
-        w.append(f"optim.weight_decay={o.weight_decay} with placement=ngpt: the paper uses none; the decay shrinks "
-                 "each matrix before the step's unit-norm projection restores it, which enlarges the update's "
-                 "relative size (experiment=ngpt sets optim.weight_decay=0)")
+    for key in ("weight_decay", "muon_weight_decay"):
+        if o.get(key, 0) > 0:
+            w.append(f"optim.{key}={o[key]} with placement=ngpt: the paper uses no weight decay; the decay shrinks "
+                     "each matrix before the step's unit-norm projection restores it, which enlarges the update's "
+                     f"relative size (experiment=ngpt sets optim.{key}=0)")
     if o.warmup_steps > 0:
         w.append(f"optim.warmup_steps={o.warmup_steps} with placement=ngpt: the paper trains without warm-up "
                  "(experiment=ngpt sets optim.warmup_steps=0)")

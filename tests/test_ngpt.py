@@ -59,6 +59,16 @@ def test_ngpt_trains_on_the_sphere_logs_alpha_and_resumes_back_onto_it(tiny, tmp
     assert off_the_sphere(load_checkpoint(tmp_path / CKPT_NAME)["model"]) == []
 
 
+def test_muon_trains_ngpt_on_the_sphere(tiny, tmp_path):
+    """optim=muon (Muon on the hidden matrices, AdamW on the rest) with the preset: after the run's steps every
+    matrix, Muon's and AdamW's, is a set of unit vectors along d_model."""
+    summary = normtrain.train(normtrain.compose([*tiny, *FAST, "experiment=ngpt", "optim=muon",
+                                                 "train.max_steps=6"]), run_dir=tmp_path)
+    assert summary["status"] == "completed" and summary["config"]["optim"]["weight_decay"] == 0.0
+    state = load_checkpoint(tmp_path / CKPT_NAME)
+    assert set(state["optimizer"]) == {"muon", "adamw"} and off_the_sphere(state["model"]) == []
+
+
 def test_the_weight_rule_holds_right_after_a_rollback(tiny, tmp_path, monkeypatch):
     """A NaN at step 9 rolls the run back to its step-8 checkpoint, whose restored weights are knocked off the
     sphere here; the checkpoint the rollback writes at once must already be back on it, as every later one."""

@@ -16,6 +16,7 @@ from formulas import EPS, Params, linear, rope
 from test_formulas import assert_same_function, leaves
 
 from normtrain.model import GPT, GPTConfig, NGPTBlock, NormSpec
+from normtrain.optim import MuonSettings, build_optimizer
 
 D, H, T, B = 16, 2, 6, 2
 ALPHA_INIT, S_INIT = 0.05, 1.0  # §2.6: α_A,init = α_M,init = 0.05; s_qk, s_u, s_ν, s_z init 1
@@ -167,24 +168,22 @@ def hidden_matrices(model: GPT) -> list[torch.nn.Parameter]:
 
 @pytest.mark.parametrize("optimizer", ["adamw", "muon"])
 def test_every_matrix_is_unit_norm_along_d_model_after_each_step(optimizer):
-    """Ten steps at a large learning rate: each moves the matrices off the sphere, ``after_optimizer_step`` puts
-    them back. Muon (torch.optim.Muon) takes the hidden matrices, AdamW the embeddings, head and scales, as
-    every Muon recipe splits them."""
+    """Ten steps at a large learning rate, with weight decay: each moves the matrices off the sphere,
+    ``after_optimizer_step`` puts them back. Under Muon (``optim=muon``'s split) Muon takes the hidden matrices,
+    AdamW the embeddings, the head and the scales."""
     torch.manual_seed(0)
     model = GPT(GPTConfig(n_layers=2, d_model=32, n_heads=2, seq_len=16, placement="ngpt",
                           norm=NormSpec("l2", eps=1e-12, gain="none")))
-    hidden = hidden_matrices(model) if optimizer == "muon" else []
-    rest = [p for p in model.parameters() if all(p is not q for q in hidden)]
-    opts = [torch.optim.AdamW(rest, lr=0.05, weight_decay=0.1)]
-    if hidden:
-        opts.append(torch.optim.Muon(hidden, lr=0.05, weight_decay=0.1))
+    opt = build_optimizer(model, 0.05, (0.9, 0.95), 1e-8, 0.1, name=optimizer,
+                          muon=MuonSettings(lr=0.05, weight_decay=0.1))
+    if optimizer == "muon":
+        assert {id(p) for p in opt.muon.param_groups[0]["params"]} == {id(p) for p in hidden_matrices(model)}
     x = torch.randint(0, 256, (4, 16))
     for _ in range(10):
         loss = model(x, x.roll(-1, 1))[1]
         loss.backward()
-        for opt in opts:
-            opt.step()
-            opt.zero_grad()
+        opt.step()
+        opt.zero_grad()
         assert matrices_off_the_unit_sphere(model)  # the step left the sphere: the hook has work to do
         model.after_optimizer_step()
         assert matrices_off_the_unit_sphere(model) == []
