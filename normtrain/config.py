@@ -28,7 +28,7 @@ DEVICES = ("auto", "cpu", "cuda")
 POSITIONS = ("rope", "learned")
 LOGGERS = (*BACKENDS, "none")  # logger=NAME, or several: logger=[wandb,tensorboard]
 WANDB_MODES = ("auto", "online", "offline", "disabled")
-OPTIMIZERS = ("adamw", "sgd")
+OPTIMIZERS = ("adamw", "sgd", "muon")
 ON_DIVERGENCE = ("stop", "rollback")
 CKPT_FORMATS = ("auto", "full", "dcp")  # auto: dcp under torchrun (world size > 1), full on one process
 MAX_SEED = 2**32 - 1  # numpy's seed range
@@ -123,6 +123,13 @@ class OptimSchema:
     z_loss: float = 0.0  # coefficient of mean(log² Z) added to the loss; 0 = off
     independent_wd: bool = False  # per-step decay weight_decay × lr_t/lr (not lr_t × weight_decay)
     momentum: float = 0.0  # sgd only
+    # muon only: torch.optim.Muon on the hidden matrices; lr, betas, eps, weight_decay are AdamW's for the rest
+    muon_lr: float = 0.02  # Muon's peak lr (the schedule scales it as it scales optim.lr)
+    muon_momentum: float = 0.95
+    muon_nesterov: bool = True
+    muon_ns_steps: int = 5  # Newton–Schulz iterations
+    muon_weight_decay: float = 0.0  # decoupled: w ← w·(1 − lr_t·wd) before the update
+    adjust_lr_fn: str = "original"  # original: lr·√max(1, A/B) | match_rms_adamw: lr·0.2·√max(A, B)
 
 
 @dataclass
@@ -360,8 +367,11 @@ def _catalog_problems(m: DictConfig, n: DictConfig, pl: DictConfig) -> list[str]
         if pl.name != "mix":
             p.append(f"placement.post_fraction={pl.post_fraction} applies to placement=mix only, not "
                      f"placement={pl.name}")
+    from normtrain.ngpt_rules import ngpt_model_problems
+
     m = _implied_model(m, pl)
-    p += _placement_key_problems(m, pl) + _qk_norm_problems(m, n) + _gain_problems(n) + _attention_problems(m, n)
+    p += (_placement_key_problems(m, pl) + _qk_norm_problems(m, n) + _gain_problems(n) + _attention_problems(m, n)
+          + ngpt_model_problems(m, n, pl))
     if n.depth_scaled and pl.name in PLACEMENTS and not PLACEMENTS[pl.name].has_norms:
         normed = sorted(k for k, c in PLACEMENTS.items() if c.has_norms)
         p.append(f"norm.depth_scaled=true: placement={pl.name} holds no norm to scale; placements with norms: "
@@ -497,6 +507,28 @@ def _optim_problems(o: DictConfig) -> list[str]:
         p.append(f"optim.momentum={o.momentum} applies to optim=sgd only, not optim={o.name}")
     if o.independent_wd and o.name == "sgd":
         p.append("optim.independent_wd=true decouples AdamW's decay; optim=sgd has the coupled L2 term only")
+    return p + _muon_problems(o)
+
+
+def _muon_problems(o: DictConfig) -> list[str]:
+    """Muon's keys: valid values, and set only with optim=muon (elsewhere they would be silently ignored)."""
+    from normtrain.optim import ADJUST_LR_FNS, MuonSettings
+
+    p: list[str] = []
+    _number("optim.muon_lr", o.muon_lr, o.muon_lr > 0, "Muon's learning rate must be a finite number > 0", p)
+    _number("optim.muon_momentum", o.muon_momentum, 0 <= o.muon_momentum < 1, "must lie in [0, 1)", p)
+    _number("optim.muon_weight_decay", o.muon_weight_decay, o.muon_weight_decay >= 0, "must be a finite number >= 0",
+            p)
+    if not 1 <= o.muon_ns_steps < 100:
+        p.append(f"optim.muon_ns_steps={o.muon_ns_steps}: Newton–Schulz iterations must lie in [1, 99]")
+    _choice(o.adjust_lr_fn, "optim.adjust_lr_fn", ADJUST_LR_FNS, p)
+    if o.name != "muon" and not p:
+        keys = {"muon_lr": "lr", "muon_momentum": "momentum", "muon_nesterov": "nesterov",
+                "muon_ns_steps": "ns_steps", "muon_weight_decay": "weight_decay", "adjust_lr_fn": "adjust_lr_fn"}
+        changed = [f"optim.{k}={o[k]}" for k, field_ in keys.items() if o[k] != getattr(MuonSettings(), field_)]
+        if changed:
+            p.append(f"{', '.join(changed)} set{'s' * (len(changed) == 1)} Muon, which optim={o.name} does not "
+                     "use; pick optim=muon")
     return p
 
 
@@ -637,13 +669,22 @@ def validate(cfg: DictConfig, training: bool = True) -> None:
     problems = _unknown_key_problems(cfg, training) + _model_problems(cfg)
     if training:
         from normtrain.distributed import env_world_size
+        from normtrain.ngpt_rules import ngpt_training_problems
 
         world_size = env_world_size()
         problems += (_optim_problems(cfg.optim) + _run_problems(cfg.train, cfg.monitor)
                      + _batch_problems(cfg.train, world_size) + _checkpoint_problems(cfg.train, world_size)
-                     + _debug_problems(cfg.debug, world_size) + _data_problems(cfg.data, cfg.logger))
+                     + _debug_problems(cfg.debug, world_size) + _data_problems(cfg.data, cfg.logger)
+                     + ngpt_training_problems(cfg))
     if problems:
         raise ConfigError(problems)
+
+
+def config_warnings(cfg: DictConfig) -> list[str]:
+    """Settings that make a model but not the one its paper trained (said at the start of a run, not refused)."""
+    from normtrain.ngpt_rules import ngpt_warnings
+
+    return ngpt_warnings(cfg)
 
 
 def vocab_size(cfg: DictConfig, corpus_vocab: int) -> int:

@@ -15,6 +15,8 @@ Metrics (i counts blocks from 0):
   attn_entropy/layer_i                 mean attention entropy (nats) on the batch's first sequence
   attn_logit_max/layer_i               max attention logit q·k/√d_head on that sequence (same explicit logits)
   update/layer_i                       ‖Δθ‖/‖θ‖ of block i's parameters for this step's update
+  ngpt_alpha_attn/layer_i,             nGPT only: mean |α_A| and |α_M| of block i (its two update step sizes), as
+  ngpt_alpha_mlp/layer_i               the step's forward pass used them (``Block.layer_diagnostics``)
   update/output_change                 ‖F(x,θ_t) − F(x,θ_0)‖ per token on a fixed probe batch (DeepNet Fig. 4)
   update/output_kl                     KL(p_θ0 ‖ p_θt) per token of the output distributions on that batch
   update/stream_change                 ‖F_t − F_0‖ / ‖F_0‖ over the probe batch, F the residual stream before the
@@ -38,7 +40,8 @@ from normtrain.zloss import log_partition
 
 PREFIXES = {"grad_layer": "grad_norm", "act_mean": "act_mean", "act_std": "act_std", "resid_norm": "resid_norm",
             "attn_entropy": "attn_entropy", "update_layer": "update", "attn_logit_max": "attn_logit_max",
-            "act_rms": "act_rms", "act_absmax": "act_absmax", "block_cos": "block_cos"}
+            "act_rms": "act_rms", "act_absmax": "act_absmax", "block_cos": "block_cos",
+            "ngpt_alpha_attn": "ngpt_alpha_attn", "ngpt_alpha_mlp": "ngpt_alpha_mlp"}
 SCALARS = {"loss": "train/loss", "grad_total": "grad_norm/total", "output_change": "update/output_change",
            "output_kl": "update/output_kl", "stream_change": "update/stream_change",
            "logit_change": "update/logit_change", "log_z": "output/log_z", "logit_max": "output/logit_max",
@@ -279,6 +282,14 @@ class Monitor:
             self._values["grad_layer"], self._values["grad_total"] = norms[:-1], norms[-1:]
         if self.update_ratio:
             self._before_update = [_local(p.detach()).clone() for p in self.params]
+        self._block_statistics()
+
+    @torch.no_grad()
+    def _block_statistics(self) -> None:
+        """What the blocks report of their own parameters (``layer_diagnostics``: nGPT's α), one vector per name."""
+        stats = [b.layer_diagnostics() if hasattr(b, "layer_diagnostics") else {} for b in self.blocks]
+        for name in stats[0] if stats else ():
+            self._values[name] = torch.stack([s[name].detach().float() for s in stats])
 
     def observe_output(self, step: int, logits: torch.Tensor, log_z: torch.Tensor | None = None,
                        z_loss: torch.Tensor | None = None) -> None:

@@ -1,4 +1,4 @@
-"""Norm layers, swappable behind one name (``norm=layernorm|rmsnorm|prmsnorm|dyt|derf``).
+"""Norm layers, swappable behind one name (``norm=layernorm|rmsnorm|prmsnorm|dyt|derf|l2``).
 
 Every norm can also fuse the residual add that precedes it (``add_norm``): the blocks in
 ``normtrain.model.placements`` call it so that RMSNorm on CUDA runs add + norm in one Triton pass.
@@ -162,6 +162,27 @@ class PRMSNorm(RMSNorm):
     @staticmethod
     def stat_features(dim: int, p: float) -> int:
         return max(1, math.ceil(p * dim))
+
+
+@register_norm("l2")
+class L2Norm(Norm):
+    """y = γ ⊙ x / √(Σx² + ε): projection onto the unit sphere (γ = 1), nGPT's Norm (Loshchilov et al. 2025).
+
+    It is RMSNorm divided by √d (‖x‖ = √d·rms(x)), so its output has norm 1, not √d. ``placement=ngpt`` builds
+    every norm of its blocks from it, parameter-free (``norm.gain=none``, its YAML's default); under the other
+    placements it is a norm like the rest, in any gain form. Statistics in fp32 at least, as RMSNorm's.
+    """
+
+    def __init__(self, dim: int, spec: NormSpec):
+        super().__init__()
+        self.eps = spec.eps
+        self.init_affine(dim, spec, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x if x.dtype == torch.float64 else x.float()
+        y = (xf * torch.rsqrt(xf.square().sum(-1, keepdim=True) + self.eps)).to(x.dtype)
+        g = self.gain()
+        return y if g is None else y * g
 
 
 @register_norm("batchnorm")

@@ -1,15 +1,100 @@
-"""AdamW (or plain SGD) with weight decay on matrices only, and the learning-rate schedules (warm-up included)."""
+"""AdamW, plain SGD, or Muon for the hidden matrices with AdamW for the rest; weight decay on matrices only; the
+learning-rate schedules (warm-up included)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+ADJUST_LR_FNS = ("original", "match_rms_adamw")  # torch.optim.Muon's adjust_lr_fn
+
+
+@dataclass(frozen=True)
+class MuonSettings:
+    """torch.optim.Muon's hyperparameters (``optim=muon``); ``lr`` is Muon's peak learning rate, which the
+    schedule scales as it scales AdamW's."""
+
+    lr: float = 0.02
+    momentum: float = 0.95
+    nesterov: bool = True
+    ns_steps: int = 5
+    weight_decay: float = 0.0
+    adjust_lr_fn: str = "original"
+
+    @classmethod
+    def of(cls, optim) -> MuonSettings:
+        """From the ``optim`` config group."""
+        return cls(lr=optim.muon_lr, momentum=optim.muon_momentum, nesterov=optim.muon_nesterov,
+                   ns_steps=optim.muon_ns_steps, weight_decay=optim.muon_weight_decay,
+                   adjust_lr_fn=optim.adjust_lr_fn)
+
+
+class MuonWithAdamW:
+    """Muon for the hidden matrices and AdamW for every other parameter, stepped together: to the loop one
+    optimizer (``step``, ``zero_grad``, ``param_groups``, ``state_dict``). ``optimizers`` is the pair, for
+    torch.distributed.checkpoint, which keys the state of both by parameter name."""
+
+    def __init__(self, muon: torch.optim.Muon, adamw: torch.optim.AdamW):
+        self.muon, self.adamw = muon, adamw
+        self.optimizers = (muon, adamw)
+
+    @property
+    def param_groups(self) -> list[dict]:
+        return [group for opt in self.optimizers for group in opt.param_groups]
+
+    def step(self) -> None:
+        for opt in self.optimizers:
+            opt.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for opt in self.optimizers:
+            opt.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict:
+        return {"muon": self.muon.state_dict(), "adamw": self.adamw.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        if set(state) != {"muon", "adamw"}:
+            raise ValueError(f"not the state of Muon with AdamW (keys {sorted(state)[:4]}): another optimizer's")
+        self.muon.load_state_dict(state["muon"])
+        self.adamw.load_state_dict(state["adamw"])
+
+
+def optimizers_of(optimizer) -> tuple[torch.optim.Optimizer, ...]:
+    """The torch optimizers ``optimizer`` is made of: the pair of ``MuonWithAdamW``, else itself."""
+    return tuple(getattr(optimizer, "optimizers", (optimizer,)))
+
+
+def muon_split(model: nn.Module) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
+    """(the hidden matrices, for Muon; every other trainable parameter, for AdamW).
+
+    Muon orthogonalizes a matrix's update, which suits a map between hidden spaces; the embeddings and the LM head
+    map tokens in and out (one row per token, updated by how often it occurs), and gains, biases and scalars are
+    not matrices: Muon's authors, torch's documentation and every Muon recipe leave them to AdamW. The model names
+    its input/output parameters (``GPT.io_parameters``); a tied LM head is the embedding itself, so it goes with
+    it. Matched by identity, so any wrapper that keeps the parameters (DDP, FSDP2) splits the same way.
+    """
+    io = {id(p) for p in model.io_parameters()}
+    params = [p for p in model.parameters() if p.requires_grad]
+    hidden = [p for p in params if p.dim() == 2 and id(p) not in io]
+    chosen = {id(p) for p in hidden}
+    return hidden, [p for p in params if id(p) not in chosen]
+
+
+def _decay_groups(params: list[nn.Parameter], lr: float, weight_decay: float, independent_wd: bool) -> list[dict]:
+    return [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay / lr if independent_wd
+         else weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+
 
 def build_optimizer(model: nn.Module, lr: float, betas, eps: float, weight_decay: float,
-                    independent_wd: bool = False, name: str = "adamw", momentum: float = 0.0) -> torch.optim.Optimizer:
+                    independent_wd: bool = False, name: str = "adamw", momentum: float = 0.0,
+                    muon: MuonSettings | None = None):
     """Decay 2-D weights (linear and embedding matrices); never norm gains, biases or other vectors.
 
     AdamW multiplies each decayed weight by (1 − lr_t · wd) per step, so the decay grows with the learning rate.
@@ -21,17 +106,35 @@ def build_optimizer(model: nn.Module, lr: float, betas, eps: float, weight_decay
     ``name="sgd"``: plain stochastic gradient descent (``momentum`` 0 by default), whose step is the gradient
     times the learning rate: the setting of DeepNet's model-update bounds (Thm. 4.1–4.2), where Adam's first
     steps, sized by the learning rate alone, are not. Its weight decay is the coupled L2 term of ``torch.optim.SGD``.
+
+    ``name="muon"``: ``torch.optim.Muon`` (``muon``'s settings) on the hidden matrices (``muon_split``), AdamW
+    (``lr``, ``betas``, ``eps``, ``weight_decay``) on the rest, as one ``MuonWithAdamW``.
     """
+    if name == "muon":
+        hidden, rest = muon_split(model)
+        m = muon or MuonSettings()
+        return MuonWithAdamW(
+            torch.optim.Muon(hidden, lr=m.lr, weight_decay=m.weight_decay, momentum=m.momentum, nesterov=m.nesterov,
+                             ns_steps=m.ns_steps, adjust_lr_fn=m.adjust_lr_fn),
+            _adamw(_decay_groups(rest, lr, weight_decay, independent_wd), lr, betas, eps))
     params = [p for p in model.parameters() if p.requires_grad]
-    groups = [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay / lr if independent_wd
-         else weight_decay},
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
-    ]
+    groups = _decay_groups(params, lr, weight_decay, independent_wd)
     if name == "sgd":
         return torch.optim.SGD(groups, lr=lr, momentum=momentum)
-    fused = all(p.is_cuda for p in params)  # one kernel per step on GPU; the foreach path elsewhere
+    return _adamw(groups, lr, betas, eps)
+
+
+def _adamw(groups: list[dict], lr: float, betas, eps: float) -> torch.optim.AdamW:
+    fused = all(p.is_cuda for g in groups for p in g["params"])  # one kernel per step on GPU; foreach elsewhere
     return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, fused=fused or None)
+
+
+def set_lr(optimizer, lr: float, muon_lr: float | None = None) -> None:
+    """Muon's groups at ``muon_lr``, every other group at ``lr``: the schedule's values at this step (the loop
+    scales Muon's peak by the schedule's factor, so both follow one shape)."""
+    for opt in optimizers_of(optimizer):
+        for group in opt.param_groups:
+            group["lr"] = muon_lr if isinstance(opt, torch.optim.Muon) else lr
 
 
 def lr_at(step: int, *, lr: float, warmup_steps: int, max_steps: int, schedule: str,

@@ -18,6 +18,8 @@ Each guarantee of the run record lives in one place:
   checkpoints atomic, either format . ``Checkpointer`` (normtrain/checkpoint/): commit last, async saves waited
                                       for (``Trainer.finish``, the next save, a rollback)
   one global batch on any world size  ``BatchSampler`` draws it, ``Trainer.accumulate`` makes up the micro-batches
+  a model's weight rule holds ....... ``Trainer.keep_weight_constraints`` after every update, resume and rollback
+                                      (nGPT's unit-norm matrices: ``GPT.after_optimizer_step``)
   final writes survive signals ...... ``Trainer.run``: ``finish`` runs shielded from signals
   user errors of the file system .... ``train`` (exit 2 through RunFolderError)
 """
@@ -39,6 +41,7 @@ from omegaconf import DictConfig
 from normtrain.checkpoint import Checkpoint, Checkpointer, find_checkpoint, unwrap
 from normtrain.config import (
     checkpoint_format,
+    config_warnings,
     global_batch,
     model_config,
     to_container,
@@ -57,7 +60,7 @@ from normtrain.loggers.names import SweepJob, group_name, run_name, sweep_job
 from normtrain.model import GPT
 from normtrain.monitor import Monitor
 from normtrain.ops.guard import Choice, guard_norms
-from normtrain.optim import build_optimizer, lr_at
+from normtrain.optim import MuonSettings, build_optimizer, lr_at, set_lr
 from normtrain.outcome import outcome, tail_trend
 from normtrain.preemption import StopRequested
 from normtrain.progress import interactive, make_progress
@@ -207,6 +210,8 @@ class Trainer:
     def build(self) -> None:
         """Corpus, model, optimizer, batches and monitor, seeded; the summary's fixed fields."""
         cfg, ctx, t = self.cfg, self.ctx, self.cfg.train
+        for line in config_warnings(cfg) if ctx.is_main else ():
+            say(f"normtrain: warning: {line}")
         seed_everything(t.seed)
         self.corpus = None
         for turn in ("main", "others"):  # rank 0 tokenizes and caches first; the others then read the cache
@@ -221,8 +226,8 @@ class Trainer:
         self.raw = unwrap(self.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         o = cfg.optim
-        self.optimizer = build_optimizer(self.model, o.lr, o.betas, o.eps, o.weight_decay, o.independent_wd, o.name,
-                                         o.momentum)
+        self.optimizer = build_optimizer(self.raw, o.lr, o.betas, o.eps, o.weight_decay, o.independent_wd, o.name,
+                                         o.momentum, MuonSettings.of(o) if o.name == "muon" else None)
         self.compiled = torch.compile(self.model) if t.compile else self.model
         self.global_batch = global_batch(t, ctx.world_size)
         self.accumulation = self.global_batch // (t.batch_size * ctx.world_size)
@@ -326,6 +331,7 @@ class Trainer:
         changes = config_changes(old, self.experiment(self.summary["config"], ctx.world_size, self.corpus.fingerprint,
                                                       self.vocab_size), step=state["step"])
         ckpt.restore(self.model, self.optimizer, state, ctx)
+        self.keep_weight_constraints()
         self.restore_progress(state)
         self.policy.records = list(state.get("rollbacks", []))
         entry = {"step": self.steps_done, "path": str(ckpt.path), "changes": changes, "world_size": ctx.world_size}
@@ -416,8 +422,7 @@ class Trainer:
         lr = lr_at(step, lr=o.lr, warmup_steps=o.warmup_steps, max_steps=self.cfg.train.max_steps,
                    schedule=o.schedule, min_lr_ratio=o.min_lr_ratio,
                    warmup_overlaps=o.warmup_overlaps) * self.policy.lr_scale(step)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        set_lr(self.optimizer, lr, lr * o.muon_lr / o.lr if o.name == "muon" else None)
         return lr
 
     def train_step(self, step: int, log_step: bool) -> None:
@@ -435,10 +440,19 @@ class Trainer:
         if self.cfg.optim.grad_clip > 0:
             torch.nn.utils.clip_grads_with_norm_(self.params, self.cfg.optim.grad_clip, grad_norm)
         self.optimizer.step()
+        self.keep_weight_constraints()
         self.monitor.after_update(step)
         self.optimizer.zero_grad(set_to_none=True)
         self.steps_done, self.in_step = step + 1, False
         self.bar.update(1)
+
+    def keep_weight_constraints(self) -> None:
+        """The model's own rule for its weights wherever they change outside a forward pass (after each optimizer
+        step, a resume, a rollback), if it declares one (``after_optimizer_step``): nGPT puts every matrix back
+        on the unit sphere. The loop knows nothing of what the rule is."""
+        hook = getattr(self.raw, "after_optimizer_step", None)
+        if hook is not None:
+            hook()
 
     def accumulate(self, step: int, log_step: bool, x: torch.Tensor, y: torch.Tensor, batch_index: int) -> torch.Tensor:
         """Forward and backward of this rank's micro-batches of ``train.batch_size``; each loss is divided by their
@@ -535,6 +549,7 @@ class Trainer:
         ckpt = self.checkpointer.latest()
         state = ckpt.read(self.ctx)
         ckpt.restore(self.model, self.optimizer, state, self.ctx)
+        self.keep_weight_constraints()
         self.restore_progress(state)
         skipped = self.policy.batches_to_skip(diverged_at, self.steps_done)
         self.sampler.skip(skipped)

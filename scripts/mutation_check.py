@@ -2,7 +2,8 @@
 
 Each mutant is a small text edit of one file of ``normtrain/`` (a gain swapped between two norms, a norm moved
 across RoPE or an activation, a scale off by one layer, ...). The script copies the package into a temporary
-folder, plants the edit there (never in the work tree), runs ``tests/model/test_formulas.py`` against the copy
+folder, plants the edit there (never in the work tree), runs the tests that must catch it against the copy
+(``tests/model/test_formulas.py``; nGPT's: its formula tests, and the training-loop tests for its weight rule)
 and counts the mutant caught when a test fails. A survivor names a formula no test pins: add the test.
 
     python scripts/mutation_check.py               # every mutant; prints caught/planted and any survivor
@@ -28,7 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TESTS = ROOT / "tests" / "model" / "test_formulas.py"
+
+
+NGPT_TESTS = ("tests/model/test_ngpt_formulas.py",)  # nGPT's formulas and its weight rule
+NGPT_LOOP_TESTS = ("tests/test_ngpt.py::test_ngpt_trains_on_the_sphere_logs_alpha_and_resumes_back_onto_it",
+                   "tests/test_ngpt.py::test_the_weight_rule_holds_right_after_a_rollback")
 
 
 @dataclass(frozen=True)
@@ -37,10 +42,11 @@ class Mutant:
     kind: str  # what sort of bug it stands for
     path: str  # relative to normtrain/
     edits: tuple[tuple[str, str], ...]  # (text found exactly once, its replacement), applied in order
+    tests: tuple[str, ...] = ("tests/model/test_formulas.py",)  # relative to the repository: what must catch it
 
 
-def m(name: str, kind: str, path: str, *edits: tuple[str, str]) -> Mutant:
-    return Mutant(name, kind, path, edits)
+def m(name: str, kind: str, path: str, *edits: tuple[str, str], tests: tuple[str, ...] | None = None) -> Mutant:
+    return Mutant(name, kind, path, edits, **({"tests": tests} if tests else {}))
 
 
 SWAP, MOVE, SCALE, DEPTH, FORM, STRUCT = ("swapped gains", "a norm moved", "a scale or shortcut weight",
@@ -102,8 +108,9 @@ MUTANTS: tuple[Mutant, ...] = (
     m("attn-softcap-after-the-mask", MOVE, "model/attention.py", (CAPPED, "scores = self._logits(q, k)"),
       (MASKED, 'torch.softmax(soft_cap(scores.masked_fill(future, float("-inf")), self.softcap), dim=-1)')),
     m("logit-softcap-on-the-hidden-state", MOVE, "model/gpt.py",
-      ("soft_cap(self.lm_head(self.hidden(idx)), self.cfg.logit_softcap)",
-       "self.lm_head(soft_cap(self.hidden(idx), self.cfg.logit_softcap))")),
+      ("logits = self.lm_head(self.hidden(idx))",
+       "logits = self.lm_head(soft_cap(self.hidden(idx), self.cfg.logit_softcap))"),
+      ("logits = soft_cap(logits, self.cfg.logit_softcap)", "logits = soft_cap(logits, 0.0)")),
     m("attn-logit-max-read-after-the-cap", MOVE, "model/attention.py",
       ("return entropy, raw.masked_fill(", "return entropy, soft_cap(raw, self.softcap).masked_fill(")),
     m("gate-after-w-out", MOVE, "model/attention.py", (GATE, "pass"),
@@ -242,6 +249,42 @@ MUTANTS: tuple[Mutant, ...] = (
                  "        return self.scaled(self.norm2.add_norm(self.mlp(x), residual=x, alpha=self.alpha)[0])")),
     m("gpas-on-the-shortcut-in-pre-ln", MOVE, "model/placements/base.py",
       ("return self.scaled(shortcut + branch)", "return self.scaled(shortcut) + branch")),
+    # nGPT (placement=ngpt): its formulas, and the weight rule the training loop must apply
+    m("ngpt-alpha-not-abs", FORM, "model/placements/ngpt.py",
+      ("alpha.abs().to(h.dtype)", "alpha.to(h.dtype)"), tests=NGPT_TESTS),
+    m("ngpt-alpha-not-scaled", SCALE, "model/placements/ngpt.py",
+      ("self.update(h, self.attn(h), self.alpha_attn())", "self.update(h, self.attn(h), self.alpha_attn.stored)"),
+      tests=NGPT_TESTS),
+    m("ngpt-no-norm-after-the-update", STRUCT, "model/placements/ngpt.py",
+      ("return self.norm(torch.lerp(h, self.norm(out), alpha.abs().to(h.dtype)))",
+       "return torch.lerp(h, self.norm(out), alpha.abs().to(h.dtype))"), tests=NGPT_TESTS),
+    m("ngpt-sublayer-output-not-normed", STRUCT, "model/placements/ngpt.py",
+      ("torch.lerp(h, self.norm(out),", "torch.lerp(h, out,"), tests=NGPT_TESTS),
+    m("ngpt-w-o-normalized-along-its-input", FORM, "model/placements/ngpt.py",
+      ("(a.out_proj.weight, 0)", "(a.out_proj.weight, 1)"), tests=NGPT_TESTS),
+    m("ngpt-w-down-normalized-along-its-input", FORM, "model/placements/ngpt.py",
+      ("(m.down.weight, 0)", "(m.down.weight, 1)"), tests=NGPT_TESTS),
+    m("ngpt-embedding-rows-left-alone", STRUCT, "model/gpt.py",
+      ("[(self.tok_emb.weight, 1), (self.lm_head.weight, 1)] + [", "[(self.lm_head.weight, 1)] + ["),
+      tests=NGPT_TESTS),
+    m("ngpt-softmax-scale-one-over-root-d", SCALE, "model/placements/ngpt.py",
+      ("attn.softmax_scale = attn.head_dim**0.5", "attn.softmax_scale = attn.head_dim**-0.5"), tests=NGPT_TESTS),
+    m("ngpt-nu-without-root-d", SCALE, "model/hypersphere.py",
+      ("factor=d_model**0.5", "factor=1.0"), tests=NGPT_TESTS),
+    m("ngpt-s-qk-stored-at-scale-one", SCALE, "model/hypersphere.py",
+      ("ScaledVector(n_heads * head_dim, init=1.0, scale=d_model**-0.5)",
+       "ScaledVector(n_heads * head_dim, init=1.0, scale=1.0)"), tests=NGPT_TESTS),
+    m("ngpt-logits-not-scaled", STRUCT, "model/gpt.py",
+      ("logits = logits * self.logit_scale().to(logits.dtype)", "pass"), tests=NGPT_TESTS),
+    m("ngpt-weight-rule-skipped-after-a-step", STRUCT, "training.py",
+      ("        self.optimizer.step()\n        self.keep_weight_constraints()\n", "        self.optimizer.step()\n"),
+      tests=NGPT_LOOP_TESTS),
+    m("ngpt-weight-rule-skipped-after-a-resume", STRUCT, "training.py",
+      ("ckpt.restore(self.model, self.optimizer, state, ctx)\n        self.keep_weight_constraints()\n",
+       "ckpt.restore(self.model, self.optimizer, state, ctx)\n"), tests=NGPT_LOOP_TESTS),
+    m("ngpt-weight-rule-skipped-after-a-rollback", STRUCT, "training.py",
+      ("ckpt.restore(self.model, self.optimizer, state, self.ctx)\n        self.keep_weight_constraints()\n",
+       "ckpt.restore(self.model, self.optimizer, state, self.ctx)\n"), tests=NGPT_LOOP_TESTS),
 )
 
 
@@ -274,6 +317,7 @@ def run_tests(mutant: Mutant | None, work: Path) -> tuple[bool, str]:
     """(did a formula test fail?, the test that failed, with why) with ``mutant`` planted in a copy in ``work``."""
     copy = work / (mutant.name if mutant else "unmutated")
     shutil.copytree(ROOT / "normtrain", copy / "normtrain", ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "configs").symlink_to(ROOT / "configs")  # the training-loop tests compose configs next to the package
     if mutant:
         planted(mutant, copy / "normtrain")
     env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1",
@@ -283,8 +327,9 @@ def run_tests(mutant: Mutant | None, work: Path) -> tuple[bool, str]:
                            env=env, capture_output=True, text=True)
     if not probe.stdout.strip().startswith(str(copy)):
         raise RuntimeError(f"the copy was not the package imported: {probe.stdout or probe.stderr}")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", str(TESTS)],
-                          cwd=copy, env=env, capture_output=True, text=True)
+    tests = mutant.tests if mutant else sorted({t for mu in MUTANTS for t in mu.tests})
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                           *(str(ROOT / t) for t in tests)], cwd=copy, env=env, capture_output=True, text=True)
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"pytest could not run the tests on {copy.name} (exit {proc.returncode}):\n"
                            f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")

@@ -105,7 +105,7 @@ def test_sandwich_is_peri_by_another_name():
      "placement.post_fraction=0.5 applies to placement=mix only, not placement=pre"),
     (["norm=batchnorm", "model.qk_norm=true"],
      "model.qk_norm=per_head normalizes each token's query and key, which norm=batchnorm cannot (its statistics "
-     "mix positions); allowed: derf, dyt, layernorm, prmsnorm, rmsnorm"),
+     "mix positions); allowed: derf, dyt, l2, layernorm, prmsnorm, rmsnorm"),
     (["norm=batchnorm", "model.qk_norm=full"], "model.qk_norm=full normalizes each token's query and key"),
     (["norm=prmsnorm", "model.qk_norm=per_head"],  # head_dim 32: ⌈0.0625·32⌉ = 2 features
      "model.qk_norm=per_head with norm=prmsnorm estimates the rms of each 32-feature head from 2 features "
@@ -147,6 +147,12 @@ def test_sandwich_is_peri_by_another_name():
     (["placement=hybrid", "model.qk_norm=full"], "placement=hybrid normalizes queries, keys and values per head (it "
      "implies model.qk_norm=per_head and model.v_norm=true), which model.qk_norm=full contradicts"),
     (["placement=hybrid", "norm=prmsnorm"], "model.qk_norm=per_head with norm=prmsnorm estimates the rms"),
+    (["optim=muon", "optim.adjust_lr_fn=spectral"], "optim.adjust_lr_fn='spectral' is not known; allowed: "
+     "match_rms_adamw, original"),
+    (["optim=muon", "optim.muon_ns_steps=0"], "optim.muon_ns_steps=0: Newton–Schulz iterations must lie in [1, 99]"),
+    (["optim=muon", "optim.muon_momentum=1"], "optim.muon_momentum=1.0: must lie in [0, 1)"),
+    (["optim.muon_lr=0.05", "optim.muon_nesterov=false"], "optim.muon_lr=0.05, optim.muon_nesterov=False set Muon, "
+     "which optim=adamw does not use; pick optim=muon"),
 ])
 def test_nonsense_is_refused_with_the_allowed_values(overrides, needle):
     with pytest.raises(ConfigError) as err:
@@ -169,6 +175,7 @@ def test_nonsense_is_refused_with_the_allowed_values(overrides, needle):
     ["placement=normformer", "placement.resid_scale=true", "placement.gpas=true"],
     ["placement=b2t", "placement.gpas=true"], ["placement=resi_dual", "placement.gpas=true"],
     ["placement=none", "placement.gpas=true"], ["placement=mix", "placement.gpas=true"],
+    ["optim=muon", "optim.adjust_lr_fn=match_rms_adamw", "optim.muon_weight_decay=0.1", "optim.independent_wd=true"],
 ])
 def test_sensible_combinations_are_accepted(overrides):
     validate(normtrain.compose(overrides))
@@ -187,7 +194,7 @@ def recorded(overrides, **model):
 @pytest.mark.parametrize("change", ["model.qk_norm=true", "norm.depth_scaled=true", "optim.z_loss=1e-4",
                                     "optim.independent_wd=true", "norm.alpha_init=0.3", "norm.gain=scalar",
                                     "model.attn_softcap=50", "model.attn_gate=head", "model.v_norm=true",
-                                    "placement.gpas=true"])
+                                    "placement.gpas=true", "optim=muon"])
 def test_a_resume_refuses_a_changed_new_key(change):
     with pytest.raises(CheckpointError, match=change.split("=")[0]):
         config_changes(experiment([]), experiment([change]), step=5)

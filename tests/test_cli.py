@@ -76,7 +76,7 @@ def test_wandb_offline_run_lands_in_the_run_folder(tiny, tmp_path):
 @slow
 @pytest.mark.parametrize("args,needles", [
     (["norm.name=groupnorm"],
-     ["norm.name='groupnorm' is not known; allowed: batchnorm, batchnorm_causal, derf, dyt, layernorm, prmsnorm, "
+     ["norm.name='groupnorm' is not known; allowed: batchnorm, batchnorm_causal, derf, dyt, l2, layernorm, prmsnorm, "
       "rmsnorm"]),
     (["model.n_heads=3", "model.n_layers=0"], ["2 problems", "does not divide", "model.n_layers=0"]),
     (["norm=prmsnorm", "norm.p=2"], ["norm.p=2.0"]),
@@ -129,7 +129,7 @@ def test_a_bad_option_in_a_sweep_exits_2_before_any_job(tiny, tmp_path):
 @slow
 def test_help_and_cfg_still_work(tmp_path):
     proc = run_cli(["--help"], cwd=tmp_path, timeout=120)
-    placements = ("placement: admin, b2t, deepnorm, hybrid, mix, none, normformer, peri, post, pre, reorder, "
+    placements = ("placement: admin, b2t, deepnorm, hybrid, mix, ngpt, none, normformer, peri, post, pre, reorder, "
                   "resi_dual, rezero, sandwich, subln")
     assert proc.returncode == 0 and placements in proc.stdout, proc.stdout + proc.stderr
     proc = run_cli(["--cfg", "job", "placement=post"], cwd=tmp_path, timeout=120)

@@ -78,9 +78,9 @@ def test_all_problems_are_reported_together():
         validate(cfg)
     text = str(err.value)
     assert len(err.value.problems) == 6
-    for needle in ["norm.name='groupnorm' is not known; allowed: batchnorm, batchnorm_causal, derf, dyt, layernorm, "
-                   "prmsnorm, rmsnorm", "model.n_heads=3 does not divide model.d_model=128", "model.n_layers=0",
-                   "optim.lr=-0.1", "/no/such/corpus", "placement.beta"]:
+    for needle in ["norm.name='groupnorm' is not known; allowed: batchnorm, batchnorm_causal, derf, dyt, l2, "
+                   "layernorm, prmsnorm, rmsnorm", "model.n_heads=3 does not divide model.d_model=128",
+                   "model.n_layers=0", "optim.lr=-0.1", "/no/such/corpus", "placement.beta"]:
         assert needle in text
 
 
@@ -171,7 +171,7 @@ def test_the_float_keys_are_known():
     assert {"model.emb_std", "norm.eps", "norm.p", "optim.lr", "optim.eps", "optim.weight_decay",
             "optim.min_lr_ratio", "optim.grad_clip", "monitor.divergence_factor", "data.val_fraction",
             "norm.alpha_init", "optim.z_loss", "optim.momentum", "model.attn_softcap", "model.logit_softcap",
-            "train.progress_every_s"} == set(
+            "train.progress_every_s", "optim.muon_lr", "optim.muon_momentum", "optim.muon_weight_decay"} == set(
         float_keys())
 
 
@@ -197,7 +197,7 @@ def test_every_float_key_must_be_finite(key, value):
     ("data.val_fraction=0", "data.val_fraction=0.0"),
     ("train.seed=-1", "train.seed=-1: must lie in [0, 2**32 - 1]"),
     (f"train.seed={2**32}", f"train.seed={2**32}"),
-    ("optim.name=lion", "optim.name='lion' is not known; allowed: adamw, sgd"),
+    ("optim.name=lion", "optim.name='lion' is not known; allowed: adamw, muon, sgd"),
     ("optim.momentum=0.9", "optim.momentum=0.9 applies to optim=sgd only"),
     ("placement.beta=inf", "placement.beta"),
 ])

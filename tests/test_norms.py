@@ -73,7 +73,7 @@ def test_rmsnorm_zero_rows_stay_finite():
 
 
 def test_unknown_norm_lists_allowed():
-    with pytest.raises(ValueError, match="allowed: batchnorm, batchnorm_causal, derf, dyt, layernorm, prmsnorm, "
+    with pytest.raises(ValueError, match="allowed: batchnorm, batchnorm_causal, derf, dyt, l2, layernorm, prmsnorm, "
                                          "rmsnorm"):
         build_norm(NormSpec("groupnorm"), 8)
 

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from normtrain.model import GPT, GPTConfig
-from normtrain.optim import build_optimizer, lr_at
+from normtrain.optim import MuonSettings, build_optimizer, lr_at, muon_split, set_lr
 
 
 def test_weight_decay_only_on_matrices():
@@ -85,3 +85,55 @@ def test_an_overlapping_warm_up_only_ramps_a_schedule_counted_from_step_0():
     assert warm[:10] == pytest.approx([(s + 1) / 10 * cold[s] for s in range(10)])
     # the default warm-up precedes the schedule: its decay starts after the ramp, so the two differ after it too
     assert lr_at(50, lr=1.0, warmup_steps=10, max_steps=100, schedule="cosine") > cold[50]
+
+
+def muon_expected(model):
+    """By name, independently of ``muon_split``: the blocks' 2-D weights are hidden matrices; the embeddings,
+    the LM head and every vector (gains, biases, scalars) are not."""
+    return {name for name, p in model.named_parameters() if name.startswith("blocks.") and p.dim() == 2}
+
+
+MORE = {"pos": "learned", "bias": True, "qk_norm": "per_head", "attn_gate": "head"}
+
+
+@pytest.mark.parametrize("overrides", [{}, MORE])
+def test_muon_takes_the_hidden_matrices_and_adamw_the_rest(overrides):
+    model = GPT(GPTConfig(n_layers=2, d_model=16, n_heads=2, seq_len=8, **overrides))
+    opt = build_optimizer(model, 1e-3, (0.9, 0.95), 1e-8, 0.1, name="muon", muon=MuonSettings(lr=0.05))
+    names = {id(p): n for n, p in model.named_parameters()}
+    (muon,), adamw = opt.muon.param_groups, opt.adamw.param_groups
+    assert {names[id(p)] for p in muon["params"]} == muon_expected(model)
+    assert {names[id(p)] for p in adamw[0]["params"]} == {"tok_emb.weight", "lm_head.weight"} | (
+        {"pos_emb.weight"} if overrides else set())
+    assert all(p.dim() == 1 for p in adamw[1]["params"]) and adamw[1]["weight_decay"] == 0.0
+    assert len(muon["params"]) + sum(len(g["params"]) for g in adamw) == len(list(model.parameters()))
+    assert isinstance(opt.muon, torch.optim.Muon) and muon["lr"] == 0.05 and adamw[0]["lr"] == 1e-3
+
+
+def test_a_tied_lm_head_stays_with_its_embedding_on_adamw():
+    model = GPT(GPTConfig(n_layers=1, d_model=16, n_heads=2, seq_len=8))
+    model.lm_head.weight = model.tok_emb.weight
+    hidden, rest = muon_split(model)
+    assert all(p is not model.tok_emb.weight for p in hidden)
+    assert sum(p is model.tok_emb.weight for p in rest) == 1
+    assert {id(p) for p in hidden} == {id(p) for n, p in model.named_parameters() if n in muon_expected(model)}
+
+
+def test_muon_with_adamw_steps_both_and_follows_the_schedule():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layers=1, d_model=16, n_heads=2, seq_len=8))
+    opt = build_optimizer(model, 1e-2, (0.9, 0.95), 1e-8, 0.0, name="muon")
+    set_lr(opt, 0.5e-2, 0.01)
+    assert [g["lr"] for g in opt.muon.param_groups] == [0.01]
+    assert [g["lr"] for g in opt.adamw.param_groups] == [0.5e-2, 0.5e-2]
+    x = torch.randint(0, 256, (2, 8))
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    model(x, x)[1].backward()
+    opt.step()
+    opt.zero_grad()
+    assert all(p.grad is None for p in model.parameters())
+    assert all(not torch.equal(before[n], p) for n, p in model.named_parameters() if p.dim() == 2)
+    state = opt.state_dict()
+    assert set(state) == {"muon", "adamw"} and state["muon"]["state"] and state["adamw"]["state"]
+    with pytest.raises(ValueError, match="another optimizer"):
+        opt.load_state_dict(torch.optim.AdamW(model.parameters()).state_dict())

@@ -33,8 +33,10 @@ def sigterm_at_batch(monkeypatch, n):
     monkeypatch.setattr(batches.BatchSampler, "next_batch", next_batch)
 
 
-def test_stopped_and_resumed_run_repeats_the_uninterrupted_losses_exactly(tiny, tmp_path, monkeypatch):
-    overrides = [*tiny, "train.max_steps=20", "monitor.every=1", "train.eval_every=5"]
+@pytest.mark.parametrize("optim", ["adamw", "muon"])
+def test_stopped_and_resumed_run_repeats_the_uninterrupted_losses_exactly(optim, tiny, tmp_path, monkeypatch):
+    """Under Muon the checkpoint holds both optimizers' state (Muon's momentum, AdamW's moments)."""
+    overrides = [*tiny, "train.max_steps=20", "monitor.every=1", "train.eval_every=5", f"optim={optim}"]
     whole = normtrain.train(normtrain.compose(overrides), run_dir=tmp_path / "whole")
 
     sigterm_at_batch(monkeypatch, 11)

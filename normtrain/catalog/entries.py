@@ -70,6 +70,9 @@ NORMS = (
            (P.ZHU_2025,), (Code("jiachenzhu/DyT", "dynamic_tanh.py"),), note="α = norm.alpha_init = 0.5, γ = 1, β = 0"),
     Choice("norm", "Derf", "norm=derf", "y = γ ⊙ erf(α·x + s) + β, α and s learned scalars; no statistics",
            (P.CHEN_2025_DERF,), (Code("zlab-princeton/Derf"),), note="α = norm.alpha_init = 0.5, s = 0, γ = 1, β = 0"),
+    Choice("norm", "L2 norm (unit sphere)", "norm=l2", "y = γ ⊙ x / √(Σx² + ε): the projection onto the unit "
+           "sphere (RMSNorm / √d); nGPT's Norm", (P.LOSHCHILOV_2024_NGPT,), (NGPT_CODE,), ("nGPT",),
+           note="ε = 1e-12, no gain by default; placement=ngpt selects it"),
     Choice("norm", "LayerNorm Scaling", "norm.depth_scaled=true", "every norm of block ℓ (ℓ = 1…L) multiplies its "
            "output by 1/√ℓ", (P.SUN_2025,), (Code("lmsdss/LayerNorm-Scaling"),),
            note="any norm; in Pre-LN exactly the paper's method"),

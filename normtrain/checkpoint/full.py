@@ -17,6 +17,7 @@ from torch import nn
 from normtrain.atomic import atomic_write
 from normtrain.checkpoint.state import all_finite, digest, is_fsdp, rng_states, set_rng_states, unwrap
 from normtrain.errors import CheckpointError
+from normtrain.optim import optimizers_of
 
 CKPT_NAME = "ckpt.pt"
 HOW = "start over with train.resume=none, or point train.resume at another checkpoint"
@@ -28,7 +29,8 @@ def model_and_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer
     if is_fsdp(model):
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
 
-        return get_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        return get_state_dict(model, optimizers_of(optimizer),
+                              options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     return model.state_dict(), optimizer.state_dict()
 
 
@@ -69,8 +71,8 @@ def restore(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str,
     if is_fsdp(model):
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
 
-        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"],
-                       options=StateDictOptions(full_state_dict=True))
+        set_state_dict(model, optimizers_of(optimizer), model_state_dict=state["model"],
+                       optim_state_dict=state["optimizer"], options=StateDictOptions(full_state_dict=True))
     else:
         try:
             model.load_state_dict(state["model"])

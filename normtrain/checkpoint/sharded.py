@@ -40,6 +40,7 @@ from torch import nn
 from normtrain.atomic import atomic_write, write_json
 from normtrain.checkpoint.state import all_finite, merge, rng_states, set_rng_states, split_tensors, unwrap
 from normtrain.errors import CheckpointError
+from normtrain.optim import optimizers_of
 
 DCP_NAME = "ckpt.dcp"
 LATEST = "LATEST"
@@ -119,7 +120,7 @@ def dcp_state(model: nn.Module, optimizer: torch.optim.Optimizer | None) -> dict
     model = unwrap(model)
     if optimizer is None:
         return {"model": get_model_state_dict(model)}
-    model_state, optim_state = get_state_dict(model, optimizer)
+    model_state, optim_state = get_state_dict(model, optimizers_of(optimizer))
     return {"model": model_state, "optimizer": optim_state}
 
 
@@ -269,7 +270,8 @@ class ShardedCheckpoint:
 
         tensors = self._load(model, optimizer, ctx)
         whole = merge(tensors, state["tensorless"])
-        set_state_dict(unwrap(model), optimizer, model_state_dict=whole["model"], optim_state_dict=whole["optimizer"])
+        set_state_dict(unwrap(model), optimizers_of(optimizer), model_state_dict=whole["model"],
+                       optim_state_dict=whole["optimizer"])
         set_rng_states(state["rng"])
 
     def load_weights(self, model: nn.Module, state: dict[str, Any]) -> None:

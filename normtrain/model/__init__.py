@@ -8,6 +8,7 @@ from normtrain.model.placements import (
     Block,
     DeepNormBlock,
     MixNormBlock,
+    NGPTBlock,
     NoNormBlock,
     PeriNormBlock,
     PostNormBlock,
@@ -20,4 +21,4 @@ from normtrain.norms import NORMS, NormSpec
 
 __all__ = ["GPT", "GPTConfig", "PLACEMENTS", "NORMS", "NormSpec", "Block", "PreNormBlock", "PostNormBlock",
            "DeepNormBlock", "SubLNBlock", "AdminBlock", "PeriNormBlock", "ReorderedNormBlock", "MixNormBlock",
-           "ReZeroBlock", "NoNormBlock"]
+           "ReZeroBlock", "NoNormBlock", "NGPTBlock"]

@@ -95,6 +95,8 @@ class CausalSelfAttention(nn.Module):
             if gate != "none" else None
         self.inner_norm: nn.Module | None = None
         self.head_scale: nn.Parameter | None = None  # NormFormer's γ_h, set by its block
+        self.qk_sphere: nn.Module | None = None  # nGPT's scaled unit q and k (normtrain/model/hypersphere.py)
+        self.softmax_scale = self.head_dim**-0.5  # nGPT sets √d_head
 
     @classmethod
     def from_config(cls, cfg: GPTConfig) -> CausalSelfAttention:
@@ -125,12 +127,14 @@ class CausalSelfAttention(nn.Module):
             q, k = self.rotary(q), self.rotary(k)
         if self.qk_norm_at == "after_rope":
             q, k = self._normed(q, self.q_norm), self._normed(k, self.k_norm)
+        if self.qk_sphere is not None:  # nGPT: s_qk ⊙ q/‖q‖ per head, after RoPE
+            q, k = self.qk_sphere(q), self.qk_sphere(k)
         return q, k
 
     def _logits(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        """The attention logits q·kᵀ/√d_head (B, H, T, T), before any cap, in fp32 at least."""
+        """The attention logits q·kᵀ/√d_head (B, H, T, T) (nGPT: q·kᵀ·√d_head), before any cap, in fp32 at least."""
         dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
-        return (q.to(dtype) @ k.to(dtype).transpose(-1, -2)) / self.head_dim**0.5
+        return (q.to(dtype) @ k.to(dtype).transpose(-1, -2)) * self.softmax_scale
 
     def _capped_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """softmax(c·tanh(s/c) + causal mask)·v, explicitly: the fused kernel has no soft-cap."""
@@ -145,7 +149,7 @@ class CausalSelfAttention(nn.Module):
         if self.softcap:
             y = self._capped_attention(q, k, v)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.softmax_scale)
         y = y.transpose(1, 2)  # (B, T, H, d_head)
         if self.gate_proj is not None:  # σ(X·W_θ): (B, T, H, 1) per head, (B, T, H, d_head) per feature
             y = y * torch.sigmoid(self.gate_proj(x)).view(*y.shape[:3], -1)

@@ -8,6 +8,7 @@ from torch import nn
 
 from normtrain.model.attention import CausalSelfAttention
 from normtrain.model.config import GPTConfig
+from normtrain.model.hypersphere import ScaledVector, unit_norm_
 from normtrain.model.mlp import MLPS, default_d_ff
 from normtrain.model.placements import PLACEMENTS, Block
 from normtrain.model.softcap import soft_cap
@@ -44,6 +45,10 @@ class GPT(nn.Module):
         )
         self.final_norm = build_norm(cfg.norm, cfg.d_model) if self.blocks[-1].final_norm else None
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        # nGPT: unit embedding and head rows; logits z ⊙ s_z, s_z,init 1, s_z,scale 1/√d (model/hypersphere.py)
+        self.hypersphere = block_cls.hypersphere
+        self.logit_scale = ScaledVector(cfg.vocab_size, init=1.0, scale=cfg.d_model**-0.5) if self.hypersphere \
+            else None
         self.init_weights()
 
     @torch.no_grad()
@@ -55,6 +60,19 @@ class GPT(nn.Module):
         for block in self.blocks:
             block.init_weights(self.beta)
         nn.init.xavier_normal_(self.lm_head.weight)
+        self.after_optimizer_step()  # nGPT starts on the sphere
+
+    @torch.no_grad()
+    def after_optimizer_step(self) -> None:
+        """What the placement keeps true of the weights between updates; the training loop calls it after each
+        optimizer step, a resume and a rollback. nGPT (§2.6): every matrix back to unit vectors along d_model —
+        the embedding and LM-head rows here, each block's matrices as it names them (``Block.unit_matrices``).
+        Nothing for the other placements."""
+        if not self.hypersphere:
+            return
+        for weight, dim in [(self.tok_emb.weight, 1), (self.lm_head.weight, 1)] + [
+                pair for block in self.blocks for pair in block.unit_matrices()]:
+            unit_norm_(weight, dim)
 
     def hidden(self, idx: torch.Tensor) -> torch.Tensor:
         """The final hidden state (B, T, d) that the LM head reads."""
@@ -67,19 +85,28 @@ class GPT(nn.Module):
         return self.placement.stream_out(x, self.final_norm)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, hidden_only: bool = False):
-        """Logits (B, T, V), soft-capped by ``logit_softcap`` (c·tanh(z/c), Gemma 2) when it is set, and the mean
-        cross-entropy of those logits when ``targets`` are given.
+        """Logits (B, T, V) (nGPT: times s_z), soft-capped by ``logit_softcap`` (c·tanh(z/c), Gemma 2) when it is
+        set, and the mean cross-entropy of those logits when ``targets`` are given.
 
         ``hidden_only`` returns the final hidden state instead, through ``forward`` so that wrappers
         hooked on it (FSDP) see the call.
         """
         if hidden_only:
             return self.hidden(idx)
-        logits = soft_cap(self.lm_head(self.hidden(idx)), self.cfg.logit_softcap)
+        logits = self.lm_head(self.hidden(idx))
+        if self.logit_scale is not None:
+            logits = logits * self.logit_scale().to(logits.dtype)
+        logits = soft_cap(logits, self.cfg.logit_softcap)
         if targets is None:
             return logits, None
         loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
         return logits, loss
+
+    def io_parameters(self) -> list[nn.Parameter]:
+        """The parameters that map tokens in and out: the embeddings and the LM head (one tensor when tied).
+        Optimizers that treat the hidden matrices apart (Muon) leave these to AdamW."""
+        modules = (self.tok_emb, self.pos_emb, self.lm_head)
+        return [p for m in modules if m is not None for p in m.parameters()]
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -25,7 +25,8 @@ class GeluMLP(nn.Module):
 
 
 class SwiGLU(nn.Module):
-    """down(SiLU(gate(x)) ⊙ up(x)) (Shazeer 2020), the LLaMA MLP."""
+    """down(SiLU(gate(x)) ⊙ up(x)) (Shazeer 2020), the LLaMA MLP. ``uv_scale`` (None unless nGPT sets it) scales
+    up(x) and gate(x) — nGPT's u and ν — before the product."""
 
     def __init__(self, d_model: int, d_ff: int, bias: bool = False):
         super().__init__()
@@ -33,12 +34,16 @@ class SwiGLU(nn.Module):
         self.up = nn.Linear(d_model, d_ff, bias=bias)
         self.down = nn.Linear(d_ff, d_model, bias=bias)
         self.inner_norm: nn.Module | None = None
+        self.uv_scale: nn.Module | None = None
 
     @staticmethod
     def activation(gate: torch.Tensor) -> torch.Tensor:
         return F.silu(gate)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.uv_scale is not None:  # nGPT: u ⊙ s_u and ν ⊙ s_ν·√d
+            u, nu = self.uv_scale(self.up(x), self.gate(x))
+            return self.down(_inner(self.inner_norm, self.activation(nu) * u))
         return self.down(_inner(self.inner_norm, self.activation(self.gate(x)) * self.up(x)))
 
 

@@ -203,3 +203,16 @@ def test_the_2023_2026_placements_export_in_normtrains_format_naming_the_nearest
     assert report["format"] == "normtrain" and nearest in summary(report)
     tokens = torch.randint(0, 256, (2, 16))
     assert torch.equal(logits_of(normtrain.load(tmp_path / "out"), tokens), logits_of(ours, tokens))
+
+
+def test_ngpt_exports_in_normtrains_format_naming_the_nearest_class(tiny, tmp_path):
+    """No transformers class has nGPT's block (nor its s_z, α, s_qk, s_u, s_ν): normtrain's format, with the
+    nearest class and what differs; the loaded model computes the same logits."""
+    ours = trained([*tiny, "experiment=ngpt"], tmp_path / "run")
+    report = export_run(tmp_path / "run", tmp_path / "out")
+    cls, differences = report["nearest"]
+    assert report["format"] == "normtrain" and cls == "LlamaForCausalLM"
+    assert any(d.startswith("placement=ngpt") for d in differences) and any(d.startswith("norm=l2")
+                                                                           for d in differences)
+    tokens = torch.randint(0, 256, (2, 16))
+    assert torch.equal(logits_of(normtrain.load(tmp_path / "out"), tokens), logits_of(ours, tokens))

@@ -53,7 +53,7 @@ def test_no_bias_by_default():
 
 def test_unknown_placement_lists_allowed():
     with pytest.raises(ValueError,
-                       match="allowed: admin, b2t, deepnorm, hybrid, mix, none, normformer, peri, post, pre, "
+                       match="allowed: admin, b2t, deepnorm, hybrid, mix, ngpt, none, normformer, peri, post, pre, "
                              "reorder, resi_dual, rezero, subln"):
         tiny(placement="sandwich")
 

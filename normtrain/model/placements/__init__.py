@@ -8,6 +8,7 @@
   hybrid.py    hybrid (HybridNorm, HybridNorm*: QKV-norm, Post-LN FFN)
   normformer.py  normformer (NormFormer: Pre-LN, head scale, post-attention and post-activation norms)
   resi_dual.py   resi_dual (ResiDual: a Post-LN stream and a summed dual stream)
+  ngpt.py        ngpt (nGPT: the normalized Transformer on the hypersphere)
 
 GPAS (``placement.gpas``) is in every block (``Block.scaled``, ``base.py``).
 
@@ -17,6 +18,7 @@ Adding a placement means one class (``@register_placement``) and one YAML in ``c
 from normtrain.model.placements.base import PLACEMENTS, Block, register_placement
 from normtrain.model.placements.hybrid import HybridNormBlock
 from normtrain.model.placements.mix import MixNormBlock
+from normtrain.model.placements.ngpt import NGPTBlock
 from normtrain.model.placements.normformer import NormFormerBlock
 from normtrain.model.placements.normfree import NoNormBlock, NormFreeBlock, ReZeroBlock
 from normtrain.model.placements.peri import PeriNormBlock, ReorderedNormBlock
@@ -26,4 +28,5 @@ from normtrain.model.placements.resi_dual import ResiDualBlock
 
 __all__ = ["PLACEMENTS", "Block", "register_placement", "PreNormBlock", "SubLNBlock", "PostNormBlock",
            "DeepNormBlock", "AdminBlock", "PeriNormBlock", "ReorderedNormBlock", "MixNormBlock", "ReZeroBlock",
-           "NoNormBlock", "NormFreeBlock", "HybridNormBlock", "NormFormerBlock", "B2TBlock", "ResiDualBlock"]
+           "NoNormBlock", "NormFreeBlock", "HybridNormBlock", "NormFormerBlock", "B2TBlock", "ResiDualBlock",
+           "NGPTBlock"]

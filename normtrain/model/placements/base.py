@@ -49,6 +49,7 @@ class Block(nn.Module):
     has_norms: ClassVar[bool] = True  # does the block hold any norm (``norm.depth_scaled`` needs one)?
     data_dependent: ClassVar[bool] = False  # does it need ``GPT.data_init`` before the first step?
     residual_add: ClassVar[bool] = True  # does it add a sublayer's output to the stream (where GPAS acts)?
+    hypersphere: ClassVar[bool] = False  # nGPT: unit embeddings, scaled logits, unit matrices after each step
 
     def __init__(self, attn: CausalSelfAttention, mlp: nn.Module, d_model: int, norm: NormSpec,
                  alpha: float = 1.0, *, layer: int = 0, gpas: bool = False):
@@ -123,6 +124,14 @@ class Block(nn.Module):
             nn.init.xavier_normal_(proj.weight, gain=beta)
         for lin in (m for m in self.modules() if isinstance(m, nn.Linear) and m.bias is not None):
             nn.init.zeros_(lin.bias)
+
+    def unit_matrices(self) -> list[tuple[torch.Tensor, int]]:
+        """(weight, dim) of each matrix kept at unit norm along ``dim`` after every optimizer step (nGPT)."""
+        return []
+
+    def layer_diagnostics(self) -> dict[str, torch.Tensor]:
+        """Statistics of this block's own parameters that the monitor logs as ``<name>/layer_i`` (nGPT's α)."""
+        return {}
 
     def begin_data_init(self, carry: dict) -> None:
         """Enter the profiling mode of a data-dependent init (``GPT.data_init``); ``carry`` is shared by every
