@@ -49,6 +49,15 @@ def test_the_2023_2026_keys_reach_the_model_and_default_to_todays_model():
     assert plain.attn.v_norm is None and plain.attn.gate_proj is None and plain.norm1.weight.shape == (128,)
 
 
+def test_emb_proj_reaches_the_model_and_is_off_by_default():
+    model = normtrain.build_model(normtrain.compose(["model.emb_proj=true", "model.d_model=32", "model.n_heads=2"]))
+    assert model.emb_in.weight.shape == model.emb_out.weight.shape == (32, 32)
+    assert model.emb_in.weight is not model.emb_out.weight
+    default = normtrain.build_model(normtrain.compose(["model.d_model=32", "model.n_heads=2"]))
+    assert default.emb_in is None and default.emb_out is None and not default.cfg.emb_proj
+    assert model.num_params() == default.num_params() + 2 * 32 * 32
+
+
 def test_sandwich_is_peri_by_another_name():
     """One class, one recorded name: a run asked for as placement=sandwich is the experiment placement=peri is."""
     assert normtrain.compose(["placement=sandwich"]) == normtrain.compose(["placement=peri"])
@@ -137,7 +146,7 @@ def recorded(overrides, **model):
 @pytest.mark.parametrize("change", ["model.qk_norm=true", "norm.depth_scaled=true", "optim.z_loss=1e-4",
                                     "optim.independent_wd=true", "norm.alpha_init=0.3", "norm.gain=scalar",
                                     "model.attn_softcap=50", "model.attn_gate=head", "model.v_norm=true",
-                                    "optim=muon"])
+                                    "optim=muon", "model.emb_proj=true", "optim.qk_clip=100"])
 def test_a_resume_refuses_a_changed_new_key(change):
     with pytest.raises(CheckpointError, match=change.split("=")[0]):
         config_changes(experiment([]), experiment([change]), step=5)
