@@ -2,8 +2,9 @@
 
 Each mutant is a small text edit of one file of ``normtrain/`` (a gain swapped between two norms, a norm moved
 across RoPE or an activation, a scale off by one layer, ...). The script copies the package into a temporary
-folder, plants the edit there (never in the work tree), runs ``tests/model/test_formulas.py`` against the copy
-and counts the mutant caught when a test fails. A survivor names a formula no test pins: add the test.
+folder, plants the edit there (never in the work tree), runs ``tests/model/test_formulas.py`` (then
+``tests/test_optim.py``, for the optimizer's parameter split) against the copy and counts the mutant caught when
+a test fails. A survivor names a formula no test pins: add the test.
 
     python scripts/mutation_check.py               # every mutant; prints caught/planted and any survivor
     python scripts/mutation_check.py --list        # the mutants, by kind
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TESTS = ROOT / "tests" / "model" / "test_formulas.py"
+TESTS = (ROOT / "tests" / "model" / "test_formulas.py", ROOT / "tests" / "test_optim.py")
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,8 @@ HEAD_IF, WIDTH = 'if self.norm_form == "per_head":', '{"per_head": self.head_dim
 V_NORMED = "v = self._normed(self._heads(self.v_proj(x)), self.v_norm)"
 GATE = "y = y * torch.sigmoid(self.gate_proj(x)).view(*y.shape[:3], -1)"
 OUT = "return self.out_proj(y if self.inner_norm is None else self.inner_norm(y))"
-CAPPED = "scores = soft_cap(self._logits(q, k), self.softcap)"
-MASKED = 'torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)'
+CAPPED = "scores = soft_cap(attention_logits(q, k), self.softcap)"
+MASKED = 'torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)'
 SQUASH_DERF = "return torch.erf(self.alpha * x + self.shift)"
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -93,14 +94,32 @@ MUTANTS: tuple[Mutant, ...] = (
     m("v-norm-on-the-attention-output", MOVE, "model/attention.py", (V_NORMED, "v = self._heads(self.v_proj(x))"),
       ("y = y.transpose(1, 2)  # (B, T, H, d_head)", "y = self._normed(y, self.v_norm).transpose(1, 2)")),
     m("attn-softcap-before-the-scale", MOVE, "model/attention.py",
-      (CAPPED, "scores = soft_cap(self._logits(q, k) * self.head_dim**0.5, self.softcap) / self.head_dim**0.5")),
-    m("attn-softcap-after-the-mask", MOVE, "model/attention.py", (CAPPED, "scores = self._logits(q, k)"),
-      (MASKED, 'torch.softmax(soft_cap(scores.masked_fill(future, float("-inf")), self.softcap), dim=-1)')),
+      (CAPPED, "scores = soft_cap(attention_logits(q, k) * self.head_dim**0.5, self.softcap) / self.head_dim**0.5")),
+    m("attn-softcap-after-the-mask", MOVE, "model/attention.py", (CAPPED, "scores = attention_logits(q, k)"),
+      (MASKED, 'torch.softmax(soft_cap(scores.masked_fill(~visible, float("-inf")), self.softcap), dim=-1)')),
     m("logit-softcap-on-the-hidden-state", MOVE, "model/gpt.py",
       ("soft_cap(self.lm_head(self.hidden(idx)), self.cfg.logit_softcap)",
        "self.lm_head(soft_cap(self.hidden(idx), self.cfg.logit_softcap))")),
     m("attn-logit-max-read-after-the-cap", MOVE, "model/attention.py",
-      ("return entropy, raw.masked_fill(", "return entropy, soft_cap(raw, self.softcap).masked_fill(")),
+      ("LogitStats(entropy, causal_head_max(raw),",
+       "LogitStats(entropy, causal_head_max(soft_cap(raw, self.softcap)),")),
+    m("qk-clip-reads-the-capped-logit", MOVE, "model/attention.py",
+      ("now = head_logit_max(q.detach(), k.detach())",
+       "now = soft_cap(head_logit_max(q.detach(), k.detach()), self.softcap)")),
+    m("qk-clip-exponents-swapped", SWAP, "qk_clip.py",
+      ("(attn.q_proj, self.alpha), (attn.k_proj, 1.0 - self.alpha)",
+       "(attn.q_proj, 1.0 - self.alpha), (attn.k_proj, self.alpha)")),
+    m("qk-clip-heads-interleaved", FORM, "qk_clip.py",
+      ("rows = g.repeat_interleave(attn.head_dim)", "rows = g.repeat(attn.head_dim)")),
+    m("qk-clip-gamma-inverted", FORM, "qk_clip.py", ("tau / s_max, torch.ones_like", "s_max / tau, torch.ones_like")),
+    m("muon-takes-the-embedding-and-head", SWAP, "optim.py",
+      ("hidden = [p for p in params if p.dim() == 2 and id(p) not in io]",
+       "hidden = [p for p in params if p.dim() == 2]")),
+    m("emb-proj-only-on-the-input", STRUCT, "model/gpt.py",
+      ("return x if self.emb_out is None else self.emb_out(x)", "return x")),
+    m("emb-proj-only-on-the-output", STRUCT, "model/gpt.py",
+      ("        if self.emb_in is not None:\n            x = self.emb_in(x)\n", "")),
+    m("emb-proj-transposed", FORM, "model/gpt.py", ("x = self.emb_in(x)", "x = x @ self.emb_in.weight")),
     m("gate-after-w-out", MOVE, "model/attention.py", (GATE, "pass"),
       (OUT, OUT + " * torch.sigmoid(self.gate_proj(x)).repeat_interleave(\n"
                   "            x.shape[-1] // self.gate_proj.out_features, -1) if self.gate_proj is not None else "
@@ -236,7 +255,7 @@ def run_tests(mutant: Mutant | None, work: Path) -> tuple[bool, str]:
                            env=env, capture_output=True, text=True)
     if not probe.stdout.strip().startswith(str(copy)):
         raise RuntimeError(f"the copy was not the package imported: {probe.stdout or probe.stderr}")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", str(TESTS)],
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *map(str, TESTS)],
                           cwd=copy, env=env, capture_output=True, text=True)
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"pytest could not run the tests on {copy.name} (exit {proc.returncode}):\n"
