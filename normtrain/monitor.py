@@ -123,6 +123,11 @@ def block_cosine(x_in: torch.Tensor, x_out: torch.Tensor) -> torch.Tensor:
     return (torch.linalg.vecdot(x_in, x_out) / norms.clamp_min(1e-30)).mean()
 
 
+def _tracks(attn: nn.Module) -> bool:
+    """Does the attention keep its per-head max logit itself (for QK-Clip)?"""
+    return bool(getattr(attn, "track_logit_max", False))
+
+
 class LayerRecorder:
     """The forward hooks of one log step: each switched-on statistic of each block appended on the device, then
     stacked into one vector per statistic (``stacked``). Hooks fire in block order."""
@@ -141,8 +146,8 @@ class LayerRecorder:
     def recomputes(self, attn: nn.Module) -> bool:
         """Does ``attn`` need the explicit one-sequence logits (``attn_input``)? Not for a max logit the
         attention already tracks (QK-Clip), nor for a saturation without a cap."""
-        return (self.attn_entropy or (self.attn_logit_max and not attn.track_logit_max)
-                or (self.cap_saturation and bool(attn.softcap)))
+        return (self.attn_entropy or (self.attn_logit_max and not _tracks(attn))
+                or (self.cap_saturation and bool(getattr(attn, "softcap", 0.0))))
 
     def attach(self, blocks: Sequence[nn.Module]) -> list:
         handles = []
@@ -153,7 +158,7 @@ class LayerRecorder:
                 handles.append(b.register_forward_hook(self.block_output))
             if hasattr(b, "attn") and self.recomputes(b.attn):
                 handles.append(b.attn.register_forward_pre_hook(self.attn_input))
-            if hasattr(b, "attn") and self.attn_logit_max and b.attn.track_logit_max:
+            if hasattr(b, "attn") and self.attn_logit_max and _tracks(b.attn):
                 handles.append(b.attn.register_forward_hook(self.attn_tracked))
         return handles
 
@@ -178,7 +183,7 @@ class LayerRecorder:
         stats = module.logit_stats(args[0][:1].detach())  # one explicit T×T pass for all
         if self.attn_entropy:
             self.add("attn_entropy", stats.entropy)
-        if self.attn_logit_max and not module.track_logit_max:
+        if self.attn_logit_max and not _tracks(module):
             self.add("attn_logit_max", stats.head_max.amax())
         if self.cap_saturation and stats.cap_saturation is not None:
             self.add("attn_cap_sat", stats.cap_saturation)

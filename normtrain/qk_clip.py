@@ -52,7 +52,8 @@ class QKClip:
 
     def __init__(self, attentions: Sequence[nn.Module], tau: float, alpha: float = 0.5,
                  all_reduce: Callable[[torch.Tensor, str], torch.Tensor] | None = None):
-        normed = [i for i, a in enumerate(attentions) if a.q_norm is not None or a.k_norm is not None]
+        normed = [i for i, a in enumerate(attentions)
+                  if getattr(a, "q_norm", None) is not None or getattr(a, "k_norm", None) is not None]
         if normed:
             raise ConfigError("optim.qk_clip rescales W_q and W_k, and the QK-norm of block(s) "
                               f"{', '.join(map(str, normed))} divides that scale out again, so it would clip nothing: "
