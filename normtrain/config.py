@@ -55,6 +55,7 @@ class ModelSchema:
     attn_softcap: float = 0.0  # c·tanh(s/c) on the attention logits after the 1/√d_head scale; 0 = off
     logit_softcap: float = 0.0  # c·tanh(z/c) on the output logits; 0 = off
     attn_gate: str = "none"  # none | head | elementwise: gated attention, Y ⊙ σ(X·W_θ) before W_O
+    emb_proj: bool = False  # OSP: orthogonal d × d maps after the embedding and before the LM head (Muon's)
     vocab_size: int | None = None  # null: the corpus's (256 for bytes, meta.json's for token shards)
 
 
@@ -130,6 +131,8 @@ class OptimSchema:
     muon_ns_steps: int = 5  # Newton–Schulz iterations
     muon_weight_decay: float = 0.0  # decoupled: w ← w·(1 − lr_t·wd) before the update
     adjust_lr_fn: str = "original"  # original: lr·√max(1, A/B) | match_rms_adamw: lr·0.2·√max(A, B)
+    qk_clip: float = 0.0  # τ of QK-Clip (Kimi K2), after each step: heads with max logit > τ scaled back; 0 = off
+    qk_clip_alpha: float = 0.5  # W_q ← γ^α·W_q, W_k ← γ^(1−α)·W_k, γ = min(1, τ/S_max)
 
 
 @dataclass
@@ -180,7 +183,8 @@ class MonitorSchema:
     output_kl: bool = False  # update/output_kl = KL(p_θ0 ‖ p_θt) of the output distributions on the probe batch
     stream_change: bool = False  # update/stream_change, update/logit_change: ‖F_t − F_0‖/‖F_0‖ before the final norm
     probe_batch: int = 4  # sequences in the probe batch
-    attn_logit_max: bool = True  # attn_logit_max/layer_i (shares attn_entropy's explicit logits)
+    attn_logit_max: bool = True  # attn_logit_max/layer_i (shares attn_entropy's explicit logits, or QK-Clip's)
+    cap_saturation: bool = True  # attn_softcap_saturation/layer_i, output/softcap_saturation (when a cap is on)
     output_log_z: bool = True  # output/log_z: mean log-partition of the output softmax
     output_logit_max: bool = True  # output/logit_max
     spike_score: bool = True  # OLMo-2 spike score of loss and grad norm in summary.json
@@ -510,6 +514,27 @@ def _optim_problems(o: DictConfig) -> list[str]:
     return p + _muon_problems(o)
 
 
+def _qk_clip_problems(o: DictConfig, m: DictConfig) -> list[str]:
+    """QK-Clip's τ and α, and never under QK-norm, which divides out the scale it puts on W_q and W_k."""
+    from normtrain.model.config import qk_norm_form
+
+    p: list[str] = []
+    _number("optim.qk_clip", o.qk_clip, o.qk_clip >= 0, "QK-Clip's threshold τ must be a finite number >= 0 "
+            "(0 = off; Kimi K2 and Megatron-LM use 100)", p)
+    _number("optim.qk_clip_alpha", o.qk_clip_alpha, 0 <= o.qk_clip_alpha <= 1, "QK-Clip's α (W_q's share of the "
+            "scale) must lie in [0, 1]", p)
+    if p:
+        return p
+    if o.qk_clip_alpha != 0.5 and not o.qk_clip:
+        p.append(f"optim.qk_clip_alpha={o.qk_clip_alpha} shapes QK-Clip, which optim.qk_clip=0 leaves off; set "
+                 "optim.qk_clip (τ, e.g. 100)")
+    if o.qk_clip and qk_norm_form(m.qk_norm) != "none":
+        p.append(f"optim.qk_clip={o.qk_clip} rescales W_q and W_k, and model.qk_norm={qk_norm_form(m.qk_norm)} "
+                 "normalizes q and k, dividing that scale out again: the clip would change no logit. Use one of "
+                 "them (QK-norm already bounds the logits): optim.qk_clip=0 or model.qk_norm=none")
+    return p
+
+
 def _muon_problems(o: DictConfig) -> list[str]:
     """Muon's keys: valid values, and set only with optim=muon (elsewhere they would be silently ignored)."""
     from normtrain.optim import ADJUST_LR_FNS, MuonSettings
@@ -672,7 +697,8 @@ def validate(cfg: DictConfig, training: bool = True) -> None:
         from normtrain.ngpt_rules import ngpt_training_problems
 
         world_size = env_world_size()
-        problems += (_optim_problems(cfg.optim) + _run_problems(cfg.train, cfg.monitor)
+        problems += (_optim_problems(cfg.optim) + _qk_clip_problems(cfg.optim, cfg.model)
+                     + _run_problems(cfg.train, cfg.monitor)
                      + _batch_problems(cfg.train, world_size) + _checkpoint_problems(cfg.train, world_size)
                      + _debug_problems(cfg.debug, world_size) + _data_problems(cfg.data, cfg.logger)
                      + ngpt_training_problems(cfg))
@@ -714,7 +740,7 @@ def model_config(cfg: DictConfig, vocab: int | None = None) -> GPTConfig:
                       depth_scaled=n.depth_scaled, gain=n.gain),
         placement=pl.name, alpha=scale(pl.alpha), beta=scale(pl.beta), qk_norm=m.qk_norm,
         qk_norm_at=m.qk_norm_at, qk_norm_gain=m.qk_norm_gain, v_norm=m.v_norm, attn_softcap=m.attn_softcap,
-        logit_softcap=m.logit_softcap, attn_gate=m.attn_gate,
+        logit_softcap=m.logit_softcap, attn_gate=m.attn_gate, emb_proj=m.emb_proj,
         post_fraction=GPTConfig.post_fraction if pl.post_fraction is None else pl.post_fraction,
         **{key: getattr(GPTConfig, key) if pl[key] is None else pl[key] for key in PLACEMENT_KEYS},
         gpas=pl.gpas,

@@ -13,7 +13,11 @@ Metrics (i counts blocks from 0):
   block_cos/layer_i                    cosine similarity of block i's input and output streams, per token, averaged
                                        over batch and positions (near 1: the block barely changes the stream)
   attn_entropy/layer_i                 mean attention entropy (nats) on the batch's first sequence
-  attn_logit_max/layer_i               max attention logit q·k/√d_head on that sequence (same explicit logits)
+  attn_logit_max/layer_i               max attention logit q·k/√d_head before any cap, over the heads: on that
+                                       sequence (same explicit logits), or, when QK-Clip tracks it, over the step's
+                                       first micro-batch, the very value QK-Clip reads (normtrain/model/qk_logits.py)
+  attn_softcap_saturation/layer_i      share of that sequence's causal attention logits the soft-cap saturates
+                                       (|s| > 2c; model.attn_softcap on)
   update/layer_i                       ‖Δθ‖/‖θ‖ of block i's parameters for this step's update
   ngpt_alpha_attn/layer_i,             nGPT only: mean |α_A| and |α_M| of block i (its two update step sizes), as
   ngpt_alpha_mlp/layer_i               the step's forward pass used them (``Block.layer_diagnostics``)
@@ -23,6 +27,8 @@ Metrics (i counts blocks from 0):
                                        final norm (unsaturated: DeepNet's ‖ΔF‖ relative to its size)
   update/logit_change                  the same for the logits
   output/log_z, output/logit_max       mean log-partition and max of the output logits over the batch
+  output/softcap_saturation            share of the batch's output logits the soft-cap saturates (|z| > 2c;
+                                       model.logit_softcap on)
   train/z_loss                         mean(log² Z) of the batch, without its coefficient (when optim.z_loss > 0)
 Every step, on the device: the divergence flag and the spike score (normtrain/spikes.py, read for the summary).
 """
@@ -35,17 +41,19 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+from normtrain.model.softcap import saturated_after_cap
 from normtrain.spikes import SpikeScore
 from normtrain.zloss import log_partition
 
 PREFIXES = {"grad_layer": "grad_norm", "act_mean": "act_mean", "act_std": "act_std", "resid_norm": "resid_norm",
             "attn_entropy": "attn_entropy", "update_layer": "update", "attn_logit_max": "attn_logit_max",
             "act_rms": "act_rms", "act_absmax": "act_absmax", "block_cos": "block_cos",
-            "ngpt_alpha_attn": "ngpt_alpha_attn", "ngpt_alpha_mlp": "ngpt_alpha_mlp"}
+            "ngpt_alpha_attn": "ngpt_alpha_attn", "ngpt_alpha_mlp": "ngpt_alpha_mlp",
+            "attn_cap_sat": "attn_softcap_saturation"}
 SCALARS = {"loss": "train/loss", "grad_total": "grad_norm/total", "output_change": "update/output_change",
            "output_kl": "update/output_kl", "stream_change": "update/stream_change",
            "logit_change": "update/logit_change", "log_z": "output/log_z", "logit_max": "output/logit_max",
-           "z_loss": "train/z_loss"}
+           "z_loss": "train/z_loss", "output_cap_sat": "output/softcap_saturation"}
 MAXIMA = ("attn_logit_max", "logit_max", "act_absmax")  # reduced across ranks by max; every other value by mean
 
 
@@ -118,19 +126,31 @@ def block_cosine(x_in: torch.Tensor, x_out: torch.Tensor) -> torch.Tensor:
     return (torch.linalg.vecdot(x_in, x_out) / norms.clamp_min(1e-30)).mean()
 
 
+def _tracks(attn: nn.Module) -> bool:
+    """Does the attention keep its per-head max logit itself (for QK-Clip)?"""
+    return bool(getattr(attn, "track_logit_max", False))
+
+
 class LayerRecorder:
     """The forward hooks of one log step: each switched-on statistic of each block appended on the device, then
     stacked into one vector per statistic (``stacked``). Hooks fire in block order."""
 
     def __init__(self, *, activations: bool, residual_stats: bool, block_cos: bool, attn_entropy: bool,
-                 attn_logit_max: bool):
+                 attn_logit_max: bool, cap_saturation: bool = False):
         self.activations, self.residual_stats, self.block_cos = activations, residual_stats, block_cos
-        self.attn_entropy, self.attn_logit_max = attn_entropy, attn_logit_max
+        self.attn_entropy, self.attn_logit_max, self.cap_saturation = attn_entropy, attn_logit_max, cap_saturation
         self.values: dict[str, list[torch.Tensor]] = {}
 
     @property
     def wanted(self) -> bool:
-        return self.activations or self.residual_stats or self.block_cos or self.attn_entropy or self.attn_logit_max
+        return (self.activations or self.residual_stats or self.block_cos or self.attn_entropy or self.attn_logit_max
+                or self.cap_saturation)
+
+    def recomputes(self, attn: nn.Module) -> bool:
+        """Does ``attn`` need the explicit one-sequence logits (``attn_input``)? Not for a max logit the
+        attention already tracks (QK-Clip), nor for a saturation without a cap."""
+        return (self.attn_entropy or (self.attn_logit_max and not _tracks(attn))
+                or (self.cap_saturation and bool(getattr(attn, "softcap", 0.0))))
 
     def attach(self, blocks: Sequence[nn.Module]) -> list:
         handles = []
@@ -139,8 +159,10 @@ class LayerRecorder:
                 handles.append(b.register_forward_pre_hook(self.block_input))
             if self.activations or self.residual_stats or self.block_cos:
                 handles.append(b.register_forward_hook(self.block_output))
-            if (self.attn_entropy or self.attn_logit_max) and hasattr(b, "attn"):
+            if hasattr(b, "attn") and self.recomputes(b.attn):
                 handles.append(b.attn.register_forward_pre_hook(self.attn_input))
+            if hasattr(b, "attn") and self.attn_logit_max and _tracks(b.attn):
+                handles.append(b.attn.register_forward_hook(self.attn_tracked))
         return handles
 
     def add(self, name: str, value: torch.Tensor) -> None:
@@ -161,11 +183,17 @@ class LayerRecorder:
             self.add("block_cos", block_cosine(args[0], out))
 
     def attn_input(self, module, args) -> None:
-        entropy, logit_max = module.logit_stats(args[0][:1].detach())  # one explicit T×T pass for both
+        stats = module.logit_stats(args[0][:1].detach())  # one explicit T×T pass for all
         if self.attn_entropy:
-            self.add("attn_entropy", entropy)
-        if self.attn_logit_max:
-            self.add("attn_logit_max", logit_max)
+            self.add("attn_entropy", stats.entropy)
+        if self.attn_logit_max and not _tracks(module):
+            self.add("attn_logit_max", stats.head_max.amax())
+        if self.cap_saturation and stats.cap_saturation is not None:
+            self.add("attn_cap_sat", stats.cap_saturation)
+
+    def attn_tracked(self, module, _args, _out) -> None:
+        """The max logit the attention tracked in this forward pass (QK-Clip's S_max), over its heads."""
+        self.add("attn_logit_max", module.logit_max.amax())
 
     def stacked(self, n_blocks: int) -> dict[str, torch.Tensor]:
         """One vector per statistic; a statistic some block did not give (no ``attn``) is left out."""
@@ -181,12 +209,14 @@ class Monitor:
                  probe: Callable[[], dict[str, torch.Tensor]] | None = None,
                  all_reduce: Callable[[torch.Tensor, str], torch.Tensor] | None = None,
                  attn_logit_max: bool = True, output_log_z: bool = True, output_logit_max: bool = True,
-                 spike_window: int | None = 1000, residual_stats: bool = True, block_cos: bool = True):
+                 spike_window: int | None = 1000, residual_stats: bool = True, block_cos: bool = True,
+                 cap_saturation: bool = True, output_softcap: float = 0.0):
         self.blocks, self.params, self.every = list(blocks), list(params), every
         self.grad_norms, self.activations = grad_norms, activations
         self.residual_stats, self.block_cos = residual_stats, block_cos
         self.attn_entropy, self.update_ratio = attn_entropy, update_ratio
         self.attn_logit_max, self.output_log_z, self.output_logit_max = attn_logit_max, output_log_z, output_logit_max
+        self.cap_saturation, self.output_softcap = cap_saturation, output_softcap
         device = self.params[0].device
         self.guard = DivergenceGuard(divergence_factor, device)
         self.spikes = SpikeScore(spike_window, device) if spike_window else None
@@ -242,7 +272,7 @@ class Monitor:
             self._probe_update()
         recorder = LayerRecorder(activations=self.activations, residual_stats=self.residual_stats,
                                  block_cos=self.block_cos, attn_entropy=self.attn_entropy,
-                                 attn_logit_max=self.attn_logit_max)
+                                 attn_logit_max=self.attn_logit_max, cap_saturation=self.cap_saturation)
         if not (recorder.wanted and self.is_log_step(step)):
             yield
             return
@@ -303,6 +333,9 @@ class Monitor:
                 self._values["log_z"] = log_z.mean().reshape(1)
             if self.output_logit_max:
                 self._values["logit_max"] = logits.detach().amax().float().reshape(1)
+            if self.cap_saturation and self.output_softcap:
+                share = saturated_after_cap(logits.detach(), self.output_softcap).float().mean()
+                self._values["output_cap_sat"] = share.reshape(1)
             if z_loss is not None:
                 self._values["z_loss"] = z_loss.detach().float().reshape(1)
 

@@ -51,10 +51,17 @@ def ngpt_model_problems(m: Any, n: Any, pl: Any) -> list[str]:
 
 def ngpt_training_problems(cfg: Any) -> list[str]:
     """Training settings nGPT cannot run under here."""
-    if cfg.placement.name != "ngpt" or cfg.train.strategy != "fsdp":
+    if cfg.placement.name != "ngpt":
         return []
-    return ["train.strategy=fsdp with placement=ngpt: the unit-norm projection after each step normalizes W_o and "
-            "W_down along the dimension FSDP2 shards, which is untested here; use train.strategy=ddp"]
+    p = []
+    if cfg.train.strategy == "fsdp":
+        p.append("train.strategy=fsdp with placement=ngpt: the unit-norm projection after each step normalizes W_o "
+                 "and W_down along the dimension FSDP2 shards, which is untested here; use train.strategy=ddp")
+    if cfg.optim.get("qk_clip", 0) > 0:
+        p.append(f"optim.qk_clip={cfg.optim.qk_clip} with placement=ngpt: nGPT's q and k are unit vectors scaled by "
+                 "s_qk, so rescaling W_q and W_k is undone by that normalization (and by the unit-norm projection "
+                 "after the step); use optim.qk_clip=0")
+    return p
 
 
 def ngpt_warnings(cfg: Any) -> list[str]:

@@ -65,6 +65,7 @@ from normtrain.outcome import outcome, tail_trend
 from normtrain.preemption import StopRequested
 from normtrain.progress import interactive, make_progress
 from normtrain.provenance import code_state_at_start
+from normtrain.qk_clip import QKClip
 from normtrain.resume import config_changes
 from normtrain.rollback import RollBack, RollbackPolicy
 from normtrain.run_folder import USER_ERRNOS, RunFolder, write_error
@@ -228,6 +229,8 @@ class Trainer:
         o = cfg.optim
         self.optimizer = build_optimizer(self.raw, o.lr, o.betas, o.eps, o.weight_decay, o.independent_wd, o.name,
                                          o.momentum, MuonSettings.of(o) if o.name == "muon" else None)
+        self.qk_clip = (QKClip.of(self.raw, o.qk_clip, o.qk_clip_alpha, ctx.all_reduce if ctx.enabled else None)
+                        if o.qk_clip > 0 else None)
         self.compiled = torch.compile(self.model) if t.compile else self.model
         self.global_batch = global_batch(t, ctx.world_size)
         self.accumulation = self.global_batch // (t.batch_size * ctx.world_size)
@@ -278,7 +281,8 @@ class Trainer:
                                attn_logit_max=mon.attn_logit_max, output_log_z=mon.output_log_z,
                                output_logit_max=mon.output_logit_max,
                                spike_window=mon.spike_window if mon.spike_score else None,
-                               residual_stats=mon.residual_stats, block_cos=mon.block_cos)
+                               residual_stats=mon.residual_stats, block_cos=mon.block_cos,
+                               cap_saturation=mon.cap_saturation, output_softcap=self.cfg.model.logit_softcap)
 
     def build_evaluation(self) -> None:
         """The fixed validation windows (each rank evaluates every world_size-th one), the monitor's probe batch,
@@ -441,6 +445,8 @@ class Trainer:
             torch.nn.utils.clip_grads_with_norm_(self.params, self.cfg.optim.grad_clip, grad_norm)
         self.optimizer.step()
         self.keep_weight_constraints()
+        if self.qk_clip is not None:
+            self.qk_clip.apply()  # part of the update: after the step, before the monitor measures it
         self.monitor.after_update(step)
         self.optimizer.zero_grad(set_to_none=True)
         self.steps_done, self.in_step = step + 1, False

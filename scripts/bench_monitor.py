@@ -34,9 +34,10 @@ import torch
 import normtrain
 
 SWITCHES = ("grad_norms", "activations", "attn_entropy", "update_ratio", "output_change", "attn_logit_max",
-            "output_log_z", "output_logit_max", "spike_score", "residual_stats", "block_cos")
+            "output_log_z", "output_logit_max", "spike_score", "residual_stats", "block_cos", "cap_saturation")
 DEVICE = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores (or the GPU in overrides)"
-HOOKED = ("activations", "residual_stats", "block_cos", "attn_entropy", "attn_logit_max")  # Monitor.capture's
+HOOKED = ("activations", "residual_stats", "block_cos", "attn_entropy", "attn_logit_max",  # Monitor.capture's
+          "cap_saturation")  # (nothing to measure without model.attn_softcap)
 
 
 def log_step_cost(switches: list[str], overrides: list[str], repeats: int) -> dict[str, list[float]]:

@@ -3,8 +3,8 @@
 Each mutant is a small text edit of one file of ``normtrain/`` (a gain swapped between two norms, a norm moved
 across RoPE or an activation, a scale off by one layer, ...). The script copies the package into a temporary
 folder, plants the edit there (never in the work tree), runs the tests that must catch it against the copy
-(``tests/model/test_formulas.py``; nGPT's: its formula tests, and the training-loop tests for its weight rule)
-and counts the mutant caught when a test fails. A survivor names a formula no test pins: add the test.
+(``tests/model/test_formulas.py``; for the optimizer's split and QK-Clip ``tests/test_optim.py`` too; for nGPT its
+formula tests and the training-loop tests of its weight rule) and counts the mutant caught when a test fails. A survivor names a formula no test pins: add the test.
 
     python scripts/mutation_check.py               # every mutant; prints caught/planted and any survivor
     python scripts/mutation_check.py --list        # the mutants, by kind
@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NGPT_TESTS = ("tests/model/test_ngpt_formulas.py",)  # nGPT's formulas and its weight rule
 NGPT_LOOP_TESTS = ("tests/test_ngpt.py::test_ngpt_trains_on_the_sphere_logs_alpha_and_resumes_back_onto_it",
                    "tests/test_ngpt.py::test_the_weight_rule_holds_right_after_a_rollback")
+OPTIM_TESTS = ("tests/model/test_formulas.py", "tests/test_optim.py")  # Muon's split, QK-Clip
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,8 @@ HEAD_IF, WIDTH = 'if self.norm_form == "per_head":', '{"per_head": self.head_dim
 V_NORMED = "v = self._normed(self._heads(self.v_proj(x)), self.v_norm)"
 GATE = "y = y * torch.sigmoid(self.gate_proj(x)).view(*y.shape[:3], -1)"
 OUT = "return self.out_proj(y if self.inner_norm is None else self.inner_norm(y))"
-CAPPED = "scores = soft_cap(self._logits(q, k), self.softcap)"
-MASKED = 'torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)'
+CAPPED = "scores = soft_cap(attention_logits(q, k), self.softcap)"
+MASKED = 'torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)'
 SQUASH_DERF = "return torch.erf(self.alpha * x + self.shift)"
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -104,15 +105,36 @@ MUTANTS: tuple[Mutant, ...] = (
     m("v-norm-on-the-attention-output", MOVE, "model/attention.py", (V_NORMED, "v = self._heads(self.v_proj(x))"),
       ("y = y.transpose(1, 2)  # (B, T, H, d_head)", "y = self._normed(y, self.v_norm).transpose(1, 2)")),
     m("attn-softcap-before-the-scale", MOVE, "model/attention.py",
-      (CAPPED, "scores = soft_cap(self._logits(q, k) * self.head_dim**0.5, self.softcap) / self.head_dim**0.5")),
-    m("attn-softcap-after-the-mask", MOVE, "model/attention.py", (CAPPED, "scores = self._logits(q, k)"),
-      (MASKED, 'torch.softmax(soft_cap(scores.masked_fill(future, float("-inf")), self.softcap), dim=-1)')),
+      (CAPPED, "scores = soft_cap(attention_logits(q, k) * self.head_dim**0.5, self.softcap) / self.head_dim**0.5")),
+    m("attn-softcap-after-the-mask", MOVE, "model/attention.py", (CAPPED, "scores = attention_logits(q, k)"),
+      (MASKED, 'torch.softmax(soft_cap(scores.masked_fill(~visible, float("-inf")), self.softcap), dim=-1)')),
     m("logit-softcap-on-the-hidden-state", MOVE, "model/gpt.py",
       ("logits = self.lm_head(self.hidden(idx))",
        "logits = self.lm_head(soft_cap(self.hidden(idx), self.cfg.logit_softcap))"),
       ("logits = soft_cap(logits, self.cfg.logit_softcap)", "logits = soft_cap(logits, 0.0)")),
     m("attn-logit-max-read-after-the-cap", MOVE, "model/attention.py",
-      ("return entropy, raw.masked_fill(", "return entropy, soft_cap(raw, self.softcap).masked_fill(")),
+      ("LogitStats(entropy, causal_head_max(raw),",
+       "LogitStats(entropy, causal_head_max(soft_cap(raw, self.softcap)),")),
+    m("qk-clip-reads-the-capped-logit", MOVE, "model/attention.py",
+      ("now = head_logit_max(q.detach(), k.detach(), self.softmax_scale)",
+       "now = soft_cap(head_logit_max(q.detach(), k.detach(), self.softmax_scale), self.softcap)"),
+      tests=OPTIM_TESTS),
+    m("qk-clip-exponents-swapped", SWAP, "qk_clip.py",
+      ("(attn.q_proj, self.alpha), (attn.k_proj, 1.0 - self.alpha)",
+       "(attn.q_proj, 1.0 - self.alpha), (attn.k_proj, self.alpha)"), tests=OPTIM_TESTS),
+    m("qk-clip-heads-interleaved", FORM, "qk_clip.py",
+      ("rows = g.repeat_interleave(attn.head_dim)", "rows = g.repeat(attn.head_dim)"), tests=OPTIM_TESTS),
+    m("qk-clip-gamma-inverted", FORM, "qk_clip.py", ("tau / s_max, torch.ones_like", "s_max / tau, torch.ones_like"),
+      tests=OPTIM_TESTS),
+    m("muon-takes-the-embedding-and-head", SWAP, "optim.py",
+      ("hidden = [p for p in params if p.dim() == 2 and id(p) not in io]",
+       "hidden = [p for p in params if p.dim() == 2]"), tests=OPTIM_TESTS),
+    m("emb-proj-only-on-the-input", STRUCT, "model/gpt.py",
+      ("return x if self.emb_out is None else self.emb_out(x)", "return x"), tests=OPTIM_TESTS),
+    m("emb-proj-only-on-the-output", STRUCT, "model/gpt.py",
+      ("        if self.emb_in is not None:\n            x = self.emb_in(x)\n", ""), tests=OPTIM_TESTS),
+    m("emb-proj-transposed", FORM, "model/gpt.py", ("x = self.emb_in(x)", "x = x @ self.emb_in.weight"),
+      tests=OPTIM_TESTS),
     m("gate-after-w-out", MOVE, "model/attention.py", (GATE, "pass"),
       (OUT, OUT + " * torch.sigmoid(self.gate_proj(x)).repeat_interleave(\n"
                   "            x.shape[-1] // self.gate_proj.out_features, -1) if self.gate_proj is not None else "

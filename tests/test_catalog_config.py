@@ -82,7 +82,7 @@ def test_gpas_is_refused_where_a_placement_has_no_residual_add(monkeypatch):
     from normtrain.model import PLACEMENTS
     from normtrain.model.placements import Block
 
-    assert all(cls.residual_add for cls in PLACEMENTS.values())
+    assert [name for name, cls in PLACEMENTS.items() if not cls.residual_add] == ["ngpt"]
     monkeypatch.setitem(PLACEMENTS, "interpolated", type("Interpolated", (Block,), {"residual_add": False}))
     cfg = normtrain.compose(["placement.gpas=true"])
     cfg.placement.name = "interpolated"
@@ -90,6 +90,15 @@ def test_gpas_is_refused_where_a_placement_has_no_residual_add(monkeypatch):
         validate(cfg)
     assert ("placement.gpas=true scales the stream after a residual add, and placement=interpolated has none; "
             "placements with one: admin, b2t") in str(err.value)
+
+
+def test_emb_proj_reaches_the_model_and_is_off_by_default():
+    model = normtrain.build_model(normtrain.compose(["model.emb_proj=true", "model.d_model=32", "model.n_heads=2"]))
+    assert model.emb_in.weight.shape == model.emb_out.weight.shape == (32, 32)
+    assert model.emb_in.weight is not model.emb_out.weight
+    default = normtrain.build_model(normtrain.compose(["model.d_model=32", "model.n_heads=2"]))
+    assert default.emb_in is None and default.emb_out is None and not default.cfg.emb_proj
+    assert model.num_params() == default.num_params() + 2 * 32 * 32
 
 
 def test_sandwich_is_peri_by_another_name():
@@ -194,7 +203,7 @@ def recorded(overrides, **model):
 @pytest.mark.parametrize("change", ["model.qk_norm=true", "norm.depth_scaled=true", "optim.z_loss=1e-4",
                                     "optim.independent_wd=true", "norm.alpha_init=0.3", "norm.gain=scalar",
                                     "model.attn_softcap=50", "model.attn_gate=head", "model.v_norm=true",
-                                    "placement.gpas=true", "optim=muon"])
+                                    "placement.gpas=true", "optim=muon", "model.emb_proj=true", "optim.qk_clip=100"])
 def test_a_resume_refuses_a_changed_new_key(change):
     with pytest.raises(CheckpointError, match=change.split("=")[0]):
         config_changes(experiment([]), experiment([change]), step=5)

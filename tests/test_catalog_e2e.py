@@ -52,6 +52,7 @@ def test_each_new_placement_and_norm_trains_50_steps(overrides, tiny, tmp_path):
     ["model.attn_gate=elementwise"], ["placement=hybrid"], ["placement=hybrid", "placement.first_pre=true"],
     ["placement=normformer"], ["placement=normformer", "placement.resid_scale=true"], ["placement=b2t"],
     ["placement=resi_dual"], ["placement.gpas=true"], ["placement=post", "placement.gpas=true"], ["optim=muon"],
+    ["optim=muon", "model.emb_proj=true"], ["optim.qk_clip=2", "optim.qk_clip_alpha=0.3"],
 ], ids=lambda o: "-".join(x.split(".")[-1] for x in o))
 def test_each_2023_2026_choice_trains_the_tiny_model(overrides, tiny, tmp_path):
     summary, logged = trained(overrides, 20, tiny, tmp_path)
@@ -132,3 +133,16 @@ def test_sweep_composes_placements_norms_qk_norm_and_z_loss(tiny, tmp_path):
         assert first["train/z_loss"] > 0 and first["attn_logit_max/layer_1"] <= math.sqrt(8) + 1e-4  # QK-normed
     subln = json.loads((jobs[4] / "summary.json").read_text())
     assert subln["beta"] == pytest.approx(math.sqrt(math.log(4)))
+
+
+def test_qk_clip_under_muon_holds_each_max_logit_at_tau_and_the_caps_report_their_saturation(tiny, tmp_path):
+    """Row 0 is measured before any clip; by row 10 every layer's max logit (the one QK-Clip read) is back near τ
+    = 1 (one optimizer update after the last clip). The soft-caps' saturation shares are logged."""
+    summary, logged = trained(["optim=muon", "optim.qk_clip=1", "optim.qk_clip_alpha=0.3", "model.attn_softcap=0.5",
+                               "model.logit_softcap=2"], 20, tiny, tmp_path)
+    first, middle = logged[0], logged[1]
+    assert max(first[f"attn_logit_max/layer_{i}"] for i in (0, 1)) > 2
+    assert all(middle[f"attn_logit_max/layer_{i}"] < 1.1 for i in (0, 1)), middle
+    for row in (first, middle):
+        assert 0 <= row["attn_softcap_saturation/layer_1"] <= 1 and 0 <= row["output/softcap_saturation"] <= 1
+    assert first["attn_softcap_saturation/layer_1"] > 0  # logits of 2–3 against a cap of 0.5

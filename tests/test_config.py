@@ -171,7 +171,8 @@ def test_the_float_keys_are_known():
     assert {"model.emb_std", "norm.eps", "norm.p", "optim.lr", "optim.eps", "optim.weight_decay",
             "optim.min_lr_ratio", "optim.grad_clip", "monitor.divergence_factor", "data.val_fraction",
             "norm.alpha_init", "optim.z_loss", "optim.momentum", "model.attn_softcap", "model.logit_softcap",
-            "train.progress_every_s", "optim.muon_lr", "optim.muon_momentum", "optim.muon_weight_decay"} == set(
+            "train.progress_every_s", "optim.muon_lr", "optim.muon_momentum", "optim.muon_weight_decay",
+            "optim.qk_clip", "optim.qk_clip_alpha"} == set(
         float_keys())
 
 

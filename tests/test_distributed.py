@@ -144,3 +144,27 @@ def test_a_nan_on_one_rank_rolls_back_every_rank(single, text_corpus, tmp_path):
     assert result["status"] == "completed" and result["steps"] == 8
     assert [(r["step"], r["restored_step"], r["skipped_batches"]) for r in result["rollbacks"]] == [(3, 2, 2)]
     assert losses(out, "train/loss").keys() == losses(single, "train/loss").keys()
+
+
+MUON_CLIP = ["optim=muon", "optim.qk_clip=1", "optim.qk_clip_alpha=0.3"]
+
+
+@pytest.fixture(scope="module")
+def single_muon_clip(text_corpus, tmp_path_factory):
+    """One process, global batch 8, Muon with QK-Clip at τ = 1 (every head clipped from the first step)."""
+    root = tmp_path_factory.mktemp("single_muon")
+    run([sys.executable, "-m", "normtrain", *tiny_args(text_corpus), *MUON_CLIP, "train.batch_size=8",
+         f"hydra.run.dir={root / 'run'}"], root)
+    return root / "run"
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_muon_with_qk_clip_on_two_processes_matches_one(strategy, single_muon_clip, text_corpus, tmp_path):
+    """Muon on FSDP2's sharded matrices (torch's Muon on DTensors) and QK-Clip's maxima taken over both ranks
+    (each rank saw half the batch) and applied to the shards: the curve of one process."""
+    out = tmp_path / "run"
+    run(torchrun(2) + ["-m", "normtrain", *tiny_args(text_corpus), *MUON_CLIP, "train.batch_size=4",
+                       f"train.strategy={strategy}", f"hydra.run.dir={out}"], tmp_path)
+    assert_same_curve(out, single_muon_clip, rel=1e-4)
+    one, two = losses(single_muon_clip, "attn_logit_max/layer_0"), losses(out, "attn_logit_max/layer_0")
+    assert two == pytest.approx(one, rel=1e-4) and one[0] > 2 and max(list(one.values())[1:]) < 1.1

@@ -88,12 +88,13 @@ def test_an_overlapping_warm_up_only_ramps_a_schedule_counted_from_step_0():
 
 
 def muon_expected(model):
-    """By name, independently of ``muon_split``: the blocks' 2-D weights are hidden matrices; the embeddings,
-    the LM head and every vector (gains, biases, scalars) are not."""
-    return {name for name, p in model.named_parameters() if name.startswith("blocks.") and p.dim() == 2}
+    """By name, independently of ``muon_split``: the blocks' 2-D weights and OSP's projections are hidden
+    matrices; the embeddings, the LM head and every vector (gains, biases, scalars) are not."""
+    return {name for name, p in model.named_parameters()
+            if name.startswith(("blocks.", "emb_in.", "emb_out.")) and p.dim() == 2}
 
 
-MORE = {"pos": "learned", "bias": True, "qk_norm": "per_head", "attn_gate": "head"}
+MORE = {"pos": "learned", "bias": True, "qk_norm": "per_head", "attn_gate": "head", "emb_proj": True}
 
 
 @pytest.mark.parametrize("overrides", [{}, MORE])
@@ -103,6 +104,7 @@ def test_muon_takes_the_hidden_matrices_and_adamw_the_rest(overrides):
     names = {id(p): n for n, p in model.named_parameters()}
     (muon,), adamw = opt.muon.param_groups, opt.adamw.param_groups
     assert {names[id(p)] for p in muon["params"]} == muon_expected(model)
+    assert ("emb_in.weight" in muon_expected(model)) == bool(overrides)
     assert {names[id(p)] for p in adamw[0]["params"]} == {"tok_emb.weight", "lm_head.weight"} | (
         {"pos_emb.weight"} if overrides else set())
     assert all(p.dim() == 1 for p in adamw[1]["params"]) and adamw[1]["weight_decay"] == 0.0

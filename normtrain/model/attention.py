@@ -31,15 +31,22 @@ The 2023–2026 catalog adds, all off by default:
                           ``head``: one gate per head (W_θ: d → H), ``elementwise``: one per feature (d → d)
   head_scale              NormFormer's learned γ_h (init 1) on head h's output, after the gate and before W_O
                           (set by ``placement=normformer``)
+
+``track_logit_max`` (set by QK-Clip, normtrain/qk_clip.py) keeps each head's max logit before any cap
+(``head_logit_max``) of the forward passes that build a graph, in ``logit_max``, until ``take_logit_max``: off,
+the forward pass does no extra work.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from normtrain.model.config import ATTN_GATES, QK_NORM_AT, QK_NORMS, GPTConfig
+from normtrain.model.qk_logits import attention_logits, cap_saturation, causal, causal_head_max, head_logit_max
 from normtrain.model.softcap import soft_cap
 from normtrain.norms import NormSpec, build_norm
 
@@ -59,6 +66,14 @@ class Rotary(nn.Module):
         cos, sin = self.cos[:T].to(x.dtype), self.sin[:T].to(x.dtype)
         x1, x2 = x.chunk(2, dim=-1)
         return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+class LogitStats(NamedTuple):
+    """The monitor's attention statistics of one input (``CausalSelfAttention.logit_stats``)."""
+
+    entropy: torch.Tensor  # mean entropy (nats) of the causal attention distributions, as computed (capped)
+    head_max: torch.Tensor  # (H,) each head's max logit q·k/√d_head before any cap
+    cap_saturation: torch.Tensor | None  # share of causal logits the soft-cap saturates; None without a cap
 
 
 class CausalSelfAttention(nn.Module):
@@ -97,6 +112,8 @@ class CausalSelfAttention(nn.Module):
         self.head_scale: nn.Parameter | None = None  # NormFormer's γ_h, set by its block
         self.qk_sphere: nn.Module | None = None  # nGPT's scaled unit q and k (normtrain/model/hypersphere.py)
         self.softmax_scale = self.head_dim**-0.5  # nGPT sets √d_head
+        self.track_logit_max = False
+        self.logit_max: torch.Tensor | None = None  # (H,) running max while tracked
 
     @classmethod
     def from_config(cls, cfg: GPTConfig) -> CausalSelfAttention:
@@ -131,20 +148,29 @@ class CausalSelfAttention(nn.Module):
             q, k = self.qk_sphere(q), self.qk_sphere(k)
         return q, k
 
-    def _logits(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        """The attention logits q·kᵀ/√d_head (B, H, T, T) (nGPT: q·kᵀ·√d_head), before any cap, in fp32 at least."""
-        dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
-        return (q.to(dtype) @ k.to(dtype).transpose(-1, -2)) * self.softmax_scale
-
     def _capped_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """softmax(c·tanh(s/c) + causal mask)·v, explicitly: the fused kernel has no soft-cap."""
-        scores = soft_cap(self._logits(q, k), self.softcap)
-        T = q.shape[-2]
-        future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
-        return torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1).to(v.dtype) @ v
+        scores = soft_cap(attention_logits(q, k, self.softmax_scale), self.softcap)
+        visible = causal(q.shape[-2], q.device)
+        return torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1).to(v.dtype) @ v
+
+    def _track(self, q: torch.Tensor, k: torch.Tensor) -> None:
+        """With ``track_logit_max``, fold this pass's per-head max logit into ``logit_max`` (training passes only:
+        evaluation and the monitor's probe run without a graph)."""
+        if not (self.track_logit_max and torch.is_grad_enabled()):
+            return
+        now = head_logit_max(q.detach(), k.detach(), self.softmax_scale)
+        self.logit_max = now if self.logit_max is None else torch.maximum(self.logit_max, now)
+
+    def take_logit_max(self) -> torch.Tensor:
+        """(H,) the per-head max logit tracked since the last call (-inf for a head not seen), and reset."""
+        seen, self.logit_max = self.logit_max, None
+        return seen if seen is not None else torch.full((self.n_heads,), float("-inf"),
+                                                        device=self.q_proj.weight.device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k = self._qk(x)
+        self._track(q, k)
         v = self._normed(self._heads(self.v_proj(x)), self.v_norm)
         if self.softcap:
             y = self._capped_attention(q, k, v)
@@ -159,21 +185,21 @@ class CausalSelfAttention(nn.Module):
         return self.out_proj(y if self.inner_norm is None else self.inner_norm(y))
 
     @torch.no_grad()
-    def logit_stats(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(mean entropy in nats of the causal attention distributions, max attention logit q·k/√d_head) for
-        input ``x`` (B, T, d); the max is over heads and the causal (query, key) pairs only, and taken *before*
-        any soft-cap (a cap hides the growth it is there to contain); the entropy is of the capped softmax.
+    def logit_stats(self, x: torch.Tensor) -> LogitStats:
+        """The attention statistics of input ``x`` (B, T, d) over the causal (query, key) pairs: the entropy of
+        the (capped) attention, each head's max logit *before* any soft-cap (a cap hides the growth it is there to
+        contain), and the share of logits the cap saturates (``cap_saturation``).
 
         The fused attention kernel never materializes the logits, so this recomputes them explicitly, once for
-        both statistics: O(B·H·T²) memory, meant for a diagnostic on one sequence every few steps.
+        every statistic: O(B·H·T²) memory, meant for a diagnostic on one sequence every few steps.
         """
-        q, k = self._qk(x.float() if x.dtype != torch.float32 else x)
-        T = x.shape[1]
-        raw = self._logits(q.float(), k.float())
-        causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-        logp = torch.log_softmax(soft_cap(raw, self.softcap).masked_fill(~causal, float("-inf")), dim=-1)
-        entropy = -(logp.exp() * logp.masked_fill(~causal, 0.0)).sum(-1).mean()
-        return entropy, raw.masked_fill(~causal, float("-inf")).amax()
+        q, k = self._qk(x if x.dtype in (torch.float32, torch.float64) else x.float())
+        raw = attention_logits(q, k, self.softmax_scale)
+        visible = causal(x.shape[1], x.device)
+        logp = torch.log_softmax(soft_cap(raw, self.softcap).masked_fill(~visible, float("-inf")), dim=-1)
+        entropy = -(logp.exp() * logp.masked_fill(~visible, 0.0)).sum(-1).mean()
+        saturation = cap_saturation(raw, self.softcap) if self.softcap else None
+        return LogitStats(entropy, causal_head_max(raw), saturation)
 
     def entropy(self, x: torch.Tensor) -> torch.Tensor:
         """Mean entropy (nats) of the causal attention distributions for input ``x`` (see ``logit_stats``)."""

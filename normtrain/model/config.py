@@ -56,6 +56,7 @@ class GPTConfig:
     attn_softcap: float = 0.0  # c of c·tanh(s/c) on the attention logits after the 1/√d_head scale; 0 = off
     logit_softcap: float = 0.0  # c of c·tanh(z/c) on the output logits; 0 = off
     attn_gate: str = "none"  # none | head | elementwise: Y ⊙ σ(X·W_θ) before W_O (gated attention)
+    emb_proj: bool = False  # OSP: orthogonally initialized d × d maps after the embedding and before the LM head
 
     def __post_init__(self) -> None:
         self.qk_norm = qk_norm_form(self.qk_norm)

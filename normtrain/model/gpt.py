@@ -1,4 +1,16 @@
-"""A decoder-only GPT whose norm type and placement are parameters (read top to bottom)."""
+"""A decoder-only GPT whose norm type and placement are parameters (read top to bottom).
+
+``emb_proj`` (OSP, Park et al. 2025, "Outlier-Safe Pre-Training"): two learnable d × d matrices, orthogonally
+initialized and not tied, one applied to the embedding (token plus learned position, when there is one) before the
+first block, one to the final hidden state before the LM head:
+
+    x_0 = P_in · E[idx],    logits = W_head · P_out · h_L
+
+The embedding and the head stay with AdamW under ``optim=muon``, whose per-coordinate steps build outlier
+channels; the projections are hidden matrices that Muon trains (``io_parameters`` leaves them out), so they spread
+those magnitudes over every direction. At init they are rotations: the model computes the same distribution of
+functions as without them. (After training each can be folded into its neighbour: E·P_inᵀ, W_head·P_out.)
+"""
 
 from __future__ import annotations
 
@@ -44,6 +56,8 @@ class GPT(nn.Module):
             for layer in range(cfg.n_layers)
         )
         self.final_norm = build_norm(cfg.norm, cfg.d_model) if self.blocks[-1].final_norm else None
+        self.emb_in = nn.Linear(cfg.d_model, cfg.d_model, bias=False) if cfg.emb_proj else None
+        self.emb_out = nn.Linear(cfg.d_model, cfg.d_model, bias=False) if cfg.emb_proj else None
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         # nGPT: unit embedding and head rows; logits z ⊙ s_z, s_z,init 1, s_z,scale 1/√d (model/hypersphere.py)
         self.hypersphere = block_cls.hypersphere
@@ -60,6 +74,9 @@ class GPT(nn.Module):
         for block in self.blocks:
             block.init_weights(self.beta)
         nn.init.xavier_normal_(self.lm_head.weight)
+        for proj in (self.emb_in, self.emb_out):
+            if proj is not None:
+                nn.init.orthogonal_(proj.weight)
         self.after_optimizer_step()  # nGPT starts on the sphere
 
     @torch.no_grad()
@@ -79,10 +96,13 @@ class GPT(nn.Module):
         x = self.tok_emb(idx)
         if self.pos_emb is not None:
             x = x + self.pos_emb(torch.arange(idx.shape[1], device=idx.device))
+        if self.emb_in is not None:
+            x = self.emb_in(x)
         x = self.placement.stream_in(x)
         for block in self.blocks:
             x = block(x)
-        return self.placement.stream_out(x, self.final_norm)
+        x = self.placement.stream_out(x, self.final_norm)
+        return x if self.emb_out is None else self.emb_out(x)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, hidden_only: bool = False):
         """Logits (B, T, V) (nGPT: times s_z), soft-capped by ``logit_softcap`` (c·tanh(z/c), Gemma 2) when it is

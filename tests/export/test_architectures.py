@@ -44,6 +44,8 @@ def test_each_class_is_chosen_for_exactly_its_architecture(hf_class):
      "norm.gain=scalar (not in LlamaForCausalLM)"),
     (dict(placement="pre", mlp="swiglu", norm=RMS, attn_gate="head"), "LlamaForCausalLM",
      "model.attn_gate=head (not in LlamaForCausalLM)"),
+    (dict(placement="pre", mlp="swiglu", norm=RMS, emb_proj=True), "LlamaForCausalLM",
+     "model.emb_proj=true (not in LlamaForCausalLM)"),
     (dict(placement="pre", mlp="swiglu", norm=RMS, logit_softcap=30.0), "LlamaForCausalLM",
      "model.logit_softcap=30.0 (not in LlamaForCausalLM)"),
     (dict(placement="pre", mlp="swiglu", norm=RMS, qk_norm="per_head", qk_norm_at="after_rope"), "Qwen3ForCausalLM",

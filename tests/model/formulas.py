@@ -125,6 +125,7 @@ class Model:
     post_act_norm: bool = False  # NormFormer: a norm on the MLP's hidden vector, after the activation
     resid_scale: bool = False  # NormFormer: λ ⊙ on the MLP's shortcut
     gpas: bool = False  # GPAS: g(x) = x − SiLU(a)·sg(x) at each residual add
+    emb_proj: bool = False  # OSP: x_0 = P_in·E[idx], logits = W_head·P_out·h (two untied d × d matrices)
 
     def N(self, prm: dict[str, torch.Tensor], x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
         return norm(self.norm, x, prm, self.gain) * scale
@@ -138,8 +139,8 @@ class Model:
         whole = norm(self.norm, t.transpose(1, 2).reshape(B, T, H * dh), prm, form)
         return whole.reshape(B, T, H, dh).transpose(1, 2)
 
-    def attention(self, p: Params, x: torch.Tensor, inner: dict | None = None, scale: float = 1.0) -> torch.Tensor:
-        """softmax(cap(q·kᵀ/√d_h) + causal mask)·v per head, [⊙ σ(x·W_θ)], heads concatenated, [N_inner], W_out."""
+    def qkv(self, p: Params, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Each head's q, k (normed and rotated as configured) and v, (B, H, T, d_h)."""
         B, T, d = x.shape
         H, dh = self.n_heads, d // self.n_heads
         q, k, v = (linear(x, p[f"attn.{n}_proj"]).reshape(B, T, H, dh).transpose(1, 2) for n in "qkv")
@@ -152,6 +153,18 @@ class Model:
             q, k = self.head_norm(p, "q_norm", q), self.head_norm(p, "k_norm", k)
         if self.v_norm:
             v = self.head_norm(p, "v_norm", v)
+        return q, k, v
+
+    def raw_scores(self, p: Params, x: torch.Tensor) -> torch.Tensor:
+        """The attention logits q·kᵀ/√d_h (B, H, T, T) before any cap and mask."""
+        q, k, _ = self.qkv(p, x)
+        return q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+
+    def attention(self, p: Params, x: torch.Tensor, inner: dict | None = None, scale: float = 1.0) -> torch.Tensor:
+        """softmax(cap(q·kᵀ/√d_h) + causal mask)·v per head, [⊙ σ(x·W_θ)], heads concatenated, [N_inner], W_out."""
+        B, T, d = x.shape
+        H, dh = self.n_heads, d // self.n_heads
+        q, k, v = self.qkv(p, x)
         scores = q @ k.transpose(-1, -2) / math.sqrt(dh)
         if self.attn_softcap:  # after the 1/√d_h scale, before the mask (Gemma 2)
             scores = self.attn_softcap * torch.tanh(scores / self.attn_softcap)
@@ -258,10 +271,12 @@ def logits(m: Model, p: Params, idx: torch.Tensor, placement: str, L: int, depth
            post_fraction: float = 0.25, learned_pos: bool = False, first_pre: bool = False) -> torch.Tensor:
     """The whole decoder: embeddings, L blocks, the final norm (never depth-scaled) where the placement has
     one, the LM head. ResiDual: both streams start at the embedding; the head reads x + N_final(d).
-    HybridNorm* (``first_pre``): block 1 is Pre-LN."""
+    HybridNorm* (``first_pre``): block 1 is Pre-LN; OSP's projections around them."""
     x = p.tensor("tok_emb.weight")[idx]
     if learned_pos:
         x = x + p.tensor("pos_emb.weight")[: idx.shape[1]]
+    if m.emb_proj:
+        x = x @ p.tensor("emb_in.weight").T
     kinds = [placement] * L
     if placement == "mix":
         n_post = n_post_blocks(post_fraction, L)
@@ -277,6 +292,8 @@ def logits(m: Model, p: Params, idx: torch.Tensor, placement: str, L: int, depth
         x = xs + m.N(p["final_norm"], d)
     elif FINAL_NORM[kinds[-1]]:
         x = m.N(p["final_norm"], x)
+    if m.emb_proj:
+        x = x @ p.tensor("emb_out.weight").T
     z = x @ p.tensor("lm_head.weight").T
     return m.logit_softcap * torch.tanh(z / m.logit_softcap) if m.logit_softcap else z
 

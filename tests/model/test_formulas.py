@@ -15,6 +15,7 @@ from formulas import EPS, FINAL_NORM, Model, P, Params, logits, norm
 
 from normtrain.model import GPT, GPTConfig, NormSpec
 from normtrain.norms import build_norm
+from normtrain.qk_clip import QKClip
 
 D, H, T, B = 16, 2, 6, 2
 NORM_TYPES = ["layernorm", "rmsnorm", "prmsnorm", "dyt", "derf", "batchnorm", "batchnorm_causal"]
@@ -155,7 +156,8 @@ def described(cfg: GPTConfig) -> Model:
     """The test's statement of the model ``cfg`` asks for (the choices, never the module's parts)."""
     return Model(norm=cfg.norm.name, n_heads=H, mlp=cfg.mlp, qk_norm=cfg.qk_norm, rope=cfg.pos == "rope",
                  gain=cfg.norm.gain, qk_norm_at=cfg.qk_norm_at, qk_gain=cfg.qk_norm_gain, v_norm=cfg.v_norm,
-                 attn_softcap=cfg.attn_softcap, logit_softcap=cfg.logit_softcap, attn_gate=cfg.attn_gate)
+                 attn_softcap=cfg.attn_softcap, logit_softcap=cfg.logit_softcap, attn_gate=cfg.attn_gate,
+                 emb_proj=cfg.emb_proj)
 
 
 def _logits(model, idx, placement, **kw):
@@ -292,15 +294,88 @@ def test_the_logit_softcap_bounds_the_output_and_is_its_formula():
     assert_same_function(out, _logits(model, idx, "pre"), leaves(model))
 
 
+def causal_max(scores: torch.Tensor) -> torch.Tensor:
+    """(H,): per head, max over the batch and the pairs j ≤ i of ``scores`` (B, H, T, T), by enumeration."""
+    n = scores.shape[-1]
+    return torch.stack([torch.stack([scores[b, h, i, j] for b in range(scores.shape[0]) for i in range(n)
+                                     for j in range(i + 1)]).max() for h in range(scores.shape[1])])
+
+
 def test_attention_diagnostics_read_the_logits_before_the_cap():
-    """attn_logit_max is the uncapped max of q·k/√d_h (what a cap hides, what QK-Clip reads); the entropy is of
-    the attention the model computes (capped)."""
-    capped, x = build("pre", "rmsnorm", L=1, attn_softcap=0.5).blocks[0].attn.float(), x_in().detach().float()
-    plain = build("pre", "rmsnorm", L=1).blocks[0].attn.float()
-    entropy, logit_max = capped.logit_stats(x)
-    plain_entropy, plain_max = plain.logit_stats(x)
-    assert logit_max.item() == pytest.approx(plain_max.item(), rel=1e-6) and logit_max.item() > 0.5
-    assert entropy.item() > plain_entropy.item() + 1e-3  # capped logits: flatter distributions
+    """Each head's max logit is the uncapped max of q·k/√d_h over the causal pairs (what a cap hides, what QK-Clip
+    reads); the cap's saturation is the share of causal logits with |s| > 2c; the entropy is of the attention the
+    model computes (capped)."""
+    model, x = build("pre", "rmsnorm", L=1, attn_softcap=0.5), x_in().detach()
+    plain = build("pre", "rmsnorm", L=1).blocks[0].attn
+    attn, first = model.blocks[0].attn, x[:1]
+    stats, plain_stats = attn.logit_stats(first), plain.logit_stats(first)
+    raw = described(model.cfg).raw_scores(Params.of(model.blocks[0]), first)
+    close(stats.head_max, causal_max(raw), "the max logit per head")
+    assert stats.head_max.max() > 0.5 and torch.equal(stats.head_max, plain_stats.head_max)
+    causal_logits = torch.cat([raw[0, :, i, :i + 1] for i in range(T)], dim=-1)  # (H, T(T+1)/2)
+    expected = (causal_logits.abs() > 1.0).double().mean()  # |s| > 2c, c = 0.5
+    assert 0 < expected < 1 and stats.cap_saturation.item() == pytest.approx(expected.item(), abs=1e-6)
+    assert plain_stats.cap_saturation is None
+    assert stats.entropy.item() > plain_stats.entropy.item() + 1e-3  # capped logits: flatter distributions
+
+
+def test_a_tracked_max_is_each_heads_max_over_the_training_passes_only():
+    """``track_logit_max``: the running per-head max of the passes that build a graph (micro-batches fold in);
+    a pass without one (evaluation, the monitor's probe) leaves it alone; off, nothing is kept."""
+    model, x, other = build("pre", "rmsnorm", L=1, attn_softcap=0.5), x_in().detach(), x_in(seed=9).detach()
+    attn, p, m = model.blocks[0].attn, Params.of(model.blocks[0]), described(model.cfg)
+    attn(x)
+    assert attn.logit_max is None  # not tracked unless asked
+    attn.track_logit_max = True
+    attn(x)
+    close(attn.logit_max, causal_max(m.raw_scores(p, x)), "the tracked max")
+    with torch.no_grad():
+        attn(other * 10)
+    attn(other)
+    both = torch.maximum(causal_max(m.raw_scores(p, x)), causal_max(m.raw_scores(p, other)))
+    close(attn.take_logit_max(), both, "the max over two passes")
+    assert attn.logit_max is None and torch.isinf(attn.take_logit_max()).all()
+
+
+@pytest.mark.parametrize("alpha", [0.3, 0.5, 1.0])
+def test_qk_clip_scales_each_heads_queries_and_keys_by_its_formula(alpha):
+    """Kimi K2's QK-Clip on a model with RoPE, biases and a soft-cap: head h's rows of W_q (and b_q) × γ_h^α, of
+    W_k × γ_h^(1−α), γ_h = min(1, τ/S_h), S_h the uncapped max; afterwards each clipped head's max is τ."""
+    model, x = build("pre", "rmsnorm", L=1, bias=True, attn_softcap=0.5), x_in().detach()
+    attn, p, m = model.blocks[0].attn, Params.of(model.blocks[0]), described(model.cfg)
+    s = causal_max(m.raw_scores(p, x))
+    tau = (s.min() * 0.25 + s.max() * 0.75).item()  # between the heads' maxima: one clipped, one not
+    before = {n: t.detach().clone() for n, t in attn.named_parameters()}
+    clip = QKClip([attn], tau, alpha)
+    attn(x)
+    clip.apply()
+    gamma = torch.where(s > tau, tau / s, torch.ones_like(s))
+    assert (gamma < 1).sum() == 1 and tau > 0.5  # one head clipped; τ above the cap: the capped max never exceeds it
+    dh = D // H
+    for name, power in (("q_proj", alpha), ("k_proj", 1 - alpha)):
+        for leaf in ("weight", "bias"):
+            want = before[f"{name}.{leaf}"].clone()
+            for h in range(H):
+                want[h * dh:(h + 1) * dh] *= gamma[h] ** power
+            close(getattr(attn, name).get_parameter(leaf), want, f"{name}.{leaf}")
+    for name in ("v_proj.weight", "out_proj.weight"):
+        assert torch.equal(attn.get_parameter(name), before[name])
+    close(causal_max(m.raw_scores(Params.of(model.blocks[0]), x)), torch.minimum(s, torch.full_like(s, tau)),
+          "the maxima after the clip")
+
+
+@pytest.mark.parametrize("pos", ["rope", "learned"])
+def test_emb_proj_maps_the_embedding_in_and_the_final_state_out(pos):
+    """OSP's projections: P_in on the embedding (token plus position), P_out between the final norm and the head;
+    two matrices, orthogonal at init, not tied."""
+    model, idx = build("pre", "rmsnorm", L=2, emb_proj=True, pos=pos), idx_in()
+    for proj in (model.emb_in.weight, model.emb_out.weight):
+        close(proj @ proj.T, torch.eye(D, dtype=proj.dtype), "P·Pᵀ at init")
+    assert not torch.allclose(model.emb_in.weight, model.emb_out.weight)
+    with torch.no_grad():  # off the orthogonal group: a transposed or swapped P shows
+        model.emb_in.weight.add_(0.3 * torch.randn_like(model.emb_in.weight))
+        model.emb_out.weight.add_(0.3 * torch.randn_like(model.emb_out.weight))
+    assert_same_function(model(idx)[0], _logits(model, idx, "pre"), leaves(model))
 
 
 def test_every_new_choice_at_once_gives_the_whole_model_its_formula():
