@@ -4,7 +4,8 @@ Each mutant is a small text edit of one file of ``normtrain/`` (a gain swapped b
 across RoPE or an activation, a scale off by one layer, ...). The script copies the package into a temporary
 folder, plants the edit there (never in the work tree), runs the tests that must catch it against the copy
 (``tests/model/test_formulas.py``; for the optimizer's split and QK-Clip ``tests/test_optim.py`` too; for nGPT its
-formula tests and the training-loop tests of its weight rule) and counts the mutant caught when a test fails. A survivor names a formula no test pins: add the test.
+formula tests and the training-loop tests of its weight rule) and counts the mutant caught when a test fails.
+A survivor names a formula no test pins: add the test.
 
     python scripts/mutation_check.py               # every mutant; prints caught/planted and any survivor
     python scripts/mutation_check.py --list        # the mutants, by kind
@@ -66,7 +67,7 @@ HEAD_IF, WIDTH = 'if self.norm_form == "per_head":', '{"per_head": self.head_dim
 V_NORMED = "v = self._normed(self._heads(self.v_proj(x)), self.v_norm)"
 GATE = "y = y * torch.sigmoid(self.gate_proj(x)).view(*y.shape[:3], -1)"
 OUT = "return self.out_proj(y if self.inner_norm is None else self.inner_norm(y))"
-CAPPED = "scores = soft_cap(attention_logits(q, k), self.softcap)"
+CAPPED = "scores = soft_cap(attention_logits(q, k, self.softmax_scale), self.softcap)"
 MASKED = 'torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)'
 SQUASH_DERF = "return torch.erf(self.alpha * x + self.shift)"
 
@@ -105,8 +106,10 @@ MUTANTS: tuple[Mutant, ...] = (
     m("v-norm-on-the-attention-output", MOVE, "model/attention.py", (V_NORMED, "v = self._heads(self.v_proj(x))"),
       ("y = y.transpose(1, 2)  # (B, T, H, d_head)", "y = self._normed(y, self.v_norm).transpose(1, 2)")),
     m("attn-softcap-before-the-scale", MOVE, "model/attention.py",
-      (CAPPED, "scores = soft_cap(attention_logits(q, k) * self.head_dim**0.5, self.softcap) / self.head_dim**0.5")),
-    m("attn-softcap-after-the-mask", MOVE, "model/attention.py", (CAPPED, "scores = attention_logits(q, k)"),
+      (CAPPED, "scores = soft_cap(attention_logits(q, k, self.softmax_scale) * self.head_dim**0.5, self.softcap)"
+               " / self.head_dim**0.5")),
+    m("attn-softcap-after-the-mask", MOVE, "model/attention.py",
+      (CAPPED, "scores = attention_logits(q, k, self.softmax_scale)"),
       (MASKED, 'torch.softmax(soft_cap(scores.masked_fill(~visible, float("-inf")), self.softcap), dim=-1)')),
     m("logit-softcap-on-the-hidden-state", MOVE, "model/gpt.py",
       ("logits = self.lm_head(self.hidden(idx))",

@@ -34,7 +34,7 @@ SETTINGS = {
 }
 # Keys with a fixed set of values: each value other than the default needs its own entry.
 ENUMS = {"model.qk_norm": QK_NORMS, "model.qk_norm_at": QK_NORM_AT, "model.attn_gate": ATTN_GATES, "norm.gain": GAINS}
-# Entries for choices that other branches of issue 26 add (remove the xfail below once they are merged).
+# Entries for choices that issue 26's later branches added (the test below checks them like the rest).
 PENDING = {"placement=hybrid", "placement.first_pre=true", "placement=normformer", "placement=b2t",
            "placement=resi_dual", "placement=ngpt", "placement.gpas=true", "optim=muon", "optim.qk_clip=100",
            "model.emb_proj=true"}
@@ -135,7 +135,6 @@ def test_every_entry_selects_a_choice_that_exists():
     assert not found, "entries that select nothing real:\n" + "\n".join(found)
 
 
-@pytest.mark.xfail(strict=True, reason="pending merge of issue26-placements/ngpt/optim")
 def test_the_pending_entries_select_choices_that_exist():
     found = problems([c for c in CHOICES if c.select in PENDING])
     assert not found, "entries that select nothing real:\n" + "\n".join(found)
