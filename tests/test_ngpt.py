@@ -136,3 +136,21 @@ def test_the_cli_refuses_a_norm_against_ngpt_and_warns_of_weight_decay(tiny, tmp
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "warning: optim.weight_decay=0.1 with placement=ngpt" in proc.stderr
+
+
+def test_ngpt_runs_under_bf16_autocast_with_its_stream_in_fp32():
+    """Under autocast (a GPU run's bf16) each sublayer returns bf16 while the stream stays fp32: the block's
+    update must take both (found on an H100: torch.lerp refused the mix), and it equals the fp32 update of the
+    bf16 output."""
+    model = normtrain.build_model(normtrain.compose(["experiment=ngpt", "model.n_layers=2", *FAST[:2]]))
+    tokens = torch.randint(0, 256, (2, 16))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits, loss = model(tokens, tokens)
+    assert logits.shape == (2, 16, 256) and torch.isfinite(loss)
+    loss.backward()
+    block = model.blocks[0]
+    h = torch.nn.functional.normalize(torch.randn(2, 16, 16), dim=-1)
+    out = torch.randn(2, 16, 16, dtype=torch.bfloat16)
+    alpha = torch.full((16,), 0.3)
+    expected = torch.nn.functional.normalize(h + 0.3 * (torch.nn.functional.normalize(out.float(), dim=-1) - h), dim=-1)
+    torch.testing.assert_close(block.update(h, out, alpha), expected, atol=1e-5, rtol=1e-5)

@@ -69,7 +69,7 @@ class NGPTBlock(Block):
 
     def update(self, h: torch.Tensor, out: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
         """Norm(h + |α| ⊙ (Norm(out) − h)), with Norm(h) for h (``out`` = F(h) of the h as it came)."""
-        h = self.norm(h)
+        h, out = self.norm(h), out.to(h.dtype)  # under autocast F(h) comes back bf16 and the stream is fp32
         return self.norm(torch.lerp(h, self.norm(out), alpha.abs().to(h.dtype)))
 
     def unit_matrices(self) -> list[tuple[torch.Tensor, int]]:
