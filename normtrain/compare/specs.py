@@ -5,7 +5,7 @@ A spec names its data (``{"name": "loss:groups"}``); the page holds each data se
 the ones it uses. Figures know no metric in advance: a key or per-layer prefix that a run logs gets a figure,
 the known ones a title, a caption and their usual scale. Controls: hover for values, drag and wheel to pan and
 zoom (double-click resets), a legend click to pick a group, a log/linear switch (the page re-renders the figure
-with the other scale type), and, where groups hold several seeds, the band (min–max or ±1 std) and each seed's
+with the other scale type), and, where groups hold several seeds, the band (min–max or ± 1 sample sd) and each seed's
 own line.
 """
 
@@ -112,7 +112,7 @@ LOG_PARAM = {"name": "logscale", "value": False}  # the page sets it with the sc
 def _seed_params(groups: Sequence[Group]) -> list[dict[str, Any]]:
     return [
         {"name": "band", "value": "minmax", "bind": {"input": "radio", "options": ["minmax", "std", "none"],
-                                                     "labels": ["min–max", "±1 std", "none"], "name": "band "}},
+                                                     "labels": ["min–max", "± 1 sample sd", "none"], "name": "band "}},
         {"name": "seeds", "value": False, "bind": {"input": "checkbox", "name": "each seed "}},
     ] if any(g.n > 1 for g in groups) else []
 
@@ -192,8 +192,8 @@ def loss_figure(groups: Sequence[Group], runs: Sequence[Run], data: dict[str, li
                       "encoding": {"y": _y("v", ""), "tooltip": [_tip("text", "", None), _tip("v", "loss")]}})
     spec = line_spec("loss", groups, "loss (nats per byte)", kinds=True, extra=extra)
     caption = ("Training loss (solid) and validation loss (dashed) against step. Each line is the mean over a "
-               "group's seeds; the band spans them (min–max or ±1 std); 'each seed' draws every run. A cross marks "
-               "where a run diverged (at its last finite training loss); a dashed vertical line where a run rolled "
+               "group's seeds; the band spans them (min–max or ± 1 sample sd); 'each seed' draws every run. A cross "
+               "marks where a run diverged (at its last finite training loss); a dashed vertical line where a run rolled "
                "back to a checkpoint (hover it: the step it went back to, the batches it skipped)"
                + ("; the dotted line is the unigram baseline of the corpus." if figdata.unigram_levels(runs) else "."))
     return Figure("fig-loss", "Loss: train (solid) and validation (dashed)", caption, spec, uses, log=True)
