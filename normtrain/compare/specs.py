@@ -193,8 +193,8 @@ def loss_figure(groups: Sequence[Group], runs: Sequence[Run], data: dict[str, li
     spec = line_spec("loss", groups, "loss (nats per byte)", kinds=True, extra=extra)
     caption = ("Training loss (solid) and validation loss (dashed) against step. Each line is the mean over a "
                "group's seeds; the band spans them (min–max or ± 1 sample sd); 'each seed' draws every run. A cross "
-               "marks where a run diverged (at its last finite training loss); a dashed vertical line where a run rolled "
-               "back to a checkpoint (hover it: the step it went back to, the batches it skipped)"
+               "marks where a run diverged (at its last finite training loss); a dashed vertical line where a run "
+               "rolled back to a checkpoint (hover it: the step it went back to, the batches it skipped)"
                + ("; the dotted line is the unigram baseline of the corpus." if figdata.unigram_levels(runs) else "."))
     return Figure("fig-loss", "Loss: train (solid) and validation (dashed)", caption, spec, uses, log=True)
 
