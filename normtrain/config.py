@@ -184,6 +184,7 @@ class MonitorSchema:
     stream_change: bool = False  # update/stream_change, update/logit_change: ‖F_t − F_0‖/‖F_0‖ before the final norm
     probe_batch: int = 4  # sequences in the probe batch
     attn_logit_max: bool = True  # attn_logit_max/layer_i (shares attn_entropy's explicit logits, or QK-Clip's)
+    attn_logit_max_heads: bool = True  # and attn_logit_max/layer_i/head_j, each head's own (with attn_logit_max)
     cap_saturation: bool = True  # attn_softcap_saturation/layer_i, output/softcap_saturation (when a cap is on)
     output_log_z: bool = True  # output/log_z: mean log-partition of the output softmax
     output_logit_max: bool = True  # output/logit_max

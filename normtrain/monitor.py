@@ -16,6 +16,8 @@ Metrics (i counts blocks from 0):
   attn_logit_max/layer_i               max attention logit q·k/√d_head before any cap, over the heads: on that
                                        sequence (same explicit logits), or, when QK-Clip tracks it, over the step's
                                        first micro-batch, the very value QK-Clip reads (normtrain/model/qk_logits.py)
+  attn_logit_max/layer_i/head_j        the same for head j alone (the one number per head QK-Clip rescales by;
+                                       attn_logit_max/layer_i is their max): which heads grow, not only which blocks
   attn_softcap_saturation/layer_i      share of that sequence's causal attention logits the soft-cap saturates
                                        (|s| > 2c; model.attn_softcap on)
   update/layer_i                       ‖Δθ‖/‖θ‖ of block i's parameters for this step's update
@@ -54,7 +56,9 @@ SCALARS = {"loss": "train/loss", "grad_total": "grad_norm/total", "output_change
            "output_kl": "update/output_kl", "stream_change": "update/stream_change",
            "logit_change": "update/logit_change", "log_z": "output/log_z", "logit_max": "output/logit_max",
            "z_loss": "train/z_loss", "output_cap_sat": "output/softcap_saturation"}
-MAXIMA = ("attn_logit_max", "logit_max", "act_absmax")  # reduced across ranks by max; every other value by mean
+HEADS = {"attn_head_logit_max": "attn_logit_max"}  # (block, head) values: <prefix>/layer_i/head_j
+# reduced across ranks by max; every other value by mean
+MAXIMA = ("attn_logit_max", "attn_head_logit_max", "logit_max", "act_absmax")
 
 
 class DivergenceGuard:
@@ -187,17 +191,23 @@ class LayerRecorder:
         if self.attn_entropy:
             self.add("attn_entropy", stats.entropy)
         if self.attn_logit_max and not _tracks(module):
-            self.add("attn_logit_max", stats.head_max.amax())
+            self.add("attn_logit_max", stats.head_max)
         if self.cap_saturation and stats.cap_saturation is not None:
             self.add("attn_cap_sat", stats.cap_saturation)
 
     def attn_tracked(self, module, _args, _out) -> None:
-        """The max logit the attention tracked in this forward pass (QK-Clip's S_max), over its heads."""
-        self.add("attn_logit_max", module.logit_max.amax())
+        """The per-head max logit the attention tracked in this forward pass (QK-Clip's S_max)."""
+        self.add("attn_logit_max", module.logit_max)
 
-    def stacked(self, n_blocks: int) -> dict[str, torch.Tensor]:
-        """One vector per statistic; a statistic some block did not give (no ``attn``) is left out."""
-        return {name: torch.stack(v) for name, v in self.values.items() if len(v) == n_blocks}
+    def stacked(self, n_blocks: int, heads: bool = True) -> dict[str, torch.Tensor]:
+        """One vector per statistic; a statistic some block did not give (no ``attn``) is left out. The max
+        logit comes per head (blocks × heads): its max over the heads, and with ``heads`` the matrix itself."""
+        out = {name: torch.stack(v) for name, v in self.values.items() if len(v) == n_blocks}
+        if (per_head := out.pop("attn_logit_max", None)) is not None:
+            out["attn_logit_max"] = per_head.amax(-1)
+            if heads:
+                out["attn_head_logit_max"] = per_head
+        return out
 
 
 class Monitor:
@@ -208,14 +218,15 @@ class Monitor:
                  attn_entropy: bool = True, update_ratio: bool = True,
                  probe: Callable[[], dict[str, torch.Tensor]] | None = None,
                  all_reduce: Callable[[torch.Tensor, str], torch.Tensor] | None = None,
-                 attn_logit_max: bool = True, output_log_z: bool = True, output_logit_max: bool = True,
-                 spike_window: int | None = 1000, residual_stats: bool = True, block_cos: bool = True,
-                 cap_saturation: bool = True, output_softcap: float = 0.0):
+                 attn_logit_max: bool = True, attn_logit_max_heads: bool = True, output_log_z: bool = True,
+                 output_logit_max: bool = True, spike_window: int | None = 1000, residual_stats: bool = True,
+                 block_cos: bool = True, cap_saturation: bool = True, output_softcap: float = 0.0):
         self.blocks, self.params, self.every = list(blocks), list(params), every
         self.grad_norms, self.activations = grad_norms, activations
         self.residual_stats, self.block_cos = residual_stats, block_cos
         self.attn_entropy, self.update_ratio = attn_entropy, update_ratio
         self.attn_logit_max, self.output_log_z, self.output_logit_max = attn_logit_max, output_log_z, output_logit_max
+        self.attn_logit_max_heads = attn_logit_max_heads
         self.cap_saturation, self.output_softcap = cap_saturation, output_softcap
         device = self.params[0].device
         self.guard = DivergenceGuard(divergence_factor, device)
@@ -282,7 +293,7 @@ class Monitor:
         finally:
             for h in handles:
                 h.remove()
-        self._values.update(recorder.stacked(len(self.blocks)))
+        self._values.update(recorder.stacked(len(self.blocks), heads=self.attn_logit_max_heads))
 
     @torch.no_grad()
     def _probe_update(self) -> None:
@@ -370,6 +381,7 @@ class Monitor:
     def read(self) -> tuple[dict[str, float], int | None]:
         """One host transfer: the metrics of the last log step, and the divergence step (or None)."""
         names = list(self._values)
+        n_heads = {n: self._values[n].shape[-1] for n in names if n in HEADS}
         diverged = self._first_divergence()
         if self.all_reduce is not None and names:
             for op in ("mean", "max"):
@@ -386,6 +398,9 @@ class Monitor:
             chunk, offset = values[offset:offset + n], offset + n
             if name in SCALARS:
                 metrics[SCALARS[name]] = chunk[0]
+            elif name in HEADS:
+                h = n_heads[name]
+                metrics.update({f"{HEADS[name]}/layer_{i // h}/head_{i % h}": v for i, v in enumerate(chunk)})
             else:
                 metrics.update({f"{PREFIXES[name]}/layer_{i}": v for i, v in enumerate(chunk)})
         self._values.clear()

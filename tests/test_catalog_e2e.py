@@ -143,6 +143,8 @@ def test_qk_clip_under_muon_holds_each_max_logit_at_tau_and_the_caps_report_thei
     first, middle = logged[0], logged[1]
     assert max(first[f"attn_logit_max/layer_{i}"] for i in (0, 1)) > 2
     assert all(middle[f"attn_logit_max/layer_{i}"] < 1.1 for i in (0, 1)), middle
+    heads = {k: v for k, v in middle.items() if k.startswith("attn_logit_max/") and "/head_" in k}
+    assert len(heads) == 2 * summary["config"]["model"]["n_heads"] and max(heads.values()) < 1.1  # each head clipped
     for row in (first, middle):
         assert 0 <= row["attn_softcap_saturation/layer_1"] <= 1 and 0 <= row["output/softcap_saturation"] <= 1
     assert first["attn_softcap_saturation/layer_1"] > 0  # logits of 2–3 against a cap of 0.5

@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 from normtrain.model import GPT, GPTConfig
@@ -124,8 +125,11 @@ def test_attention_and_output_logit_diagnostics_match_an_explicit_computation():
     for i, block in enumerate(model.blocks):
         q, k = block.attn._qk(inputs[i][:1])  # the batch's first sequence, as attn_entropy
         scores = (q @ k.transpose(-1, -2)) / (16 // 2) ** 0.5
-        expected = max(scores[0, h][causal].max().item() for h in range(2))
-        assert math.isclose(metrics[f"attn_logit_max/layer_{i}"], expected, rel_tol=1e-5)
+        per_head = [scores[0, h][causal].max().item() for h in range(2)]
+        assert per_head[0] != per_head[1]
+        for h in range(2):
+            assert math.isclose(metrics[f"attn_logit_max/layer_{i}/head_{h}"], per_head[h], rel_tol=1e-5)
+        assert math.isclose(metrics[f"attn_logit_max/layer_{i}"], max(per_head), rel_tol=1e-5)
         assert math.isclose(metrics[f"attn_entropy/layer_{i}"], block.attn.entropy(inputs[i][:1]).item(), rel_tol=1e-6)
     log_z = torch.log(torch.exp(logits.double()).sum(-1))
     assert math.isclose(metrics["output/log_z"], log_z.mean().item(), rel_tol=1e-5)
@@ -144,12 +148,38 @@ def test_each_new_diagnostic_has_its_switch():
         logits, loss = model(x, x)
     monitor.observe_output(0, logits, z_loss=torch.tensor(2.0))
     metrics, _ = monitor.read()
-    assert sorted(metrics) == ["attn_logit_max/layer_0", "attn_logit_max/layer_1", "train/z_loss"]
+    per_head = [f"attn_logit_max/layer_{i}/head_{h}" for i in range(2) for h in range(2)]
+    assert sorted(metrics) == sorted(["attn_logit_max/layer_0", "attn_logit_max/layer_1", *per_head, "train/z_loss"])
+    monitor.attn_logit_max_heads = False
+    with monitor.capture(0):
+        model(x, x)
+    assert sorted(monitor.read()[0]) == ["attn_logit_max/layer_0", "attn_logit_max/layer_1"]
     monitor.attn_logit_max = False
     with monitor.capture(0):
         logits, loss = model(x, x)
     assert monitor.read()[0] == {}
     assert not model.blocks[0].attn._forward_pre_hooks
+
+
+def test_per_head_max_logit_is_the_one_qk_clip_reads():
+    """With QK-Clip's tracking on, the monitor logs the attention's own per-head S_max (computed once), not a
+    recomputation on one sequence: every head of every block equals what ``take_logit_max`` hands QK-Clip."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layers=2, d_model=24, n_heads=3, seq_len=8))
+    for b in model.blocks:
+        b.attn.track_logit_max = True
+    monitor = Monitor(model.blocks, list(model.parameters()), every=1, divergence_factor=3.0, attn_entropy=False,
+                      activations=False, residual_stats=False, block_cos=False)
+    x = torch.randint(0, 256, (4, 8))
+    with monitor.capture(0):
+        model(x, x)
+    metrics, _ = monitor.read()
+    for i, block in enumerate(model.blocks):
+        read_by_clip = block.attn.take_logit_max().tolist()
+        logged = [metrics[f"attn_logit_max/layer_{i}/head_{h}"] for h in range(3)]
+        assert logged == pytest.approx(read_by_clip, rel=1e-6)
+        assert metrics[f"attn_logit_max/layer_{i}"] == pytest.approx(max(read_by_clip), rel=1e-6)
+    assert not block.attn._forward_pre_hooks  # no explicit recomputation was hooked in
 
 
 def test_residual_stream_statistics_match_a_direct_computation():

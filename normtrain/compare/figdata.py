@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from normtrain.compare.groups import Group
-from normtrain.compare.runs import LAYER_KEY, Run
+from normtrain.compare.runs import HEAD_KEY, LAYER_KEY, Run
 from normtrain.spread import mean_sd
 
 DIGITS = 4
@@ -52,7 +52,8 @@ def scalar_keys(runs: Sequence[Run]) -> list[str]:
     seen: dict[str, None] = {}
     for run in runs:
         for row in run.rows:
-            seen.update((k, None) for k in row if k not in NOT_SCALARS and not LAYER_KEY.match(k))
+            seen.update((k, None) for k in row
+                        if k not in NOT_SCALARS and not LAYER_KEY.match(k) and not HEAD_KEY.match(k))
     return list(seen)
 
 
@@ -62,6 +63,15 @@ def layer_prefixes(runs: Sequence[Run]) -> list[str]:
     for run in runs:
         for row in run.rows:
             seen.update((m["prefix"], None) for k in row if (m := LAYER_KEY.match(k)))
+    return list(seen)
+
+
+def head_prefixes(runs: Sequence[Run]) -> list[str]:
+    """``attn_logit_max`` for ``attn_logit_max/layer_3/head_1``: every per-head family logged."""
+    seen: dict[str, None] = {}
+    for run in runs:
+        for row in run.rows:
+            seen.update((m["prefix"], None) for k in row if (m := HEAD_KEY.match(k)))
     return list(seen)
 
 
@@ -108,12 +118,15 @@ def line_records(groups: Sequence[Group], key: str, kind: str | None,
     return aggregates, seeds
 
 
-def layer_stride(groups: Sequence[Group], prefixes: Sequence[str]) -> int:
-    """Every how many logged steps the per-layer maps keep, so that all of them fit ``LAYER_BUDGET``."""
+def layer_stride(groups: Sequence[Group], prefixes: Sequence[str], heads: Sequence[str] = ()) -> int:
+    """Every how many logged steps the per-layer (and per-head) maps keep, so that all of them fit
+    ``LAYER_BUDGET``."""
     cells = 0
     for group in groups:
         for prefix in prefixes:
             cells += max((len(r.layer_keys(prefix)) * len(r.rows) for r in group.runs), default=0)
+        for prefix in heads:
+            cells += max((len(r.head_keys(prefix)) * len(r.rows) for r in group.runs), default=0)
     return max(1, math.ceil(cells / LAYER_BUDGET))
 
 
@@ -134,6 +147,22 @@ def layer_records(groups: Sequence[Group], prefix: str, stride: int) -> list[dic
             count = finite.sum(axis=0)
             mean = np.where(count > 0, np.where(finite, table, 0.0).sum(axis=0) / np.maximum(count, 1), np.nan)
             records.append({"g": group.label, "layer": layer, "step": ints(steps[pick]), "v": nums(mean[pick])})
+    return records
+
+
+def head_records(groups: Sequence[Group], prefix: str, stride: int) -> list[dict]:
+    """One record per group, layer and head: the mean over the group's seeds of ``prefix/layer_i/head_j`` at
+    every ``stride``-th logged step (and the last)."""
+    records = []
+    for group in groups:
+        keys = sorted({lh for run in group.runs for lh in run.head_keys(prefix)})
+        for layer, head in keys:
+            agg = aggregate([run.series(f"{prefix}/layer_{layer}/head_{head}") for run in group.runs])
+            if not agg["step"].size:
+                continue
+            pick = np.unique(np.append(np.arange(0, agg["step"].size, stride), agg["step"].size - 1))
+            records.append({"g": group.label, "layer": layer, "head": head, "step": ints(agg["step"][pick]),
+                            "v": nums(agg["mean"][pick])})
     return records
 
 

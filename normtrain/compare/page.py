@@ -101,11 +101,13 @@ def _sections(figures: Sequence[specs.Figure]) -> str:
     probes = [f for f in figures if f.id.startswith("fig-probe-")]
     maps = [f for f in figures if f.id.endswith("-map")]
     profiles = [f for f in figures if f.id.endswith("-profile")]
-    rest = [f for f in figures if f not in maps + profiles + probes and f.id != "fig-loss"]
+    heads = [f for f in figures if f.id.endswith("-heads")]
+    rest = [f for f in figures if f not in maps + profiles + heads + probes and f.id != "fig-loss"]
     loss = [f for f in figures if f.id == "fig-loss"]
     parts = []
     for heading, group, grid in (("Loss", loss, False), ("Per-layer diagnostics by block and step", maps, False),
                                  ("Per-layer diagnostics by block", profiles, True),
+                                 ("Per-head diagnostics by block and head", heads, False),
                                  ("Other logged values", rest, True),
                                  ("The trained models, probed (normtrain-probe)", probes, False)):
         if group:

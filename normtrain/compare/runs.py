@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from normtrain.loggers.base import LAYER_KEY  # noqa: F401 - also compare's name for it (figdata, specs)
+from normtrain.loggers.base import HEAD_KEY, LAYER_KEY  # noqa: F401 - also compare's names for them (figdata, specs)
 
 RUN_FILES = ("summary.json", "metrics.jsonl")
 PROBE_DIR, PROBE_JSON = "probe", "probe.json"  # RUN_DIR/probe/probe.json: what normtrain-probe writes
@@ -88,6 +88,11 @@ class Run:
             if m and m["prefix"] == prefix:
                 found[int(m["index"])] = key
         return [found[i] for i in sorted(found)]
+
+    def head_keys(self, prefix: str) -> dict[tuple[int, int], str]:
+        """``{(layer, head): "prefix/layer_i/head_j"}`` as logged (per-head values: attn_logit_max)."""
+        return {(int(m["layer"]), int(m["head"])): key for key in self.keys()
+                if (m := HEAD_KEY.match(key)) and m["prefix"] == prefix}
 
     def layer_matrix(self, prefix: str) -> tuple[np.ndarray, np.ndarray]:
         """(steps, values[step, layer]) over the rows that logged any ``prefix/layer_i``; gaps are NaN."""

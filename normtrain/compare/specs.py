@@ -1,5 +1,6 @@
-"""The interactive figures as Vega-Lite specs: loss, one line chart per logged scalar, and for every per-layer
-family (``<prefix>/layer_i``) a block × step heatmap and a by-layer profile at a chosen step.
+"""The interactive figures as Vega-Lite specs: loss, one line chart per logged scalar, for every per-layer
+family (``<prefix>/layer_i``) a block × step heatmap and a by-layer profile at a chosen step, and for every
+per-head family (``<prefix>/layer_i/head_j``) a block × head heatmap at a chosen step.
 
 A spec names its data (``{"name": "loss:groups"}``); the page holds each data set once and hands every figure
 the ones it uses. Figures know no metric in advance: a key or per-layer prefix that a run logs gets a figure,
@@ -39,6 +40,10 @@ LAYER_FAMILIES: dict[str, tuple[str, str, bool]] = {
                    True),
     "block_cos": ("Cosine of the block's input and output streams (near 1: the block is almost the identity)",
                   "cos(in, out)", False),
+}
+# per-head prefix (``<prefix>/layer_i/head_j``) -> (title, colour title)
+HEAD_FAMILIES: dict[str, tuple[str, str]] = {
+    "attn_logit_max": ("Largest attention logit per head (before any soft-cap: QK-Clip's S_max)", "max logit"),
 }
 # key -> (title, log scale by default); any other scalar gets its key as title and an automatic scale
 SCALARS: dict[str, tuple[str, bool]] = {
@@ -288,15 +293,54 @@ def layer_figures(prefix: str, groups: Sequence[Group], stride: int, data: dict[
     ]
 
 
+def head_figure(prefix: str, groups: Sequence[Group], stride: int, data: dict[str, list]) -> Figure | None:
+    """A block × head map at a chosen step (the slider), one panel per group on one colour scale: which heads
+    grow, where the block × step map shows only their max."""
+    name = f"heads:{prefix}"
+    records = figdata.head_records(groups, prefix, stride)
+    if not records:
+        return None
+    data[name] = records
+    title, unit = HEAD_FAMILIES.get(prefix, (f"{prefix}/layer_i/head_j", prefix))
+    n_layers, n_heads = (1 + max(r[k] for r in records) for k in ("layer", "head"))
+    shown = [g for g in groups if any(r["g"] == g.label for r in records)]
+    last = figdata.max_step(records)
+    tooltip = [_tip("g", "group", None), _tip("layer", "layer", "d"), _tip("head", "head", "d"),
+               _tip("shown", "step", "d"), _tip("v", unit)]
+    spec = {
+        "data": {"name": name}, "params": [LOG_PARAM, {"name": "at", "value": last, "bind": {
+            "input": "range", "min": 0, "max": last, "step": figdata.step_gcd(records), "name": "at step ≤ "}}],
+        "transform": [{"flatten": ["step", "v"]}, {"filter": f"datum.step <= at && {_positive('datum.v')}"},
+                      {"joinaggregate": [{"op": "max", "field": "step", "as": "shown"}], "groupby": ["g"]},
+                      {"filter": "datum.step == datum.shown"}],
+        "facet": {"field": "g", "type": "nominal", "title": None, "sort": [g.label for g in shown],
+                  "header": {"labelLimit": 330, "labelFontSize": 11}},
+        "columns": min(3, len(shown)),
+        "spec": {"width": max(60, min(22 * n_heads, 290)), "height": max(48, min(14 * n_layers, 220)), "mark": "rect",
+                 "encoding": {"x": {"field": "head", "type": "ordinal", "title": "head", "axis": {"labelAngle": 0}},
+                              "y": {"field": "layer", "type": "ordinal", "sort": "descending", "title": "layer"},
+                              "color": {"field": "v", "type": "quantitative", "title": unit,
+                                        "scale": {"scheme": "viridis", "clamp": True}},
+                              "tooltip": tooltip}}}
+    return Figure(f"fig-{slug(prefix)}-heads", f"{title}: by block and head",
+                  f"{prefix}/layer_i/head_j, block (row, 0 = next to the embedding) × head at the chosen step (the "
+                  "slider; each group's last logged step at or before it), mean over each group's seeds; one colour "
+                  "scale for all panels, from the 1st to the 99th percentile over all steps.", spec, [name],
+                  hint="hover a cell for its value; the slider below picks the step", scale="color",
+                  domains=domains(records))
+
+
 def build(groups: Sequence[Group], runs: Sequence[Run]) -> tuple[list[Figure], dict[str, list]]:
     """Every figure the runs have data for, and the data sets they read."""
     data: dict[str, list] = {}
     figures = [f for f in [loss_figure(groups, runs, data)] if f]
     prefixes = figdata.layer_prefixes(runs)
     known = [p for p in LAYER_FAMILIES if p in prefixes] + [p for p in prefixes if p not in LAYER_FAMILIES]
-    stride = figdata.layer_stride(groups, known)
+    heads = figdata.head_prefixes(runs)
+    stride = figdata.layer_stride(groups, known, heads)
     for prefix in known:
         figures += layer_figures(prefix, groups, stride, data)
+    figures += [f for prefix in heads if (f := head_figure(prefix, groups, stride, data))]
     keys = figdata.scalar_keys(runs)
     ordered = [k for k in SCALARS if k in keys] + [k for k in keys if k not in SCALARS and k not in dict(LOSS)]
     figures += [f for key in ordered if (f := scalar_figure(key, groups, data))]

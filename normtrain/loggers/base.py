@@ -10,6 +10,7 @@ from typing import Any, Protocol, TypeVar
 Row = TypeVar("Row")
 
 LAYER_KEY = re.compile(r"^(?P<prefix>.+)/layer_(?P<index>\d+)$")  # a per-layer metric: grad_norm/layer_3
+HEAD_KEY = re.compile(r"^(?P<prefix>.+)/layer_(?P<layer>\d+)/head_(?P<head>\d+)$")  # attn_logit_max/layer_3/head_1
 
 
 class Logger(Protocol):

@@ -1,5 +1,6 @@
 """Hand-made run folders with every kind of metric a report must show: today's diagnostics, the new ones of the
-catalog issue (``attn_logit_max/layer_i``, ``output/log_z``, ``train/z_loss``, a prefix nobody knows yet),
+catalog issue (``attn_logit_max/layer_i`` and per head ``attn_logit_max/layer_i/head_j``, ``output/log_z``,
+``train/z_loss``, a prefix nobody knows yet),
 seeds, a diverged run, a collapsed one and the unigram baseline."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ PREFIXES = ("grad_norm", "act_std", "act_mean", "resid_norm", "attn_entropy", "u
             "brand_new_stat")
 SCALARS = ("grad_norm/total", "update/output_change", "output/log_z", "output/logit_max", "train/z_loss")
 UNIGRAM = 4.2
+HEADS = 2
 
 
 def config(placement: str, norm: str, layers: int, seed: int) -> dict:
@@ -35,6 +37,9 @@ def rows(rng: np.random.Generator, layers: int, steps: int, every: int, eval_eve
         for prefix, values in zip(PREFIXES, draws.tolist(), strict=True):
             for i, value in enumerate(values):
                 row[f"{prefix}/layer_{i}"] = math.nan if dead else value if prefix != "act_mean" else value - 0.5
+        heads = np.random.default_rng(step).uniform(0, 10, size=(layers, HEADS))  # apart from rng: same draws above
+        row.update({f"attn_logit_max/layer_{i}/head_{h}": math.nan if dead else float(heads[i, h])
+                    for i in range(layers) for h in range(HEADS)})
         for key, value in zip(SCALARS, (10 ** rng.uniform(-2, 1, size=len(SCALARS))).tolist(), strict=True):
             row[key] = math.nan if dead else value
         out.append({k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()})

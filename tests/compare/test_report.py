@@ -69,6 +69,22 @@ def test_seeds_form_groups_with_mean_band_and_count(tmp_path):
     assert "e-0" not in re.search(r"<table.*?</table>", page, re.S)[0]
 
 
+def test_per_head_values_get_a_block_by_head_map_not_a_chart_each(tmp_path):
+    folders = write_sweep(tmp_path / "sweep")
+    page, data = page_data(write_report(folders, tmp_path / "report.html"))
+    ids = [f["id"] for f in data["figures"]]
+    assert "fig-attn-logit-max-heads" in ids
+    assert not [i for i in ids if "head-" in i]  # no line chart per attn_logit_max/layer_i/head_j
+    runs = [load_run(f) for f in folders if "pre-layernorm" in f.name]
+    cell_ = record(data, "heads:attn_logit_max", "pre · layernorm", layer=2, head=1)
+    logged = np.array([[r["attn_logit_max/layer_2/head_1"] for r in run.rows] for run in runs])
+    assert cell_["step"] == [r["step"] for r in runs[0].rows]
+    np.testing.assert_allclose(cell_["v"], logged.mean(axis=0), rtol=1e-3)  # mean over the group's seeds
+    fig = next(f for f in data["figures"] if f["id"] == "fig-attn-logit-max-heads")
+    assert fig["spec"]["spec"]["encoding"]["x"]["field"] == "head" and fig["scale"] == "color"
+    assert "Per-head diagnostics by block and head" in page
+
+
 def test_by_picks_the_grouping_keys(tmp_path):
     folders = write_sweep(tmp_path / "sweep")
     _, data = page_data(write_report(folders, tmp_path / "by.html", by=["norm"], title="by norm"))
