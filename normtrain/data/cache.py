@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from normtrain.atomic import atomic_file, temp_path
+from normtrain.hashing import feed
 
 
 def cache_root(cache_dir: str | None = None) -> Path:
@@ -40,8 +41,7 @@ def fingerprint(files: Iterable[tuple[str, str]], settings: dict) -> str:
     for rel, path in files:
         with open(path, "rb") as f:  # in blocks: a corpus may be one file larger than memory
             h.update(b"\0%b\0%d\0" % (os.fsencode(rel), os.fstat(f.fileno()).st_size))
-            while block := f.read(1 << 24):
-                h.update(block)
+            feed(h, f)
     return h.hexdigest()
 
 
