@@ -10,6 +10,7 @@ through these helpers, so moving them would rewrite every experiment's figure co
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -34,9 +35,11 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3
 
 
 def save(fig, path: Path) -> None:
-    from normtrain.pngs import save_png
+    from normtrain.pngs import write_png
 
-    save_png(fig, path)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})  # no version string (or URL) in it
+    write_png(path, buf.getvalue())
 
 
 def shade(color: str, strength: float) -> tuple[float, float, float]:
