@@ -26,7 +26,7 @@ def number(value: float | None, decimals: int = 3, missing: str = "–") -> str:
     size = abs(value)
     if size and (size < 10.0 ** (1 - decimals) or size >= HUGE):
         return short_exponent(f"{value:.3g}")
-    return f"{value:.{decimals if size < WHOLE else 0}f}"
+    return f"{value:.{decimals if round(size, decimals) < WHOLE else 0}f}"  # 999.9996 is 1000, not 1000.000
 
 
 def short_exponent(text: str) -> str:
