@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from normtrain.numbers import number
+
 # One colour per placement across all figures (and the same order as the tables).
 PLACEMENT_COLORS = {"post": "#d62728", "pre": "#1f77b4", "deepnorm": "#2ca02c", "peri": "#9467bd",
                     "reorder": "#8c564b", "mix": "#e377c2", "subln": "#17becf", "admin": "#bcbd22",
@@ -91,7 +93,7 @@ def curves(ax, per_seed: Sequence[Sequence[tuple[float, float]]], color: str, la
 def unigram_line(ax, value: float | None) -> None:
     """The unigram baseline: a model that learned only byte frequencies ends on this line."""
     if value is not None:
-        ax.axhline(value, color="k", ls=":", lw=1.2, label=f"unigram baseline {value:.3f}")
+        ax.axhline(value, color="k", ls=":", lw=1.2, label=f"unigram baseline {number(value)}")
 
 
 def finish(ax, title: str, xlabel: str, ylabel: str, legend: bool = True) -> None:
