@@ -39,7 +39,7 @@ class Column:
     key: str  # CSV header
     title: str  # Markdown / HTML header
     value: Callable[[Run], Any]
-    decimals: int | None = None  # floats as normtrain.numbers shows them, with these decimals (None: as set)
+    decimals: int | None = None  # floats through normtrain.numbers with these decimals; None: as labels show them
 
 
 class MetricError(ValueError):
