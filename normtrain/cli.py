@@ -26,6 +26,7 @@ from types import CodeType
 from typing import TYPE_CHECKING, NoReturn
 
 from normtrain.errors import NormtrainError
+from normtrain.numbers import number
 from normtrain.runlog import say
 
 if TYPE_CHECKING:
@@ -44,10 +45,9 @@ def main(cfg: DictConfig) -> float | None:
     except NormtrainError as err:
         say(f"normtrain: {err}")
         sys.exit(2)
-    val = summary["final_val_loss"]
     if int(os.environ.get("RANK", "0")) == 0:
         say(f"normtrain: {summary['status']} after {summary['steps']} steps; final val loss "
-            f"{'n/a' if val is None else f'{val:.4f}'}; run folder {summary['run_dir']}")
+            f"{number(summary['final_val_loss'], 4, missing='n/a')}; run folder {summary['run_dir']}")
     if summary["status"] == "interrupted":
         sys.exit(130)
     return summary["final_val_loss"]  # for Hydra sweepers that optimize a value

@@ -1,6 +1,6 @@
 """PNG files of figures, however drawn: reduced to a palette (2-3 times smaller), without a version string, written
-atomically. ``save_png`` takes a matplotlib ``Figure`` (the probe's and the reproductions' figures); compare's PNGs
-come from vl-convert as bytes (normtrain.compare.paper)."""
+atomically. Compare's and the probe's PNGs come from vl-convert (normtrain.compare.paper), the reproductions' from
+matplotlib (normtrain.reproduce.plots)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ import io
 from pathlib import Path
 
 from normtrain.atomic import write_bytes
-
-DPI = 100  # matplotlib's figures: inches × 100 pixels
 
 
 def palette_png(data: bytes, method: int = 0) -> bytes:
@@ -30,10 +28,3 @@ def palette_png(data: bytes, method: int = 0) -> bytes:
 def write_png(path: Path, data: bytes, method: int = 0) -> Path:
     write_bytes(path, palette_png(data, method))
     return path
-
-
-def save_png(fig, path: Path) -> Path:
-    """A matplotlib ``Figure`` (Agg) as a PNG file."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})  # no version string (or URL) in it
-    return write_png(path, buf.getvalue())

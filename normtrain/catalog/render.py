@@ -75,11 +75,3 @@ def replace_block(document: str, table: str) -> str:
     if start < 0 or end < start:
         raise ValueError(f"no catalog block: the file needs a line {BEGIN!r} and, after it, a line {END!r}")
     return document[:start] + BEGIN + "\n\n" + table + "\n" + document[end:]
-
-
-def readme_block(document: str) -> str | None:
-    """The catalog table README.md holds now (between the markers), or None without markers."""
-    start, end = document.find(BEGIN), document.find(END)
-    if start < 0 or end < start:
-        return None
-    return document[start + len(BEGIN):end].strip("\n") + "\n"

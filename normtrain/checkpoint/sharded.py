@@ -40,6 +40,7 @@ from torch import nn
 from normtrain.atomic import atomic_write, write_json
 from normtrain.checkpoint.state import all_finite, merge, rng_states, set_rng_states, split_tensors, unwrap
 from normtrain.errors import CheckpointError
+from normtrain.hashing import blocks
 from normtrain.optim import optimizers_of
 
 DCP_NAME = "ckpt.dcp"
@@ -48,7 +49,6 @@ MANIFEST = "manifest.json"
 STATE = "state.pt"
 FORMAT = "normtrain-dcp/1"
 HOW = "start over with train.resume=none, or point train.resume at another checkpoint"
-CHUNK = 1 << 24
 # DCP warns on every single-process save or load (also from its async writer's thread) that it assumes one
 # process: with train.ckpt_format=dcp on one process, and in normtrain-export, that is the intent.
 warnings.filterwarnings("ignore", message="torch.distributed is (disabled|unavailable)", category=UserWarning)
@@ -66,8 +66,8 @@ def latest_folder(root: Path) -> Path | None:
 def file_crc(path: Path) -> int:
     crc = 0
     with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            crc = zlib.crc32(chunk, crc)
+        for block in blocks(f):
+            crc = zlib.crc32(block, crc)
     return crc
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from normtrain.compare.runs import Run
 from normtrain.dotted import flatten
+from normtrain.numbers import short_exponent
 
 # Keys that say where or how verbosely a run wrote, never what it trained: left out of labels and tables.
 IGNORED = ("logger", "data.cache_dir", "run_dir", "train.progress", "train.resume", "train.ckpt_every")
@@ -74,12 +75,6 @@ def resolve_keys(requested: Iterable[str], available: Iterable[str]) -> list[str
         raise LabelError(f"--by: unknown config key {', '.join(unknown)}; keys are dotted, e.g. norm, placement, "
                          "model.n_layers, optim.lr, train.seed")
     return keys
-
-
-def short_exponent(text: str) -> str:
-    """``1e-05`` -> ``1e-5``, ``2.5e+07`` -> ``2.5e7``: shorter, and nothing for a browser to break a line at."""
-    mantissa, e, exponent = text.partition("e")
-    return f"{mantissa}e{int(exponent)}" if e and exponent.lstrip("+-").isdigit() else text
 
 
 def format_value(value: Any) -> str:

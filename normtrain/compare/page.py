@@ -75,12 +75,12 @@ def table_html(runs: Sequence[Run], cols: Sequence[report.Column]) -> str:
             sort = "" if v is None else f' data-v="{e(str(v))}"'
             if c.key == "label":
                 cells.append(f'<td{sort}><span class="swatch" style="background:{e(run.color or "#999")}"></span>'
-                             f"{e(report.cell(v, c.fmt))}</td>")
+                             f"{e(report.cell(v, c.decimals))}</td>")
             elif c.key == "status":
                 cells.append(f"<td{sort}>{_status(run)}</td>")
             else:
                 num = ' class="num"' if report.is_number(v) else ""
-                cells.append(f"<td{num}{sort}>{e(report.cell(v, c.fmt))}</td>")
+                cells.append(f"<td{num}{sort}>{e(report.cell(v, c.decimals))}</td>")
         kind = " ".join([run.status, *_outcomes(run)])
         rows.append(f'<tr class="{e(kind)}" title="{e(report.shown_path(run.path))}">{"".join(cells)}</tr>')
     return (f'<div class="table-wrap"><table class="runs sortable"><thead><tr>{head}</tr></thead>'

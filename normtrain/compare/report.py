@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from normtrain.atomic import write_text
-from normtrain.compare.labels import format_value, short_exponent, short_names
+from normtrain.compare.labels import format_value, short_names
 from normtrain.compare.runs import Run, natural_key
 from normtrain.markdown import table
+from normtrain.numbers import number
 
 STATUS_RANK = {"completed": 0, "diverged": 2, "failed": 3}  # anything else (running, incomplete, interrupted): 1
 
@@ -38,7 +39,7 @@ class Column:
     key: str  # CSV header
     title: str  # Markdown / HTML header
     value: Callable[[Run], Any]
-    fmt: str = ""  # format spec for floats in Markdown and HTML
+    decimals: int | None = None  # floats through normtrain.numbers with these decimals; None: as labels show them
 
 
 class MetricError(ValueError):
@@ -75,11 +76,11 @@ def sort_runs(runs: Sequence[Run], value: Callable[[Run], float | None], higher:
 
 
 # summary keys that only some runs record (issue 11's collapse check, issue 12's spike score): a column when present
-OPTIONAL: tuple[tuple[str, str, str], ...] = (
-    ("collapsed", "collapsed", ""),
-    ("undertrained", "undertrained", ""),
-    ("unigram_val_loss", "unigram loss", ".4f"),
-    ("spike_score", "spike score", ".3g"),
+OPTIONAL: tuple[tuple[str, str, int | None], ...] = (
+    ("collapsed", "collapsed", None),
+    ("undertrained", "undertrained", None),
+    ("unigram_val_loss", "unigram loss", 4),
+    ("spike_score", "spike score", 3),
 )
 
 
@@ -94,13 +95,13 @@ def columns(keys: Sequence[str], runs: Sequence[Run] = ()) -> list[Column]:
         Column("status", "status", lambda r: r.status),
         Column("diverged_at_step", "diverged at", summary("diverged_at_step")),
         Column("steps", "steps", summary("steps")),
-        Column("final_val_loss", "final val loss", summary("final_val_loss"), ".4f"),
-        Column("best_val_loss", "best val loss", summary("best_val_loss"), ".4f"),
-        Column("final_val_bpb", "val bpb", summary("final_val_bpb"), ".3f"),
-        Column("tokens_per_s", "tokens/s", Run.tokens_per_s, ".0f"),
-        Column("wall_time_s", "wall time (s)", summary("wall_time_s"), ".1f"),
+        Column("final_val_loss", "final val loss", summary("final_val_loss"), 4),
+        Column("best_val_loss", "best val loss", summary("best_val_loss"), 4),
+        Column("final_val_bpb", "val bpb", summary("final_val_bpb"), 3),
+        Column("tokens_per_s", "tokens/s", Run.tokens_per_s, 0),
+        Column("wall_time_s", "wall time (s)", summary("wall_time_s"), 1),
         Column("n_params", "params", summary("n_params")),
-        *[Column(key, title, summary(key), fmt) for key, title, fmt in OPTIONAL
+        *[Column(key, title, summary(key), decimals) for key, title, decimals in OPTIONAL
           if any(key in r.summary for r in runs)],
     ]
 
@@ -114,24 +115,18 @@ def _config_value(run: Run, dotted: str) -> Any:
     return tuple(node) if isinstance(node, list) else node
 
 
-def cell(value: Any, fmt: str) -> str:
-    """A table cell: ``fmt`` for floats, but scientific with a short exponent (``2.5e-5``) for the tiny and huge
-    values it would show as 0.0000 or a wall of digits; config values as their labels show them."""
-    if value is None:
-        return "—"
-    if isinstance(value, float) and fmt:
-        if not math.isfinite(value):
-            return str(value)
-        if value != 0 and not 1e-3 <= abs(value) < 1e7:
-            return short_exponent(f"{value:.3g}")
-        return format(value, fmt)
+def cell(value: Any, decimals: int | None) -> str:
+    """A table cell: a result as every normtrain table shows numbers (normtrain.numbers), a config value as its
+    label shows it."""
+    if isinstance(value, float) and decimals is not None:
+        return number(value, decimals, missing="—")
     return format_value(value)
 
 
 def markdown(runs: Sequence[Run], cols: Sequence[Column]) -> str:
     """A Markdown table padded so that it also reads as a plain table in a terminal."""
     numeric = [i > 0 and all(is_number(c.value(r)) or c.value(r) is None for r in runs) for i, c in enumerate(cols)]
-    return table([c.title for c in cols], [[cell(c.value(r), c.fmt) for c in cols] for r in runs], numeric) + "\n"
+    return table([c.title for c in cols], [[cell(c.value(r), c.decimals) for c in cols] for r in runs], numeric) + "\n"
 
 
 def is_number(value: Any) -> bool:

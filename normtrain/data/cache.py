@@ -22,7 +22,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
-from normtrain.atomic import atomic_file, temp_path
+from normtrain.atomic import atomic_file
+from normtrain.hashing import feed
 
 
 def cache_root(cache_dir: str | None = None) -> Path:
@@ -40,8 +41,7 @@ def fingerprint(files: Iterable[tuple[str, str]], settings: dict) -> str:
     for rel, path in files:
         with open(path, "rb") as f:  # in blocks: a corpus may be one file larger than memory
             h.update(b"\0%b\0%d\0" % (os.fsencode(rel), os.fstat(f.fileno()).st_size))
-            while block := f.read(1 << 24):
-                h.update(block)
+            feed(h, f)
     return h.hexdigest()
 
 
@@ -94,12 +94,9 @@ _SCOPE = _pid_scope()
 _TEMP = re.compile(r"\..+\.(?P<scope>[0-9a-f]{8})\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp")
 
 
-def _temp_path(path: Path, pid: int | None = None) -> Path:
-    """``.<name>.<scope>.<pid>.<random>.tmp``: unique to this call, so builders never share one."""
-    return temp_path(path, _tag(pid))
-
-
 def _tag(pid: int | None = None) -> str:
+    """The tag of a builder's temporary files, ``.<name>.<scope>.<pid>.<random>.tmp`` (normtrain.atomic): whose
+    they are, so that ``sweep`` removes only those of dead builders in this pid namespace."""
     return f"{_SCOPE}.{pid or os.getpid()}."
 
 

@@ -27,6 +27,7 @@ from typing import IO, Any
 import numpy as np
 
 from normtrain.errors import DataError
+from normtrain.hashing import feed
 
 FORMAT = 1
 META = "meta.json"
@@ -34,7 +35,6 @@ SPLITS = {"train": "train.bin", "val": "val.bin"}
 COUNTS = "train_counts.npy"
 TOKENIZER = "tokenizer.json"
 FILES = (*SPLITS.values(), COUNTS, TOKENIZER, META)
-READ_BLOCK = 8 << 20
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -176,10 +176,5 @@ def _check(path: Path, record: dict[str, Any], read: Callable[[IO[bytes]], tuple
 
 
 def _sha256(f: IO[bytes]) -> str:
-    h = hashlib.sha256()
     f.seek(0)
-    buffer = bytearray(READ_BLOCK)
-    view = memoryview(buffer)
-    while n := f.readinto(buffer):
-        h.update(view[:n])
-    return h.hexdigest()
+    return feed(hashlib.sha256(), f).hexdigest()

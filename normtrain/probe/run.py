@@ -42,9 +42,7 @@ def probe(run_dir: str | Path, out: str | Path | None = None, device: str = "aut
 def write(result: dict[str, Any], out: Path, started: float) -> None:
     """The PNGs, then probe.json (with their names and the wall time, figures included) into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    pngs = [figures.skip_loss(result, out / "skip_loss.png"), figures.stream(result, out / "stream.png"),
-            figures.norm_curves(result, out / "norm_curves.png")]
-    result["figures"] = [p.name for p in pngs if p is not None]
+    result["figures"] = [p.name for p in figures.write(result, out)]
     result["wall_time_s"] = round(time.perf_counter() - started, 3)
     write_json(out / PROBE_JSON, result)
 

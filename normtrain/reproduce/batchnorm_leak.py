@@ -15,7 +15,7 @@ from typing import Any
 from normtrain.compare.runs import Run
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, curve_points, present, validation_batches
-from normtrain.reproduce.writeup import markdown_table
+from normtrain.reproduce.writeup import markdown_table, unigram_of
 
 NORMS = ("batchnorm", "batchnorm_causal", "layernorm")
 MODES = {"own": "training mode, own batch's statistics", "eval": "evaluation mode (running statistics)"}
@@ -48,7 +48,7 @@ class BatchNormLeak(Experiment):
         sizes = sorted({int(r["train.batch_size"]) for r in rows})
         norms = present(rows, "norm", NORMS)
         small, large = sizes[0], sizes[-1]
-        unigram = next((r["unigram_val_loss"] for r in rows if r.get("unigram_val_loss") is not None), None)
+        unigram = unigram_of(rows)
 
         def seeds(n, b, value):
             return stats.seeds(rows, value, norm=n, train__batch_size=b)

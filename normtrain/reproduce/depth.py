@@ -6,7 +6,7 @@ from typing import Any
 
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, Plan, Scale, curve_points, present
-from normtrain.reproduce.writeup import markdown_table
+from normtrain.reproduce.writeup import markdown_table, unigram_of
 
 TRAINS = ("pre", "deepnorm")  # the placements the papers say keep training at depth
 ARMS = {(1e-3, 0): "lr 1e-3, no warm-up", (1e-3, 100): "lr 1e-3, warm-up",
@@ -46,7 +46,7 @@ class Depth(Experiment):
         places = present(rows, "placement", PLACEMENT_ORDER)
         arms = [a for a in ARMS.values() if any(r["arm"] == a for r in rows)]
         shallow, deep = depths[0], depths[-1]
-        unigram = next((r["unigram_val_loss"] for r in rows if r.get("unigram_val_loss") is not None), None)
+        unigram = unigram_of(rows)
 
         def losses(p, d, arm):
             return stats.seeds(rows, stats.final_or_inf, placement=p, model__n_layers=d, arm=arm)

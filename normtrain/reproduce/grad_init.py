@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from normtrain.reproduce import plots, stats
+from normtrain.reproduce.probing import profile_text
 from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, Plan, Scale, measure_grid, present
 from normtrain.reproduce.writeup import markdown_table
 
@@ -43,7 +44,7 @@ class GradInit(Experiment):
             p = m["value"]
             rows.append({**combo, **{k: m[k] for k in ("started_at", "wall_time_s", "code_commit", "code_dirty")},
                          "first": p[0], "last": p[-1], "log_slope": profile_slope(p),
-                         "profile": " ".join(f"{v:.5g}" for v in p)})
+                         "profile": profile_text(p)})
         return rows
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:

@@ -9,7 +9,7 @@ from normtrain.compare.runs import Run
 from normtrain.data.unigram import COLLAPSE_MARGIN, on_unigram_line
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, curve_text
-from normtrain.reproduce.writeup import markdown_table
+from normtrain.reproduce.writeup import markdown_table, unigram_of
 
 VARIANTS = ("pre", "pre+qk", "peri", "deepnorm", "post")  # the order of rows and lines (v3 runs pre, pre+qk, post)
 SHALLOW_ONLY = ("pre", "pre+qk", "post")  # the variants run at L = 2
@@ -116,7 +116,7 @@ class LRSensitivity(Experiment):
         c = Curves(rows)
         depths = sorted({int(r["model.n_layers"]) for r in rows})
         names = [v for v in VARIANTS if any(r["variant"] == v for r in rows)]
-        unigram = next((r["unigram_val_loss"] for r in rows if r.get("unigram_val_loss") is not None), None)
+        unigram = unigram_of(rows)
         common = sorted(set.intersection(*[set(c.lrs_at(d)) for d in depths]))  # one grid for the depth check
         measured = self.measure_checks(c, depths, names, common, unigram)
         ranking, mid = self.ranking(c, names, depths, unigram)

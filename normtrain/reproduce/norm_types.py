@@ -17,7 +17,7 @@ from typing import Any
 
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, curve_points, present, train_grid
-from normtrain.reproduce.writeup import markdown_table
+from normtrain.reproduce.writeup import markdown_table, unigram_of
 
 NORM_ORDER = ("layernorm", "rmsnorm", "prmsnorm")
 REPEATS, WARMUP_STEPS, TIMED_STEPS = 7, 5, 20  # whole-step timing: repeats × (untimed, timed) steps per norm
@@ -174,7 +174,7 @@ class NormTypes(Experiment):
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         timings = getattr(self, "timings", [])
         norms = present(rows, "norm", NORM_ORDER)
-        unigram = next((r["unigram_val_loss"] for r in rows if r.get("unigram_val_loss") is not None), None)
+        unigram = unigram_of(rows)
         loss = {n: stats.seeds(rows, stats.final_or_inf, norm=n) for n in norms}
         minus_ln = {n: stats.paired(loss[n], loss.get("layernorm", {}), stats.difference) for n in norms}
         measured = {"rms_minus_ln": {"": minus_ln.get("rmsnorm", {})},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from normtrain.numbers import number
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.runner import (
     PLACEMENT_ORDER,
@@ -109,8 +110,8 @@ class OutputChange(Experiment):
         ci = median_ci(vals)
         if not vals:
             return "–"
-        interval = f" [95% CI {ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
-        return f"median {stats.median(vals):.3f}{interval} (n={len(vals)})"
+        interval = f" [95% CI {number(ci[0])}, {number(ci[1])}]" if ci else ""
+        return f"median {number(stats.median(vals))}{interval} (n={len(vals)})"
 
     def table(self, rows, places, norms, depths, fits) -> str:
         header = ["placement", "norm", "σ", *[f"L={d}" for d in depths], "log-log slope", "R² a+b·N", "R² a+b·ln N",

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from normtrain.compare.runs import Run
+from normtrain.numbers import number
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.probing import profile_text, profile_values
 from normtrain.reproduce.runner import (
@@ -156,4 +157,4 @@ class PeriVariance(Experiment):
 
 def seed_sd(values: dict[str, float | None]) -> str:
     _, sd, n = mean_sd(list(values.values()))
-    return f"{float(sd):.4f} (n={n})" if n > 1 else "–"
+    return f"{number(float(sd), 4)} (n={n})" if n > 1 else "–"

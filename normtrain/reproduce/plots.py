@@ -10,10 +10,13 @@ through these helpers, so moving them would rewrite every experiment's figure co
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
+from normtrain.numbers import number
 
 # One colour per placement across all figures (and the same order as the tables).
 PLACEMENT_COLORS = {"post": "#d62728", "pre": "#1f77b4", "deepnorm": "#2ca02c", "peri": "#9467bd",
@@ -34,9 +37,11 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3
 
 
 def save(fig, path: Path) -> None:
-    from normtrain.pngs import save_png
+    from normtrain.pngs import write_png
 
-    save_png(fig, path)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})  # no version string (or URL) in it
+    write_png(path, buf.getvalue())
 
 
 def shade(color: str, strength: float) -> tuple[float, float, float]:
@@ -88,7 +93,7 @@ def curves(ax, per_seed: Sequence[Sequence[tuple[float, float]]], color: str, la
 def unigram_line(ax, value: float | None) -> None:
     """The unigram baseline: a model that learned only byte frequencies ends on this line."""
     if value is not None:
-        ax.axhline(value, color="k", ls=":", lw=1.2, label=f"unigram baseline {value:.3f}")
+        ax.axhline(value, color="k", ls=":", lw=1.2, label=f"unigram baseline {number(value)}")
 
 
 def finish(ax, title: str, xlabel: str, ylabel: str, legend: bool = True) -> None:

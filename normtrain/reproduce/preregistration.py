@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from normtrain.numbers import number
 from normtrain.provenance import git
 
 OPS = {">=": lambda v, t: v >= t, "<=": lambda v, t: v <= t, ">": lambda v, t: v > t, "<": lambda v, t: v < t,
@@ -142,11 +143,11 @@ class CheckResult:
             if not c["n"]:
                 parts.append(f"not measured{where}")
                 continue
-            spread = f" [{fmt_num(c['min'])}, {fmt_num(c['max'])}]" if c["n"] > 1 else ""
+            spread = f" [{number(c['min'])}, {number(c['max'])}]" if c["n"] > 1 else ""
             ci = c.get("median_ci95")
-            interval = (f" (95% CI of the median [{fmt_num(ci[0])}, {fmt_num(ci[1])}])"
+            interval = (f" (95% CI of the median [{number(ci[0])}, {number(ci[1])}])"
                         if ci and self.rule.decide == "median_ci" else "")
-            parts.append(f"median {fmt_num(c['median'])}{spread}{interval}, {c['passing']}/{c['n']} seeds pass{where}")
+            parts.append(f"median {number(c['median'])}{spread}{interval}, {c['passing']}/{c['n']} seeds pass{where}")
         return "; ".join(parts)
 
     def as_dict(self) -> dict[str, Any]:
@@ -154,14 +155,6 @@ class CheckResult:
                 "quantity": self.rule.quantity, "op": self.rule.op, "threshold": self.rule.threshold,
                 "decide": self.rule.decide, "basis": self.rule.basis, "ok": self.ok, "measured": self.measured(),
                 "conditions": self.conditions}
-
-
-def fmt_num(v: float | None) -> str:
-    if v is None:
-        return "–"
-    if math.isinf(v):
-        return "∞" if v > 0 else "−∞"
-    return f"{v:.3g}" if abs(v) < 1e-2 or abs(v) >= 1e3 else f"{v:.3f}"
 
 
 def _finite_or_inf(v: float | None) -> bool:

@@ -11,6 +11,7 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from normtrain.numbers import number
 from normtrain.spread import mean_sd
 
 SEED = "train.seed"
@@ -27,10 +28,6 @@ def per_seed(rows: list[dict[str, Any]], value: str | Callable[[dict], float | N
     return {str(r.get(key, "0")): read(r) for r in rows if where(r)}
 
 
-def seeds_of(rows: list[dict[str, Any]]) -> list[int]:
-    return sorted({int(r.get(SEED, 0)) for r in rows})
-
-
 def mean(values: Iterable[float | None]) -> float | None:
     vals = finite(values)
     return sum(vals) / len(vals) if vals else None
@@ -41,7 +38,7 @@ def median(values: Iterable[float | None]) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def spread(values: Iterable[float | None], digits: int = 3, unit: str = "") -> str:
+def spread(values: Iterable[float | None]) -> str:
     """``2.531 ± 0.021 (n=3)``: mean ± sample sd (normtrain/spread.py); infinite values (a diverged run in a
     penalty) are counted apart."""
     values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
@@ -50,14 +47,8 @@ def spread(values: Iterable[float | None], digits: int = 3, unit: str = "") -> s
     if not vals:
         return f"∞ (n={inf})" if inf else "–"
     m, sd, n = mean_sd(vals)
-    text = f"{_num(float(m), digits)} ± {_num(float(sd), digits)}{unit} (n={n})"
+    text = f"{number(float(m))} ± {number(float(sd))} (n={n})"
     return text + (f", +{inf} ∞" if inf else "")
-
-
-def _num(v: float, digits: int) -> str:
-    if v != 0 and (abs(v) < 1e-2 or abs(v) >= 1e4):
-        return f"{v:.{digits - 1}e}"
-    return f"{v:.{digits}f}"
 
 
 def loglog_slope(xs: list[float], ys: list[float | None]) -> float | None:
@@ -151,12 +142,12 @@ def counts(rows: list[dict[str, Any]]) -> dict[str, int]:
             "undertrained": sum(bool(r.get("undertrained")) for r in rows)}
 
 
-def cell(values: Iterable[float | None], rows: list[dict[str, Any]], digits: int = 3) -> str:
+def cell(values: Iterable[float | None], rows: list[dict[str, Any]]) -> str:
     """A table cell of trained runs: ``mean ± sd (n=3; 0 div, 1 coll)`` (+ ``, 2 short`` for undertrained runs)."""
     c = counts(rows)
     flags = f"{c['diverged']} div, {c['collapsed']} coll" + (f", {c['undertrained']} short" if c["undertrained"]
                                                               else "")
-    text = spread(values, digits)
+    text = spread(values)
     if text.endswith(")") and "(n=" in text:
         return text[:-1] + f"; {flags})"
     return f"{text} (n={c['n']}; {flags})"

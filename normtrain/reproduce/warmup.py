@@ -7,7 +7,7 @@ from typing import Any
 
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, Plan, Scale, curve_points, present
-from normtrain.reproduce.writeup import markdown_table
+from normtrain.reproduce.writeup import markdown_table, unigram_of
 
 WARMUP_AXIS = "optim.warmup_steps"
 
@@ -32,7 +32,7 @@ class Warmup(Experiment):
         warmups = sorted({r[WARMUP_AXIS] for r in rows}, key=int)
         places = present(rows, "placement", PLACEMENT_ORDER)
         lo, hi, cold, warm = lrs[0], lrs[-1], warmups[0], warmups[-1]
-        unigram = next((r["unigram_val_loss"] for r in rows if r.get("unigram_val_loss") is not None), None)
+        unigram = unigram_of(rows)
 
         def losses(p, lr, w):
             return stats.seeds(rows, stats.final_or_inf, placement=p, optim__lr=lr, optim__warmup_steps=w)

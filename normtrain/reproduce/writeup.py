@@ -24,6 +24,7 @@ from typing import Any
 
 from normtrain import markdown
 from normtrain.atomic import write_json
+from normtrain.numbers import number
 from normtrain.reproduce import stats
 from normtrain.reproduce.preregistration import CheckResult, Registration, judge, preregistered, verdict
 from normtrain.reproduce.runner import SEED_AXIS, Experiment, Findings, Plan
@@ -36,22 +37,9 @@ LABEL_TEXT = {"before_runs": "registered before any run of this experiment",
               "after_pilot": "registered **after a pilot** (earlier runs whose numbers were seen; see below)"}
 
 
-def fmt(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        if value != value:
-            return "nan"
-        if value in (float("inf"), float("-inf")):
-            return "∞" if value > 0 else "−∞"
-        if value == 0 or abs(value) >= 1e3:
-            return f"{value:.0f}"
-        return f"{value:.{digits}g}" if abs(value) < 1e-2 else f"{value:.{digits}f}"
-    return str(value)
-
-
 def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
-    return markdown.table(header, [[fmt(v) for v in row] for row in rows])
+    return markdown.table(header, [[number(v) if v is None or isinstance(v, float) else str(v) for v in row]
+                                   for row in rows])
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
@@ -213,9 +201,10 @@ def method_section(exp: Experiment, plan: Plan, result: dict[str, Any]) -> str:
 
 def results_section(findings: Findings, result: dict[str, Any], figures: list[str], report: str) -> str:
     unigram = result["unigram_val_loss"]
-    baseline = (f"Unigram baseline: **{fmt(unigram)} nats**: the cross-entropy of the train split's byte frequencies "
-                "on the same validation windows. A run that ends on it (within 0.05 nats, or above) and has stopped "
-                "falling is *collapsed*; one that ends there still falling is *undertrained* (normtrain/outcome.py)."
+    baseline = (f"Unigram baseline: **{number(unigram)} nats**: the cross-entropy of the train split's byte "
+                "frequencies on the same validation windows. A run that ends on it (within 0.05 nats, or above) "
+                "and has stopped falling is *collapsed*; one that ends there still falling is *undertrained* "
+                "(normtrain/outcome.py)."
                 if unigram is not None else "")
     cells = result.get("cells")
     totals = ""

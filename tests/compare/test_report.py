@@ -108,8 +108,8 @@ def test_200_runs_stay_under_10_mb(tmp_path):
 
 def test_numbers_are_short_and_never_wrap():
     assert format_value(1e-05) == "1e-5" and format_value(3e-4) == "0.0003" and format_value(2.5e7) == "2.5e7"
-    assert cell(2.5e-05, ".4f") == "2.5e-5" and cell(3.14159, ".4f") == "3.1416" and cell(None, ".4f") == "—"
-    assert cell(12345678.0, ".0f") == "1.23e7" and cell(float("inf"), ".4f") == "inf"
+    assert cell(2.5e-05, 4) == "2.5e-5" and cell(3.14159, 4) == "3.1416" and cell(None, 4) == "—"
+    assert cell(12345678.0, 0) == "1.23e7" and cell(float("inf"), 4) == "∞" and cell(3e-4, None) == "0.0003"
     css = (Path(__import__("normtrain.compare.page").compare.page.STATIC) / "report.css").read_text()
     assert re.search(r"table\.runs th, table\.runs td \{[^}]*white-space: nowrap", css)
 

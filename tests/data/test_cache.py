@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from normtrain.atomic import temp_path
 from normtrain.data import cache, load_corpus
 
 BUILDER = Path(__file__).with_name("builder.py")
@@ -121,8 +122,8 @@ def test_only_temp_files_of_dead_builders_in_our_pid_namespace_are_swept(text_co
     folder = tmp_path / "cache" / "corpora" / _load(text_corpus, tmp_path / "cache").fingerprint
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    stale = cache._temp_path(folder / "train.npy", pid=dead.pid)
-    live = cache._temp_path(folder / "train.npy", pid=os.getpid())  # a builder still writing: ours
+    stale = temp_path(folder / "train.npy", cache._tag(dead.pid))
+    live = temp_path(folder / "train.npy", cache._tag(os.getpid()))  # a builder still writing: ours
     elsewhere = folder / f".val.npy.0badcafe.{dead.pid}.12345678.tmp"  # another host's: its pids mean nothing here
     unrelated = folder / ".notes.tmp"
     for path in (stale, live, elsewhere, unrelated):

@@ -1,0 +1,93 @@
+"""One figure source for the probe: its PNGs are the compare report's probe charts (normtrain.compare.probe),
+rendered by vl-convert from the same spec and the same numbers, on a synthetic probe.json (no torch, no training)."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+
+import numpy as np
+
+from normtrain.compare import paper, write_report
+from normtrain.probe import figures
+
+XS = [i / 10 - 3 for i in range(61)]
+
+
+def norm(name: str, alpha: float) -> dict:
+    return {"name": name, "kind": "rmsnorm", "layer": 0, "x": [0.9 * x for x in XS], "n_pairs": len(XS),
+            "y": [math.tanh(alpha * x) for x in XS], "curve": {"x": XS, "y": [math.tanh(alpha * x) for x in XS]},
+            "fit": {"alpha": alpha, "gamma": 1.0, "r2": 0.99, "r2_line": 0.9}}
+
+
+def probe_result(run_dir) -> dict:
+    layers = [{"layer": i, "skip_val_loss": 2.34567 + d, "skip_delta": d, "block_cos": 0.5 + 0.1 * i,
+               "act_rms": 1.5 * (i + 1), "act_absmax": 10.0 * (i + 1)} for i, d in enumerate((0.7, 0.2, 0.05))]
+    return {"format": 1, "run_dir": str(run_dir), "label": "pre-rmsnorm-L3", "val_loss": 2.34567, "layers": layers,
+            "norms": [norm("blocks.0.norm1", 0.8), norm("final_norm", 1.5)]}
+
+
+def run_folder(root, result: dict):
+    """A finished run folder holding ``result`` as its probe/probe.json."""
+    (root / "probe").mkdir(parents=True)
+    rows = [{"step": 0, "train/loss": 5.0, "val/loss": 5.0}, {"step": 10, "train/loss": 2.3, "val/loss": 2.3}]
+    (root / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (root / "summary.json").write_text(json.dumps({"status": "completed", "steps": 10, "final_val_loss": 2.3,
+                                                   "config": {"model": {"n_layers": 3}}}))
+    (root / "probe" / "probe.json").write_text(json.dumps(result))
+    return root
+
+
+def layer_values(rows, key):
+    return [(r["layer"], r[key]) for r in rows]
+
+
+def test_probe_pngs_plot_the_report_s_probe_charts(tmp_path):
+    result = probe_result(tmp_path / "run")
+    page = write_report([run_folder(tmp_path / "run", result)], tmp_path / "report.html").read_text()
+    data = json.loads(re.search(r'id="normtrain-data">(.*?)</script>', page, re.S)[1])
+    in_report = {f["id"]: f["spec"] for f in data["figures"]}
+    pictures = figures.pictures(result)
+    assert list(pictures) == ["skip_loss.png", "stream.png", "norm_curves.png"]
+
+    skip = pictures["skip_loss.png"]
+    assert skip["mark"] == in_report["fig-probe-skip"]["mark"] and skip["title"].endswith("(full model: 2.3457)")
+    assert skip["encoding"]["y"]["field"] == in_report["fig-probe-skip"]["encoding"]["y"]["field"] == "skip_delta"
+    expected = layer_values(result["layers"], "skip_delta")
+    assert layer_values(skip["data"]["values"], "skip_delta") == expected
+    assert layer_values(data["datasets"]["probe:layers"], "skip_delta") == expected
+    for panel, key in zip(pictures["stream.png"]["hconcat"], ("block_cos", "act_rms", "act_absmax"), strict=True):
+        spec = in_report[f"fig-probe-{key.replace('_', '-')}"]
+        assert panel["encoding"]["y"]["field"] == spec["encoding"]["y"]["field"] == key
+        assert layer_values(panel["data"]["values"], key) == layer_values(result["layers"], key)
+        assert panel["encoding"]["y"]["scale"]["type"] == ("linear" if key == "block_cos" else "log")
+    curves = pictures["norm_curves.png"]
+    for drawn, shown in zip(curves["spec"]["layer"], in_report["fig-probe-norms"]["spec"]["layer"], strict=True):
+        assert drawn["mark"] == shown["mark"] and drawn["transform"] == shown["transform"]
+        assert drawn["encoding"]["x"] == shown["encoding"]["x"]
+        assert drawn["encoding"]["y"]["field"] == shown["encoding"]["y"]["field"] == "y"
+    assert curves["facet"] == in_report["fig-probe-norms"]["facet"]
+    fits = {r["norm"]: r["y"] for r in curves["data"]["values"] if r["k"] == "fit"}
+    assert fits == {n["name"]: n["curve"]["y"] for n in result["norms"]}
+
+
+def test_probe_pngs_are_drawn_in_the_run_s_colour(tmp_path):
+    import vl_convert
+    from PIL import Image
+
+    result = probe_result(tmp_path / "run")
+    written = figures.write(result, tmp_path)
+    assert [p.name for p in written] == ["skip_loss.png", "stream.png", "norm_curves.png"]
+    skip = figures.pictures(result)["skip_loss.png"]
+    svg = vl_convert.vegalite_to_svg(skip, config=paper.CONFIG)
+    width, height = (float(re.search(rf'<svg[^>]* {k}="([\d.]+)"', svg)[1]) for k in ("width", "height"))
+    image = Image.open(io.BytesIO((tmp_path / "skip_loss.png").read_bytes())).convert("RGB")
+    assert image.size == (round(width * paper.SCALE), round(height * paper.SCALE))
+    blue = np.array([0x4E, 0x79, 0xA7])  # the one group's colour
+    assert (np.abs(np.asarray(image).reshape(-1, 3).astype(int) - blue).max(axis=1) <= 8).sum() > 1000
+
+
+def test_a_model_without_norms_has_no_norm_curves_png(tmp_path):
+    assert list(figures.pictures({**probe_result(tmp_path), "norms": []})) == ["skip_loss.png", "stream.png"]
