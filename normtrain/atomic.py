@@ -9,11 +9,13 @@ they are created with ``open(..., "x")``, so the finished file gets the permissi
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import json
 import math
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -58,6 +60,15 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
 def write_text(path: str | os.PathLike, text: str) -> None:
     """``text`` in UTF-8, atomically."""
     write_bytes(path, text.encode("utf-8"))
+
+
+def write_csv(path: str | os.PathLike, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """A CSV file (a header row, then ``rows``; None as an empty cell), atomically."""
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(header)
+    writer.writerows([["" if v is None else v for v in row] for row in rows])
+    write_text(path, text.getvalue())
 
 
 def json_safe(value: Any) -> Any:

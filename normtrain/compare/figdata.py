@@ -9,6 +9,7 @@ thinned to a budget, so that 200 runs stay well below 10 MB.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -57,21 +58,13 @@ def scalar_keys(runs: Sequence[Run]) -> list[str]:
     return list(seen)
 
 
-def layer_prefixes(runs: Sequence[Run]) -> list[str]:
-    """``grad_norm`` for ``grad_norm/layer_3``, and so on: every per-layer family logged, in first-logged order."""
+def prefixes(runs: Sequence[Run], pattern: re.Pattern = LAYER_KEY) -> list[str]:
+    """``grad_norm`` for ``grad_norm/layer_3`` (``LAYER_KEY``; ``attn_logit_max`` for ``.../layer_3/head_1`` with
+    ``HEAD_KEY``), and so on: every family of that kind logged, in first-logged order."""
     seen: dict[str, None] = {}
     for run in runs:
         for row in run.rows:
-            seen.update((m["prefix"], None) for k in row if (m := LAYER_KEY.match(k)))
-    return list(seen)
-
-
-def head_prefixes(runs: Sequence[Run]) -> list[str]:
-    """``attn_logit_max`` for ``attn_logit_max/layer_3/head_1``: every per-head family logged."""
-    seen: dict[str, None] = {}
-    for run in runs:
-        for row in run.rows:
-            seen.update((m["prefix"], None) for k in row if (m := HEAD_KEY.match(k)))
+            seen.update((m["prefix"], None) for k in row if (m := pattern.match(k)))
     return list(seen)
 
 

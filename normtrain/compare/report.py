@@ -6,15 +6,13 @@ Rows are sorted by the chosen metric, best first: completed runs, then runs that
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from normtrain.atomic import write_text
+from normtrain.atomic import write_csv as write_csv_file
 from normtrain.compare.labels import format_value, short_names
 from normtrain.compare.runs import Run, natural_key
 from normtrain.markdown import table
@@ -143,11 +141,7 @@ def shown_path(path: Path) -> str:
 
 def write_csv(runs: Sequence[Run], cols: Sequence[Column], path: Path) -> None:
     """Full-precision values, empty cells for missing ones, and each run's folder."""
-    text = io.StringIO(newline="")
-    writer = csv.writer(text)
-    writer.writerow([c.key for c in cols] + ["path"])
-    for run in runs:
-        values = [c.value(run) for c in cols]
-        writer.writerow(["" if v is None else format_value(v) if isinstance(v, tuple) else v for v in values]
-                        + [shown_path(run.path)])
-    write_text(path, text.getvalue())
+    cells = [[format_value(v) if isinstance(v, tuple) else v for v in (c.value(run) for c in cols)]
+             for run in runs]
+    write_csv_file(path, [c.key for c in cols] + ["path"],
+                   [row + [shown_path(run.path)] for row, run in zip(cells, runs, strict=True)])

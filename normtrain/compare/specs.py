@@ -21,7 +21,7 @@ import numpy as np
 
 from normtrain.compare import figdata
 from normtrain.compare.groups import Group
-from normtrain.compare.runs import Run
+from normtrain.compare.runs import HEAD_KEY, Run
 
 LOSS = (("train/loss", "train"), ("val/loss", "validation"))
 # prefix -> (title, axis or colour title, log scale by default)
@@ -334,9 +334,9 @@ def build(groups: Sequence[Group], runs: Sequence[Run]) -> tuple[list[Figure], d
     """Every figure the runs have data for, and the data sets they read."""
     data: dict[str, list] = {}
     figures = [f for f in [loss_figure(groups, runs, data)] if f]
-    prefixes = figdata.layer_prefixes(runs)
+    prefixes = figdata.prefixes(runs)
     known = [p for p in LAYER_FAMILIES if p in prefixes] + [p for p in prefixes if p not in LAYER_FAMILIES]
-    heads = figdata.head_prefixes(runs)
+    heads = figdata.prefixes(runs, HEAD_KEY)
     stride = figdata.layer_stride(groups, known, heads)
     for prefix in known:
         figures += layer_figures(prefix, groups, stride, data)

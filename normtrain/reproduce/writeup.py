@@ -13,7 +13,6 @@ rebuilt from every ``result.json`` between two markers, so the hand-written rest
 
 from __future__ import annotations
 
-import csv
 import json
 import platform
 import re
@@ -22,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from normtrain import markdown
+from normtrain import atomic, markdown
 from normtrain.atomic import write_json
 from normtrain.numbers import number
 from normtrain.reproduce import stats
@@ -43,11 +42,9 @@ def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
+    """One column per key any row has, in first-seen order; a key a row lacks is an empty cell."""
     keys = list(dict.fromkeys(k for row in rows for k in row))
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=keys)
-        writer.writeheader()
-        writer.writerows(rows)
+    atomic.write_csv(path, keys, [[row.get(k) for k in keys] for row in rows])
 
 
 def environment(device: str) -> str:
