@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from warm_python import close_all
 
 # Triton's CPU interpreter for the kernel tests (tests/ops): triton reads this when it is first imported,
 # which importing torch._dynamo already does, so it must be set before any test module imports torch.
@@ -62,6 +63,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if os.environ.get("NORMTRAIN_REQUIRE_EXTRAS") == "1":
             raise pytest.UsageError(f"NORMTRAIN_REQUIRE_EXTRAS=1, but {item.nodeid} {reason}")
         item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    close_all()  # the warm Python servers (tests/warm_python.py)
 
 
 @pytest.fixture(scope="session", autouse=True)
