@@ -2,11 +2,11 @@
 command end to end many times.
 
 A cold ``python -m normtrain ...`` spends about 4 s of CPU importing torch, torch._dynamo and Hydra before it reads
-its first argument; the CLI and fault tests start some sixty of them. Here one server process imports those modules
-once and forks a child for each command: the child is a process of its own (its own exit status, signals, a SIGKILL
-in the middle of a write, its stdout and stderr, working directory and environment), running the same ``-m normtrain``
-or script as a cold start would. What a fork cannot show is the start-up itself (what importing costs or does, a
-Ctrl-C during it, ``--help`` without torch): the tests of those start a cold interpreter.
+its first argument; the CLI, fault and torchrun tests start some seventy of them. Here one server process imports
+those modules once and forks a child for each command: the child is a process of its own (its own exit status,
+signals, a SIGKILL in the middle of a write, its stdout and stderr, working directory and environment), running the
+same ``-m normtrain`` or script as a cold start would. What a fork cannot show is the start-up itself (what
+importing costs or does, a Ctrl-C during it, ``--help`` without torch): the tests of those start a cold interpreter.
 
     python warm_python.py MODULE...   the server: imports the modules, then one JSON request a line on stdin
 """
@@ -38,8 +38,8 @@ class WarmPython:
         self.server = subprocess.Popen([sys.executable, __file__, *preload], stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, text=True, env=self.env)
 
-    def run(self, argv: list[str], cwd: str | Path, env: dict[str, str] | None = None, timeout: float = 300,
-            stdin_devnull: bool = True) -> subprocess.CompletedProcess:
+    def run(self, argv: list[str], cwd: str | Path, env: dict[str, str] | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess:
         """``python ARGV`` (``-m MODULE ARGS`` or ``SCRIPT ARGS``) in a fresh fork, as ``subprocess.run`` with
         ``capture_output=True, text=True`` would return it; stdin is /dev/null. ``env``: the command's environment
         (default: the server's)."""
