@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from warm_python import close_all
 
 # Triton's CPU interpreter for the kernel tests (tests/ops): triton reads this when it is first imported,
 # which importing torch._dynamo already does, so it must be set before any test module imports torch.
@@ -18,6 +19,10 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Two xdist workers share two cores: torch's thread pool of one thread each (the tiny models here gain nothing from
+# a second thread, and two pools of two would fight over the cores). Read when torch loads, so set before.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 TINY = [
     "model.n_layers=2", "model.d_model=32", "model.n_heads=2", "model.seq_len=32",
@@ -62,6 +67,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if os.environ.get("NORMTRAIN_REQUIRE_EXTRAS") == "1":
             raise pytest.UsageError(f"NORMTRAIN_REQUIRE_EXTRAS=1, but {item.nodeid} {reason}")
         item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """pyproject's ``-n 2`` (xdist), except under ``-x``/``--maxfail`` or ``--pdb``: there one process, for xdist ends
+    a run stopped at a failure with exit 2 (interrupted) instead of pytest's 1, which scripts/mutation_check.py reads
+    as "a test failed", and it refuses --pdb. Runs before xdist's own hook (this one registers later)."""
+    if getattr(config.option, "numprocesses", None) and (config.option.maxfail or config.option.usepdb):
+        config.option.numprocesses = 0
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    close_all()  # the warm Python servers (tests/warm_python.py)
 
 
 @pytest.fixture(scope="session", autouse=True)

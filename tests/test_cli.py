@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigAttributeError
+from warm_python import warm
 
 from normtrain import cli
 
@@ -18,9 +19,10 @@ slow = pytest.mark.slow
 
 
 def run_cli(args, cwd, timeout=300):
+    """``python -m normtrain ARGS`` in a process of its own, forked warm (tests/warm_python.py): the tests of the
+    interpreter's start-up (Ctrl-C during it, W&B's login, a bug's traceback) start a cold one below."""
     env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONWARNINGS": "ignore"}
-    return subprocess.run([sys.executable, "-m", "normtrain", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return warm(env).run(["-m", "normtrain", *args], cwd=cwd, timeout=timeout)
 
 
 @slow

@@ -4,11 +4,11 @@ after a rank was killed (also inside a sharded save), and one that rolls back af
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from warm_python import warm
 
 from normtrain.checkpoint import CKPT_NAME, DCP_NAME, load_checkpoint
 from normtrain.checkpoint.sharded import LATEST, MANIFEST
@@ -24,8 +24,10 @@ def losses(run_dir, key):
 
 
 def launch(args, cwd):
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    """``args`` (``python ...``: torchrun, or one process) forked warm (tests/warm_python.py); torchrun's ranks are
+    its own cold processes."""
+    assert args[0] == sys.executable
+    return warm({**os.environ, "OMP_NUM_THREADS": "1"}).run(args[1:], cwd=cwd, timeout=300)
 
 
 def run(args, cwd):

@@ -1,14 +1,12 @@
 """The hydra/launcher presets (submitit: SLURM and local) compose, and a local two-job sweep survives a divergence."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
+from test_cli import run_cli
 
 from normtrain.config import config_dir, register_configs
 
@@ -56,9 +54,7 @@ def test_local_submitit_sweep_one_job_diverges_the_other_completes(tiny, tmp_pat
     sweep = tmp_path / "sweep"
     args = ["-m", "hydra/launcher=local", *tiny, "train.max_steps=10", "optim.lr=1e-3,1e4", "optim.warmup_steps=0",
             "optim.grad_clip=0", "placement=post", f"hydra.sweep.dir={sweep}"]
-    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run([sys.executable, "-m", "normtrain", *args], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = run_cli(args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert (sweep / ".submitit").is_dir()  # the jobs ran through submitit, each in its own process
     status = {job: json.loads((sweep / job / "summary.json").read_text())

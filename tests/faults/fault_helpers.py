@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
+
+from warm_python import warm
 
 VICTIM = Path(__file__).with_name("victim.py")
 TIMING_KEYS = {"tokens_per_s", "mfu"}  # differ between any two runs; everything else must match exactly
 
 
 def run_victim(overrides, run_dir, kind="none", n=1, cli=False, timeout=300) -> subprocess.CompletedProcess:
+    """victim.py in a process of its own, forked warm (tests/warm_python.py)."""
     spec = {"overrides": list(overrides), "run_dir": str(run_dir), "fault": {"kind": kind, "n": n}, "cli": cli}
-    return subprocess.run([sys.executable, str(VICTIM), json.dumps(spec)], capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return warm().run([str(VICTIM), json.dumps(spec)], cwd=Path.cwd(), timeout=timeout)
 
 
 def rows(run_dir: Path) -> list[dict]:

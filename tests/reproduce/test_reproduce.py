@@ -12,7 +12,7 @@ from normtrain.reproduce import EXPERIMENTS, reproduce
 from normtrain.reproduce.cli import ReproduceError, main, make_plan
 from normtrain.reproduce.grad_init import GradInit
 from normtrain.reproduce.preregistration import judge, verdict
-from normtrain.reproduce.runner import Plan
+from normtrain.reproduce.runner import Plan, sweep_axes
 from normtrain.reproduce.writeup import BEGIN, END, update_index
 
 VERDICTS = {"reproduced", "partly reproduced", "not reproduced", "not judged", "inconclusive (undertrained)"}
@@ -23,10 +23,21 @@ def local(text_corpus) -> list[str]:
     return ["data=local_text", f"data.path={text_corpus}", "model.seq_len=32"]
 
 
+# A smoke run checks the pipeline, not the science: the model shrinks too (norm_types times 525 training steps of
+# it; curse_of_depth probes and draws 24 layers), except along the axes the experiment compares (its grid's shape,
+# and so its analysis, stays the experiment's own).
+SMALL_MODEL = {"model.n_layers": "2", "model.d_model": "32", "model.n_heads": "2", "model.d_ff": "null"}
+
+
+def small(name: str, local: list[str]) -> list[str]:
+    axes = sweep_axes(name)
+    return [*local, *(f"{key}={value}" for key, value in SMALL_MODEL.items() if len(axes.get(key, [])) < 2)]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(EXPERIMENTS))
 def test_every_experiment_runs_end_to_end_in_smoke_mode(name, local, tmp_path):
-    out, runs = tmp_path / "out", tmp_path / "runs"
+    out, runs, local = tmp_path / "out", tmp_path / "runs", small(name, local)
     result = reproduce(name, smoke=True, overrides=local, out=out, runs_dir=runs, progress=False)
     assert result["verdict"] in VERDICTS
     plan = make_plan(name, smoke=True, overrides=local, out=out, runs_dir=runs)
@@ -63,7 +74,8 @@ def test_every_experiment_runs_end_to_end_in_smoke_mode(name, local, tmp_path):
 @pytest.mark.slow
 def test_finished_runs_are_reused(local, tmp_path):
     """Two single-threaded worker processes train the grid (--jobs 2); a second invocation trains nothing."""
-    kw = dict(smoke=True, overrides=local, out=tmp_path / "out", runs_dir=tmp_path / "runs", progress=False, jobs=2)
+    kw = dict(smoke=True, overrides=small("deepnet_depth", local), out=tmp_path / "out", runs_dir=tmp_path / "runs",
+              progress=False, jobs=2)
     first = reproduce("deepnet_depth", **kw)
     stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").glob("*/summary.json")}
     assert len(stamps) == first["runs"] >= 4
@@ -74,7 +86,8 @@ def test_finished_runs_are_reused(local, tmp_path):
 
 @pytest.mark.slow
 def test_forward_only_measurements_are_kept_and_reused(local, tmp_path):
-    kw = dict(smoke=True, overrides=local, out=tmp_path / "out", runs_dir=tmp_path / "runs", progress=False)
+    kw = dict(smoke=True, overrides=small("admin_output_change", local), out=tmp_path / "out",
+              runs_dir=tmp_path / "runs", progress=False)
     first = reproduce("admin_output_change", **kw)
     kept = sorted((tmp_path / "runs").glob("*/measurement.json"))
     assert len(kept) == first["runs"] and first["reused_run_time_s"] == 0

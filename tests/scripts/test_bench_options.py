@@ -1,19 +1,18 @@
 """scripts/bench_options.py and bench_bare_loop.py on a tiny model: every row is built, stepped and written."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from warm_python import warm
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 TINY = ["model.n_layers=2", "model.d_model=32", "model.n_heads=2", "model.seq_len=32"]
 
 
 def run(script, args, cwd):
-    return subprocess.run([sys.executable, str(SCRIPTS / script), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+    """The script in a process of its own, forked warm (tests/warm_python.py)."""
+    return warm().run([str(SCRIPTS / script), *args], cwd=cwd, timeout=300)
 
 
 @pytest.mark.slow
