@@ -32,6 +32,7 @@ BEGIN, END = "<!-- reproduce:begin -->", "<!-- reproduce:end -->"
 MARK = {True: "yes", False: "**no**", None: "n/a"}
 HISTORY, DISCUSSION = "CHECK_HISTORY.md", "DISCUSSION.md"
 REPORT = "report.html"
+COMMITTED_MAX = 2 << 20  # bytes: a larger report is written but kept out of git (its folder's .gitignore)
 LABEL_TEXT = {"before_runs": "registered before any run of this experiment",
               "after_pilot": "registered **after a pilot** (earlier runs whose numbers were seen; see below)"}
 
@@ -137,11 +138,21 @@ def interactive_report(exp: Experiment, plan: Plan, path: Path) -> str:
         path.unlink(missing_ok=True)
         return "No interactive report: this experiment measures fresh models and trains no runs."
     try:
-        write_report(folders, path, title=f"{exp.title}: every run")
+        # grouped by the grid's axes: runs that a later commit logged with more config keys stay one group
+        write_report(folders, path, by=[axis for axis in plan.grid if axis != SEED_AXIS],
+                     title=f"{exp.title}: every run")
     except CompareError as err:
         return f"No interactive report: {err}."
-    return (f"Every run, interactive (loss curves with seeds grouped, per-layer diagnostics, hover and zoom; "
-            f"open it from disk): [`{REPORT}`]({REPORT}).")
+    line = (f"Every run, interactive (loss curves with seeds grouped, per-layer diagnostics, hover and zoom; "
+            f"open it from disk): [`{REPORT}`]({REPORT})")
+    ignore = path.parent / ".gitignore"
+    if (size := path.stat().st_size) <= COMMITTED_MAX:
+        ignore.unlink(missing_ok=True)
+        return line + "."
+    limit = f"the repository's {COMMITTED_MAX >> 20} MiB limit for a committed file"
+    atomic.write_text(ignore, f"# over {limit}\n{REPORT}\n")
+    return (f"{line}: {size / 2**20:.1f} MiB, over {limit}, so it is not in git; `normtrain-reproduce {exp.name}` "
+            "rebuilds it from the run folders.")
 
 
 def readme(exp: Experiment, plan: Plan, findings: Findings, checks: list[CheckResult], guard: CheckResult | None,
@@ -279,6 +290,14 @@ def folder_text(plan: Plan, exp: Experiment, filename: str) -> str:
     return ""
 
 
+def wall_time(result: dict[str, Any]) -> str:
+    """The invocation's wall time and, where it reused earlier runs, what those runs cost: a re-analysis takes
+    a minute, and that minute alone would hide hours of runs."""
+    text = f"{result['wall_time_s'] / 60:.1f} min"
+    reused = result.get("reused_run_time_s") or 0
+    return text + (f", reusing runs that took {reused / 60:.0f} min (their own times summed)" if reused else "")
+
+
 def update_index(index: Path, order: list[str] = ()) -> None:
     """Rebuild the reproduction table of ``experiments/README.md`` from the folders beside it (``order``
     first: the experiments' own order; other folders after them by name)."""
@@ -291,7 +310,7 @@ def update_index(index: Path, order: list[str] = ()) -> None:
     results.sort(key=lambda item: (rank.get(item[1].get("name"), len(rank)), item[0]))
     rows = [[f"[`{name}`]({name}/README.md)", r.get("claim", ""), r.get("paper_number", ""), r.get("ours", r["key"]),
              f"**{r['verdict']}**", registration_cell(r), r.get("norm", ""), r["scale"],
-             f"{r['wall_time_s'] / 60:.1f} min ({r['device']})"] for name, r in results]
+             f"{wall_time(r)} ({r['device']})"] for name, r in results]
     table = markdown_table(["experiment", "claim", "paper's number", "ours (mean ± sd, n)", "verdict",
                             "registration", "norm", "scale", "wall time"], rows)
     block = f"{BEGIN}\n{table}\n{END}"

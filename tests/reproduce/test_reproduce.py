@@ -72,16 +72,23 @@ def test_every_experiment_runs_end_to_end_in_smoke_mode(name, local, tmp_path):
 
 
 @pytest.mark.slow
-def test_finished_runs_are_reused(local, tmp_path):
-    """Two single-threaded worker processes train the grid (--jobs 2); a second invocation trains nothing."""
-    kw = dict(smoke=True, overrides=small("deepnet_depth", local), out=tmp_path / "out", runs_dir=tmp_path / "runs",
+def test_finished_runs_are_reused(local, tmp_path, monkeypatch):
+    """Two single-threaded worker processes train the grid (--jobs 2); a second invocation trains nothing. A
+    report over the size limit for committed files is written and kept out of git, and the README says so."""
+    from normtrain.reproduce import writeup
+
+    out = tmp_path / "out"
+    kw = dict(smoke=True, overrides=small("deepnet_depth", local), out=out, runs_dir=tmp_path / "runs",
               progress=False, jobs=2)
     first = reproduce("deepnet_depth", **kw)
     stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").glob("*/summary.json")}
-    assert len(stamps) == first["runs"] >= 4
+    assert len(stamps) == first["runs"] >= 4 and not (out / ".gitignore").exists()
+    monkeypatch.setattr(writeup, "COMMITTED_MAX", 1000)
     again = reproduce("deepnet_depth", **kw)
     assert again["reused_run_time_s"] > 0
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    assert (out / ".gitignore").read_text().splitlines()[-1] == "report.html" and (out / "report.html").is_file()
+    assert "so it is not in git; `normtrain-reproduce deepnet_depth` rebuilds it" in (out / "README.md").read_text()
 
 
 @pytest.mark.slow
@@ -192,7 +199,18 @@ def test_index_table_is_rebuilt_between_markers(tmp_path):
     for cell in ("Post-LN degrades with depth", "27.80 BLEU", "0.4 ± 0.1 (n=3)", "LayerNorm", "10.0 min",
                  "`after_pilot`"):
         assert cell in row
-    assert "not committed before the runs" not in row
+    assert "not committed before the runs" not in row and "reusing" not in row
+
+
+def test_index_gives_the_cost_of_reused_runs_beside_a_short_reanalysis(tmp_path):
+    index, folder = tmp_path / "README.md", tmp_path / "deepnet_update"
+    folder.mkdir()
+    (folder / "result.json").write_text(json.dumps({
+        "verdict": "partly reproduced", "key": "k", "wall_time_s": 36, "reused_run_time_s": 35880, "scale": "cpu",
+        "device": "CPU (2 cores)", "registration": "after_pilot"}))
+    update_index(index)
+    row = next(line for line in index.read_text().splitlines() if "deepnet_update" in line)
+    assert "0.6 min, reusing runs that took 598 min (their own times summed) (CPU (2 cores))" in row
 
 
 def test_a_finished_run_is_reused_across_new_neutral_keys_but_not_across_changed_ones():
