@@ -22,7 +22,6 @@ import importlib.metadata
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from torch._dynamo.utils import counters
 import normtrain
 from normtrain.flops import mfu, model_flops_per_token, peak_flops
 from normtrain.optim import build_optimizer
+from normtrain.provenance import code_state
 
 VARIANTS = (  # (label, norm, norm.impl)
     ("LayerNorm", "layernorm", "torch"),
@@ -81,17 +81,15 @@ def slug(name: str) -> str:
 
 
 def versions() -> dict:
-    """torch, CUDA, Triton and the checkout's commit, for the record."""
+    """torch, CUDA, Triton and the code's commit (short) and whether it was modified, for the record."""
     try:
         triton = importlib.metadata.version("triton")
     except importlib.metadata.PackageNotFoundError:
         triton = None
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).resolve().parent, timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        commit = None
-    return {"torch": torch.__version__, "cuda": torch.version.cuda, "triton": triton, "git_commit": commit}
+    code = code_state()
+    commit = code["code_commit"] and code["code_commit"][:7]
+    return {"torch": torch.__version__, "cuda": torch.version.cuda, "triton": triton, "git_commit": commit,
+            "code_dirty": code["code_dirty"]}
 
 
 def synchronize(device: torch.device) -> None:

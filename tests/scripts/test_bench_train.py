@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from normtrain.provenance import code_state
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_train.py"
 
 # Runs the script's main() in a fresh interpreter, then checks it never pulled in W&B or datasets.
@@ -35,6 +37,9 @@ def test_tiny_cpu_run_writes_json_and_table(tmp_path):
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
     assert report["model"]["n_layers"] == 2 and report["device_slug"] == "cpu"
+    code = code_state()  # the code's own commit, whatever the working directory the benchmark ran from
+    commit = code["code_commit"] and code["code_commit"][:7]
+    assert (report["git_commit"], report["code_dirty"]) == (commit, code["code_dirty"])
     rows = {(r["norm"], r["impl"], r["mode"]): r for r in report["results"]}
     assert len(rows) == 6
     for key in [("layernorm", "torch", "eager"), ("layernorm", "torch", "compiled"),
