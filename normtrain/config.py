@@ -718,26 +718,19 @@ def vocab_size(cfg: DictConfig, corpus_vocab: int) -> int:
 
 
 def model_config(cfg: DictConfig, vocab: int | None = None) -> GPTConfig:
-    """Translate the composed config into the model's own plain config. The vocabulary: ``vocab``, else
-    ``model.vocab_size``, else the corpus's (for token shards, read from their meta.json)."""
+    """Translate the composed config into the model's own plain config: the keys of ``model`` and ``placement``
+    are GPTConfig's, those of ``norm`` NormSpec's, by name (a placement key left null, one that another
+    placement's YAML sets, keeps the model's default). The vocabulary: ``vocab``, else ``model.vocab_size``,
+    else the corpus's (for token shards, read from their meta.json)."""
     from normtrain.data.shards import vocab_size_of
     from normtrain.model import GPTConfig, NormSpec
 
-    m, n, pl = cfg.model, cfg.norm, cfg.placement
+    m, n, pl = (OmegaConf.to_container(cfg[group], resolve=True) for group in MODEL_GROUPS)
+    name, alpha, beta = pl.pop("name"), pl.pop("alpha"), pl.pop("beta")
     scale = lambda v: None if v in (None, "auto") else float(v)  # noqa: E731
-    return GPTConfig(
-        vocab_size=vocab or m.get("vocab_size") or vocab_size_of(cfg.data.name, cfg.data.path),
-        n_layers=m.n_layers, d_model=m.d_model, n_heads=m.n_heads, seq_len=m.seq_len, mlp=m.mlp,
-        d_ff=m.d_ff, pos=m.pos, bias=m.bias, emb_std=m.emb_std,
-        norm=NormSpec(name=n.name, eps=n.eps, affine=n.affine, impl=n.impl, p=n.p, alpha_init=n.alpha_init,
-                      depth_scaled=n.depth_scaled, gain=n.gain),
-        placement=pl.name, alpha=scale(pl.alpha), beta=scale(pl.beta), qk_norm=m.qk_norm,
-        qk_norm_at=m.qk_norm_at, qk_norm_gain=m.qk_norm_gain, v_norm=m.v_norm, attn_softcap=m.attn_softcap,
-        logit_softcap=m.logit_softcap, attn_gate=m.attn_gate, emb_proj=m.emb_proj,
-        post_fraction=GPTConfig.post_fraction if pl.post_fraction is None else pl.post_fraction,
-        **{key: getattr(GPTConfig, key) if pl[key] is None else pl[key] for key in PLACEMENT_KEYS},
-        gpas=pl.gpas,
-    )
+    m["vocab_size"] = vocab or m.get("vocab_size") or vocab_size_of(cfg.data.name, cfg.data.path)
+    placed = {key: value for key, value in pl.items() if value is not None}
+    return GPTConfig(**m, **placed, norm=NormSpec(**n), placement=name, alpha=scale(alpha), beta=scale(beta))
 
 
 def build_model(cfg: DictConfig) -> GPT:
