@@ -182,10 +182,7 @@ def _walk(path: Path, found: dict[Path, None], skipped: list[str], exclude: Path
 def _holds_runs(path: Path, exclude: Path | None) -> bool:
     if exclude is not None and path.resolve() == exclude:
         return True  # not a job; nothing to report
-    for _, _, files in os.walk(path):
-        if any(name in files for name in RUN_FILES):
-            return True
-    return False
+    return any(name in files for _, _, files in os.walk(path) for name in RUN_FILES)
 
 
 def read_metrics(path: Path, notes: list[str], events: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
