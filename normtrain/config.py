@@ -372,9 +372,6 @@ def _catalog_problems(m: DictConfig, n: DictConfig, pl: DictConfig) -> list[str]
     if pl.post_fraction is not None:
         _number("placement.post_fraction", pl.post_fraction, 0 <= pl.post_fraction <= 1,
                 "the share of Post-LN blocks must lie in [0, 1]", p)
-        if pl.name != "mix":
-            p.append(f"placement.post_fraction={pl.post_fraction} applies to placement=mix only, not "
-                     f"placement={pl.name}")
     from normtrain.ngpt_rules import ngpt_model_problems
 
     m = _implied_model(m, pl)
@@ -388,8 +385,8 @@ def _catalog_problems(m: DictConfig, n: DictConfig, pl: DictConfig) -> list[str]
 
 
 # Keys of one placement only, which sets them in its YAML; null elsewhere.
-PLACEMENT_KEYS = {"first_pre": "hybrid", "head_scale": "normformer", "post_act_norm": "normformer",
-                  "resid_scale": "normformer"}
+PLACEMENT_KEYS = {"post_fraction": "mix", "first_pre": "hybrid", "head_scale": "normformer",
+                  "post_act_norm": "normformer", "resid_scale": "normformer"}
 
 
 def _implied_model(m: DictConfig, pl: DictConfig) -> DictConfig:
