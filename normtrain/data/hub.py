@@ -30,7 +30,7 @@ def file_documents(source: str, files: list[str], builder: str, text_field: str,
     base = os.path.commonpath([os.path.dirname(p) for p in files])
     record = {"kind": "files", "builder": builder, "root": source, "n_files": len(files), "split": "by_hash",
               "val_fraction": val_fraction, "text_field": text_field}
-    return Documents(record=record, stream=lambda: _streamed(dataset, text_field, where, val_fraction),
+    return Documents(record=record, pieces=lambda: _streamed(dataset, text_field, where, val_fraction),
                      files=tuple((os.path.relpath(p, base), p) for p in files))
 
 
@@ -52,8 +52,8 @@ def hub_documents(dataset_id: str, config: str | None, split: str, revision: str
     if local_files:
         record["root"] = base
     files = tuple(sorted((os.path.relpath(p, base), p) for p in local_files or ()))
-    return Documents(record=record, stream=lambda: _streamed(dataset, text_field, where, val_fraction,
-                                                             quiet=bool(local_files)), files=files)
+    return Documents(record=record, pieces=lambda: _streamed(dataset, text_field, where, val_fraction,
+                                                              quiet=bool(local_files)), files=files)
 
 
 def _streamed(dataset, text_field: str, where: str, val_fraction: float, quiet: bool = True) -> Iterator:
