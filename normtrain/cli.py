@@ -190,19 +190,12 @@ def _unwritable(err: BaseException) -> bool:
 
 
 def _passed_through(err: BaseException, code: CodeType) -> bool:
-    tb = err.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code is code:
-            return True
-        tb = tb.tb_next
-    return False
+    return any(frame.f_code is code for frame, _ in traceback.walk_tb(err.__traceback__))
 
 
 def _raised_in_module(err: BaseException) -> str:
-    tb = err.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return str(tb.tb_frame.f_globals.get("__name__", "")) if tb is not None else ""
+    frames = [frame for frame, _ in traceback.walk_tb(err.__traceback__)]
+    return str(frames[-1].f_globals.get("__name__", "")) if frames else ""
 
 
 def _interrupted(err: KeyboardInterrupt) -> NoReturn:

@@ -281,6 +281,13 @@ def _number(key: str, value: float, ok: bool, rule: str, problems: list[str]) ->
         problems.append(f"{key}={value}: {rule}")
 
 
+def _at_least(key: str, value: int | None, low: int, problems: list[str], means: str = "") -> None:
+    """An integer key must be at least ``low``; null (where the schema allows it) passes. ``means``: what the
+    lowest value or null does, said after the rule."""
+    if value is not None and value < low:
+        problems.append(f"{key}={value}: must be at least {low}{means}")
+
+
 def _choice(value: Any, key: str, allowed, problems: list[str]) -> None:
     if value not in allowed:
         problems.append(f"{key}={value!r} is not known; allowed: {', '.join(sorted(allowed))}")
@@ -325,20 +332,16 @@ def _model_problems(cfg: DictConfig) -> list[str]:
 
     p: list[str] = []
     m, n, pl = cfg.model, cfg.norm, cfg.placement
-    if m.n_layers < 1:
-        p.append(f"model.n_layers={m.n_layers}: a model needs at least 1 layer")
+    _at_least("model.n_layers", m.n_layers, 1, p)
     if m.d_model < 1 or m.n_heads < 1:
         p.append(f"model.d_model={m.d_model}, model.n_heads={m.n_heads}: both must be at least 1")
     elif m.d_model % m.n_heads:
         p.append(f"model.n_heads={m.n_heads} does not divide model.d_model={m.d_model}")
     elif m.pos == "rope" and (m.d_model // m.n_heads) % 2:
         p.append(f"model.pos=rope needs an even head size; d_model/n_heads = {m.d_model // m.n_heads}")
-    if m.seq_len < 1:
-        p.append(f"model.seq_len={m.seq_len}: must be at least 1")
-    if m.d_ff is not None and m.d_ff < 1:
-        p.append(f"model.d_ff={m.d_ff}: must be at least 1 (or null for the default)")
-    if m.vocab_size is not None and m.vocab_size < 1:
-        p.append(f"model.vocab_size={m.vocab_size}: must be at least 1 (or null for the corpus's)")
+    _at_least("model.seq_len", m.seq_len, 1, p)
+    _at_least("model.d_ff", m.d_ff, 1, p, " (or null for the default)")
+    _at_least("model.vocab_size", m.vocab_size, 1, p, " (or null for the corpus's)")
     _number("model.emb_std", m.emb_std, m.emb_std > 0, "the embedding init std must be a finite number > 0", p)
     _choice(m.mlp, "model.mlp", MLPS, p)
     _choice(m.pos, "model.pos", POSITIONS, p)
@@ -369,9 +372,6 @@ def _catalog_problems(m: DictConfig, n: DictConfig, pl: DictConfig) -> list[str]
     if pl.post_fraction is not None:
         _number("placement.post_fraction", pl.post_fraction, 0 <= pl.post_fraction <= 1,
                 "the share of Post-LN blocks must lie in [0, 1]", p)
-        if pl.name != "mix":
-            p.append(f"placement.post_fraction={pl.post_fraction} applies to placement=mix only, not "
-                     f"placement={pl.name}")
     from normtrain.ngpt_rules import ngpt_model_problems
 
     m = _implied_model(m, pl)
@@ -385,8 +385,8 @@ def _catalog_problems(m: DictConfig, n: DictConfig, pl: DictConfig) -> list[str]
 
 
 # Keys of one placement only, which sets them in its YAML; null elsewhere.
-PLACEMENT_KEYS = {"first_pre": "hybrid", "head_scale": "normformer", "post_act_norm": "normformer",
-                  "resid_scale": "normformer"}
+PLACEMENT_KEYS = {"post_fraction": "mix", "first_pre": "hybrid", "head_scale": "normformer",
+                  "post_act_norm": "normformer", "resid_scale": "normformer"}
 
 
 def _implied_model(m: DictConfig, pl: DictConfig) -> DictConfig:
@@ -500,8 +500,7 @@ def _optim_problems(o: DictConfig) -> list[str]:
         p.append(f"optim.betas={list(o.betas)}: expected two numbers in [0, 1)")
     _number("optim.eps", o.eps, o.eps > 0, "Adam's epsilon must be a finite number > 0", p)
     _number("optim.weight_decay", o.weight_decay, o.weight_decay >= 0, "must be a finite number >= 0", p)
-    if o.warmup_steps < 0:
-        p.append(f"optim.warmup_steps={o.warmup_steps}: must be >= 0")
+    _at_least("optim.warmup_steps", o.warmup_steps, 0, p)
     _choice(o.schedule, "optim.schedule", SCHEDULES, p)
     _number("optim.min_lr_ratio", o.min_lr_ratio, 0 <= o.min_lr_ratio <= 1, "must lie in [0, 1]", p)
     _number("optim.grad_clip", o.grad_clip, o.grad_clip >= 0, "must be a finite number >= 0 (0 = off)", p)
@@ -563,11 +562,9 @@ def _run_problems(t: DictConfig, mon: DictConfig) -> list[str]:
 
     p: list[str] = []
     for key in ("max_steps", "batch_size", "eval_batches"):
-        if t[key] < 1:
-            p.append(f"train.{key}={t[key]}: must be at least 1")
+        _at_least(f"train.{key}", t[key], 1, p)
     for key in ("eval_every", "ckpt_every", "eval_windows"):
-        if t[key] < 0:
-            p.append(f"train.{key}={t[key]}: must be >= 0 (0 = {ZERO_MEANS[key]})")
+        _at_least(f"train.{key}", t[key], 0, p, f" (0 = {ZERO_MEANS[key]})")
     if not 0 <= t.seed <= MAX_SEED:
         p.append(f"train.seed={t.seed}: must lie in [0, 2**32 - 1]")
     _choice(t.device, "train.device", DEVICES, p)
@@ -577,12 +574,9 @@ def _run_problems(t: DictConfig, mon: DictConfig) -> list[str]:
 
         if not torch.cuda.is_available():
             p.append("train.device=cuda but no CUDA device is available; use train.device=auto or cpu")
-    if mon.every < 1:
-        p.append(f"monitor.every={mon.every}: must be at least 1")
-    if mon.probe_batch < 1:
-        p.append(f"monitor.probe_batch={mon.probe_batch}: must be at least 1")
-    if mon.spike_window < 2:
-        p.append(f"monitor.spike_window={mon.spike_window}: must be at least 2 (a standard deviation needs two points)")
+    _at_least("monitor.every", mon.every, 1, p)
+    _at_least("monitor.probe_batch", mon.probe_batch, 1, p)
+    _at_least("monitor.spike_window", mon.spike_window, 2, p, " (a standard deviation needs two points)")
     _number("monitor.divergence_factor", mon.divergence_factor, mon.divergence_factor > 1,
             "must be a finite number > 1", p)
     _number("train.progress_every_s", t.progress_every_s, t.progress_every_s >= 0, "must be a finite number >= 0", p)
@@ -627,14 +621,10 @@ def _checkpoint_problems(t: DictConfig, world_size: int) -> list[str]:
                  f"train.ckpt_format={checkpoint_format(t, world_size)}")
     _choice(t.on_divergence, "train.on_divergence", ON_DIVERGENCE, p)
     r = t.rollback
-    if r.skip_batches is not None and r.skip_batches < 0:
-        p.append(f"train.rollback.skip_batches={r.skip_batches}: must be >= 0 (or null: through the diverged step)")
-    if r.max_retries < 1:
-        p.append(f"train.rollback.max_retries={r.max_retries}: must be at least 1 (train.on_divergence=stop "
-                 "never rolls back)")
+    _at_least("train.rollback.skip_batches", r.skip_batches, 0, p, " (or null: through the diverged step)")
+    _at_least("train.rollback.max_retries", r.max_retries, 1, p, " (train.on_divergence=stop never rolls back)")
     _number("train.rollback.lr_factor", r.lr_factor, 0 < r.lr_factor <= 1, "must lie in (0, 1] (1 = unchanged)", p)
-    if r.lr_steps < 0:
-        p.append(f"train.rollback.lr_steps={r.lr_steps}: must be >= 0")
+    _at_least("train.rollback.lr_steps", r.lr_steps, 0, p)
     if t.on_divergence == "rollback" and t.ckpt_every < 1:
         p.append("train.on_divergence=rollback needs train.ckpt_every > 0: a rollback returns to the last "
                  "checkpoint, and with checkpoints only at the end there is none but the start to return to")
@@ -644,8 +634,7 @@ def _checkpoint_problems(t: DictConfig, world_size: int) -> list[str]:
 def _debug_problems(dbg: DictConfig, world_size: int) -> list[str]:
     p: list[str] = []
     for key in ("inject_nan_at_step", "kill_at_step"):
-        if dbg[key] is not None and dbg[key] < 0:
-            p.append(f"debug.{key}={dbg[key]}: must be >= 0 (or null: off)")
+        _at_least(f"debug.{key}", dbg[key], 0, p, " (or null: off)")
     for key in ("nan_rank", "kill_rank"):
         if dbg[key] is not None and not 0 <= dbg[key] < world_size:
             p.append(f"debug.{key}={dbg[key]}: this run has ranks 0 to {world_size - 1}")
@@ -726,26 +715,19 @@ def vocab_size(cfg: DictConfig, corpus_vocab: int) -> int:
 
 
 def model_config(cfg: DictConfig, vocab: int | None = None) -> GPTConfig:
-    """Translate the composed config into the model's own plain config. The vocabulary: ``vocab``, else
-    ``model.vocab_size``, else the corpus's (for token shards, read from their meta.json)."""
+    """Translate the composed config into the model's own plain config: the keys of ``model`` and ``placement``
+    are GPTConfig's, those of ``norm`` NormSpec's, by name (a placement key left null, one that another
+    placement's YAML sets, keeps the model's default). The vocabulary: ``vocab``, else ``model.vocab_size``,
+    else the corpus's (for token shards, read from their meta.json)."""
     from normtrain.data.shards import vocab_size_of
     from normtrain.model import GPTConfig, NormSpec
 
-    m, n, pl = cfg.model, cfg.norm, cfg.placement
+    m, n, pl = (OmegaConf.to_container(cfg[group], resolve=True) for group in MODEL_GROUPS)
+    name, alpha, beta = pl.pop("name"), pl.pop("alpha"), pl.pop("beta")
     scale = lambda v: None if v in (None, "auto") else float(v)  # noqa: E731
-    return GPTConfig(
-        vocab_size=vocab or m.get("vocab_size") or vocab_size_of(cfg.data.name, cfg.data.path),
-        n_layers=m.n_layers, d_model=m.d_model, n_heads=m.n_heads, seq_len=m.seq_len, mlp=m.mlp,
-        d_ff=m.d_ff, pos=m.pos, bias=m.bias, emb_std=m.emb_std,
-        norm=NormSpec(name=n.name, eps=n.eps, affine=n.affine, impl=n.impl, p=n.p, alpha_init=n.alpha_init,
-                      depth_scaled=n.depth_scaled, gain=n.gain),
-        placement=pl.name, alpha=scale(pl.alpha), beta=scale(pl.beta), qk_norm=m.qk_norm,
-        qk_norm_at=m.qk_norm_at, qk_norm_gain=m.qk_norm_gain, v_norm=m.v_norm, attn_softcap=m.attn_softcap,
-        logit_softcap=m.logit_softcap, attn_gate=m.attn_gate, emb_proj=m.emb_proj,
-        post_fraction=GPTConfig.post_fraction if pl.post_fraction is None else pl.post_fraction,
-        **{key: getattr(GPTConfig, key) if pl[key] is None else pl[key] for key in PLACEMENT_KEYS},
-        gpas=pl.gpas,
-    )
+    m["vocab_size"] = vocab or m.get("vocab_size") or vocab_size_of(cfg.data.name, cfg.data.path)
+    placed = {key: value for key, value in pl.items() if value is not None}
+    return GPTConfig(**m, **placed, norm=NormSpec(**n), placement=name, alpha=scale(alpha), beta=scale(beta))
 
 
 def build_model(cfg: DictConfig) -> GPT:

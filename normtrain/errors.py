@@ -21,6 +21,13 @@ class ConfigError(NormtrainError, ValueError):
         super().__init__(f"invalid configuration ({n} problem{'s' if n != 1 else ''}):\n{lines}")
 
 
+def first_line(err: BaseException, chars: int = 200) -> str:
+    """``Type: the first line of its message`` (cut at ``chars``), or the type alone when the message is empty
+    (a bare ``AssertionError()``): what went wrong, short enough for a one-paragraph message."""
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0][:chars]}" if text else type(err).__name__
+
+
 class DataError(NormtrainError, ValueError):
     """A corpus could not be found or read."""
 

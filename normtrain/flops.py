@@ -65,10 +65,7 @@ def peak_flops(device_name: str) -> float | None:
     """
     if not device_name or "MIG" in device_name:  # a MIG slice has a fraction of the SMs
         return None
-    for pattern, peak in PEAK_BF16_FLOPS:
-        if re.search(pattern, device_name, flags=re.IGNORECASE):
-            return peak
-    return None
+    return next((peak for pattern, peak in PEAK_BF16_FLOPS if re.search(pattern, device_name, re.IGNORECASE)), None)
 
 
 def mfu(tokens_per_s: float | None, flops_per_token: float, peak: float | None, world_size: int = 1) -> float | None:

@@ -297,7 +297,7 @@ class Trainer:
                                           device=ctx.device)
         self.probe_x = window_batches(self.corpus.val, starts[:self.cfg.monitor.probe_batch], seq_len,
                                       self.cfg.monitor.probe_batch, device=ctx.device)[0][0]  # the same on every rank
-        self.unigram_val_loss = unigram_loss(self.corpus.token_counts(), self.corpus.val, starts, seq_len)
+        self.unigram_val_loss = unigram_loss(self.corpus.counts, self.corpus.val, starts, seq_len)
 
     def experiment(self, config: dict, world_size: int, corpus_fingerprint: str, vocab_size: int) -> dict[str, Any]:
         """What a checkpoint must share with this run to be resumed (normtrain.resume.FIXED): the global batch, not

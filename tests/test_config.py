@@ -228,7 +228,7 @@ def test_boundary_values_are_accepted():
      "accumulation makes up whole micro-batches); allowed: 8, 16, 24, ..., or a train.batch_size that divides it "
      "on 1 process: 1, 2, 3, 4, 6, 12"),
     (["debug.nan_rank=1"], "debug.nan_rank=1: this run has ranks 0 to 0"),
-    (["debug.inject_nan_at_step=-2"], "debug.inject_nan_at_step=-2: must be >= 0"),
+    (["debug.inject_nan_at_step=-2"], "debug.inject_nan_at_step=-2: must be at least 0"),
 ])
 def test_rollback_checkpoint_and_batch_keys_are_checked(overrides, needle):
     with pytest.raises(ConfigError) as err:

@@ -77,7 +77,7 @@ def test_summary_records_the_unigram_baseline_and_tells_collapsed_from_undertrai
     cfg = normtrain.compose([*tiny, "train.max_steps=80", "optim.lr=1e-2", "train.eval_windows=24"])
     summary = normtrain.train(cfg, run_dir=tmp_path / "learns")
     corpus = load_corpus("local_text", cfg.data.path)
-    expected = unigram_loss(corpus.token_counts(), corpus.val, eval_starts(len(corpus.val), 32, 24), 32)
+    expected = unigram_loss(corpus.counts, corpus.val, eval_starts(len(corpus.val), 32, 24), 32)
     assert summary["unigram_val_loss"] == pytest.approx(expected) and summary["eval_windows"] == 24
     assert summary["final_val_loss"] < summary["unigram_val_loss"] - 0.05
     assert summary["collapsed"] is False and summary["undertrained"] is False

@@ -16,7 +16,7 @@ from torch import nn
 
 from normtrain.atomic import atomic_write
 from normtrain.checkpoint.state import all_finite, digest, is_fsdp, rng_states, set_rng_states, unwrap
-from normtrain.errors import CheckpointError
+from normtrain.errors import CheckpointError, first_line
 from normtrain.optim import optimizers_of
 
 CKPT_NAME = "ckpt.pt"
@@ -50,8 +50,7 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # a damaged zip, a pickle that wants code run, a truncated file: all unreadable
-        reason = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
-        raise CheckpointError(f"the checkpoint {path} cannot be read ({reason}); it was damaged or is not a "
+        raise CheckpointError(f"the checkpoint {path} cannot be read ({first_line(err)}); it was damaged or is not a "
                               f"normtrain checkpoint: {HOW}") from None
     missing = {"model", "optimizer", "step", "sampler", "monitor", "rng", "config", "digest"} - set(state or ())
     if not isinstance(state, dict) or missing:

@@ -26,7 +26,6 @@ RUN_FILES = ("summary.json", "metrics.jsonl")
 PROBE_DIR, PROBE_JSON = "probe", "probe.json"  # RUN_DIR/probe/probe.json: what normtrain-probe writes
 PROBE_FORMAT = 1  # probe.json's layout (normtrain-probe writes this one); bumped on a change that breaks reading it
 NOT_RUNS = {"wandb", "compare", PROBE_DIR, "__pycache__"}  # folders that never hold runs of their own
-FAILED_STATUSES = ("diverged", "failed")  # sorted after every other run, in this order
 
 
 @dataclass
@@ -183,10 +182,7 @@ def _walk(path: Path, found: dict[Path, None], skipped: list[str], exclude: Path
 def _holds_runs(path: Path, exclude: Path | None) -> bool:
     if exclude is not None and path.resolve() == exclude:
         return True  # not a job; nothing to report
-    for _, _, files in os.walk(path):
-        if any(name in files for name in RUN_FILES):
-            return True
-    return False
+    return any(name in files for _, _, files in os.walk(path) for name in RUN_FILES)
 
 
 def read_metrics(path: Path, notes: list[str], events: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -224,14 +220,18 @@ def read_metrics(path: Path, notes: list[str], events: list[dict[str, Any]] | No
     return rows
 
 
-def read_json(path: Path, notes: list[str]) -> dict[str, Any] | None:
+def read_object(path: Path, name: str, instead: str, notes: list[str]) -> dict[str, Any] | None:
+    """The JSON object in ``path``; None for no file, and for one that cannot be read or holds something else
+    with a note naming the file (``name``) and what is done ``instead``."""
+    if not path.is_file():
+        return None
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        notes.append(f"{path.name} is unreadable ({type(err).__name__}); read from metrics.jsonl instead")
+        notes.append(f"{name} is unreadable ({type(err).__name__}); {instead}")
         return None
     if not isinstance(value, dict):
-        notes.append(f"{path.name} is not a JSON object; read from metrics.jsonl instead")
+        notes.append(f"{name} is not a JSON object; {instead}")
         return None
     return value
 
@@ -271,7 +271,7 @@ def with_non_finite(config: Any, hydra_config: Any) -> Any:
 def load_run(run_dir: Path) -> Run | str:
     """The run in ``run_dir``, or why it cannot be used."""
     notes: list[str] = []
-    summary = read_json(run_dir / "summary.json", notes) if (run_dir / "summary.json").is_file() else None
+    summary = read_object(run_dir / "summary.json", "summary.json", "read from metrics.jsonl instead", notes)
     metrics = run_dir / "metrics.jsonl"
     events: list[dict[str, Any]] = []
     rows = read_metrics(metrics, notes, events) if metrics.is_file() else []
@@ -298,18 +298,11 @@ def load_run(run_dir: Path) -> Run | str:
 
 def read_probe(run_dir: Path, notes: list[str]) -> dict[str, Any] | None:
     """The run's probe/probe.json (normtrain-probe), or None; one that cannot be read costs a note."""
-    path = run_dir / PROBE_DIR / PROBE_JSON
-    if not path.is_file():
-        return None
-    try:
-        probe = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        notes.append(f"{PROBE_DIR}/{PROBE_JSON} is unreadable ({type(err).__name__}): no probe figures")
-        return None
-    if not isinstance(probe, dict) or probe.get("format") != PROBE_FORMAT:
+    probe = read_object(run_dir / PROBE_DIR / PROBE_JSON, f"{PROBE_DIR}/{PROBE_JSON}",
+                        "no probe figures (rerun normtrain-probe on the run)", notes)
+    if probe is not None and probe.get("format") != PROBE_FORMAT:
         notes.append(f"{PROBE_DIR}/{PROBE_JSON} was written by another normtrain-probe (format "
-                     f"{probe.get('format') if isinstance(probe, dict) else '?'}, not {PROBE_FORMAT}): rerun "
-                     "normtrain-probe on the run for its figures")
+                     f"{probe.get('format')}, not {PROBE_FORMAT}): rerun normtrain-probe on the run for its figures")
         return None
     return probe
 

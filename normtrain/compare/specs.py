@@ -249,6 +249,17 @@ def heatmap_panel(unit: str, n_layers: int) -> dict[str, Any]:
                          "tooltip": tooltip}}
 
 
+def _at_step(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The "at step ≤" slider (at the last step to start) and the transforms that keep each group's last logged
+    step at or before it: the profile's and the per-head map's."""
+    last = figdata.max_step(records)
+    return {"params": [LOG_PARAM, {"name": "at", "value": last, "bind": {
+                "input": "range", "min": 0, "max": last, "step": figdata.step_gcd(records), "name": "at step ≤ "}}],
+            "transform": [{"flatten": ["step", "v"]}, {"filter": f"datum.step <= at && {_positive('datum.v')}"},
+                          {"joinaggregate": [{"op": "max", "field": "step", "as": "shown"}], "groupby": ["g"]},
+                          {"filter": "datum.step == datum.shown"}]}
+
+
 def layer_figures(prefix: str, groups: Sequence[Group], stride: int, data: dict[str, list]) -> list[Figure]:
     """A heatmap (block × step, one panel per group, one colour scale) and a by-layer profile with a step slider."""
     name = f"layers:{prefix}"
@@ -266,13 +277,8 @@ def layer_figures(prefix: str, groups: Sequence[Group], stride: int, data: dict[
         "facet": {"field": "g", "type": "nominal", "title": None, "sort": [g.label for g in shown],
                   "header": {"labelLimit": 330, "labelFontSize": 11}},
         "columns": min(3, len(shown)), "spec": heatmap_panel(unit, n_layers)}
-    last = figdata.max_step(records)
     profile = {  # the PNGs draw it at fixed steps (paper.py sets ``at``)
-        "data": {"name": name}, "params": [LOG_PARAM, {"name": "at", "value": last, "bind": {
-            "input": "range", "min": 0, "max": last, "step": figdata.step_gcd(records), "name": "at step ≤ "}}],
-        "transform": [{"flatten": ["step", "v"]}, {"filter": f"datum.step <= at && {_positive('datum.v')}"},
-                      {"joinaggregate": [{"op": "max", "field": "step", "as": "shown"}], "groupby": ["g"]},
-                      {"filter": "datum.step == datum.shown"}],
+        "data": {"name": name}, **_at_step(records),
         "width": "container", "height": 280, "mark": {"type": "line", "point": True},
         "encoding": {"x": {"field": "layer", "type": "quantitative", "title": "layer (0 = next to the embedding)",
                            "axis": {"tickMinStep": 1}},
@@ -304,15 +310,10 @@ def head_figure(prefix: str, groups: Sequence[Group], stride: int, data: dict[st
     title, unit = HEAD_FAMILIES.get(prefix, (f"{prefix}/layer_i/head_j", prefix))
     n_layers, n_heads = (1 + max(r[k] for r in records) for k in ("layer", "head"))
     shown = [g for g in groups if any(r["g"] == g.label for r in records)]
-    last = figdata.max_step(records)
     tooltip = [_tip("g", "group", None), _tip("layer", "layer", "d"), _tip("head", "head", "d"),
                _tip("shown", "step", "d"), _tip("v", unit)]
     spec = {
-        "data": {"name": name}, "params": [LOG_PARAM, {"name": "at", "value": last, "bind": {
-            "input": "range", "min": 0, "max": last, "step": figdata.step_gcd(records), "name": "at step ≤ "}}],
-        "transform": [{"flatten": ["step", "v"]}, {"filter": f"datum.step <= at && {_positive('datum.v')}"},
-                      {"joinaggregate": [{"op": "max", "field": "step", "as": "shown"}], "groupby": ["g"]},
-                      {"filter": "datum.step == datum.shown"}],
+        "data": {"name": name}, **_at_step(records),
         "facet": {"field": "g", "type": "nominal", "title": None, "sort": [g.label for g in shown],
                   "header": {"labelLimit": 330, "labelFontSize": 11}},
         "columns": min(3, len(shown)),

@@ -3,8 +3,8 @@
 ``load_corpus`` finds the files, splits them into train/val by file and encodes their raw bytes once into
 shards in the on-disk cache, checksummed, as ``normtrain-prepare`` does; or (``tokens``) memory-maps the shards
 ``normtrain-prepare`` wrote (``shards``);
-``BatchSampler`` draws random training windows and ``eval_batches`` the fixed val windows. Reading a
-byte corpus needs no ``datasets``: the files are read as bytes, never decoded.
+``BatchSampler`` draws random training windows and ``window_batches`` the fixed val windows (``eval_starts``).
+Reading a byte corpus needs no ``datasets``: the files are read as bytes, never decoded.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import Any
 from normtrain.data.corpus import CORPORA, Corpus, load_corpus
 from normtrain.data.shards import TokenCorpus
 
-__all__ = ["CORPORA", "Corpus", "TokenCorpus", "load_corpus", "BatchSampler", "eval_batches", "eval_starts",
-           "eval_window_count", "window_batches"]
+__all__ = ["CORPORA", "Corpus", "TokenCorpus", "load_corpus", "BatchSampler", "eval_starts", "eval_window_count",
+           "window_batches"]
 
 
 def __getattr__(name: str) -> Any:
     """The batch makers import torch: only when asked for, so normtrain-prepare (numpy only) starts fast."""
-    if name in ("BatchSampler", "eval_batches", "eval_starts", "eval_window_count", "window_batches"):
+    if name in ("BatchSampler", "eval_starts", "eval_window_count", "window_batches"):
         from normtrain.data import batches
 
         return getattr(batches, name)

@@ -98,14 +98,6 @@ def eval_window_count(eval_windows: int, global_batch: int, eval_batches: int, w
     return -(-n // world_size) * world_size
 
 
-def eval_batches(tokens: np.ndarray, batch_size: int, seq_len: int, n_batches: int, device="cpu",
-                 *, name: str = "val") -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """``n_batches`` batches of ``batch_size`` fixed windows (``eval_starts``), the same on every call."""
-    _check_length(tokens, seq_len, name)
-    starts = eval_starts(len(tokens), seq_len, batch_size * n_batches)
-    return [_windows(tokens, s, seq_len, device) for s in starts.reshape(n_batches, batch_size)]
-
-
 def window_batches(tokens: np.ndarray, starts: np.ndarray, seq_len: int, batch_size: int, device="cpu",
                    *, name: str = "val") -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The windows at ``starts`` in batches of at most ``batch_size`` (the last may be smaller)."""

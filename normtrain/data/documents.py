@@ -55,7 +55,7 @@ def local_text(source: sources.Source, kind: str, val_fraction: float) -> Docume
         stream = lambda: _by_file(source.files, val)  # noqa: E731
     else:
         stream = lambda: _by_bytes([path for _, path in source.files], sizes, val_fraction)  # noqa: E731
-    return Documents(record=record, stream=stream, files=source.files, total_bytes=sum(sizes))
+    return Documents(record=record, pieces=stream, files=source.files, total_bytes=sum(sizes))
 
 
 def split_by_file(files: tuple[tuple[str, str], ...], val_fraction: float) -> dict[str, list[str]] | None:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from normtrain.data.pieces import Documents, row_pieces
-from normtrain.errors import DataError
+from normtrain.errors import DataError, first_line
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 
@@ -30,7 +30,7 @@ def file_documents(source: str, files: list[str], builder: str, text_field: str,
     base = os.path.commonpath([os.path.dirname(p) for p in files])
     record = {"kind": "files", "builder": builder, "root": source, "n_files": len(files), "split": "by_hash",
               "val_fraction": val_fraction, "text_field": text_field}
-    return Documents(record=record, stream=lambda: _streamed(dataset, text_field, where, val_fraction),
+    return Documents(record=record, pieces=lambda: _streamed(dataset, text_field, where, val_fraction),
                      files=tuple((os.path.relpath(p, base), p) for p in files))
 
 
@@ -52,8 +52,8 @@ def hub_documents(dataset_id: str, config: str | None, split: str, revision: str
     if local_files:
         record["root"] = base
     files = tuple(sorted((os.path.relpath(p, base), p) for p in local_files or ()))
-    return Documents(record=record, stream=lambda: _streamed(dataset, text_field, where, val_fraction,
-                                                             quiet=bool(local_files)), files=files)
+    return Documents(record=record, pieces=lambda: _streamed(dataset, text_field, where, val_fraction,
+                                                              quiet=bool(local_files)), files=files)
 
 
 def _streamed(dataset, text_field: str, where: str, val_fraction: float, quiet: bool = True) -> Iterator:
@@ -70,7 +70,7 @@ def _rows(dataset, where: str) -> Iterator[dict]:
         except StopIteration:
             return
         except Exception as err:  # pyarrow, json and datasets' own errors for a damaged or unreadable file
-            raise DataError(f"datasets could not read {where}: {_first_line(err)}") from None
+            raise DataError(f"datasets could not read {where}: {first_line(err, 300)}") from None
         yield row
 
 
@@ -83,23 +83,18 @@ def _loaded(load: Callable[[Any], Any], where: str, dataset_id: str | None = Non
         raise DataError(_offline_message(dataset_id or where, err)) from None
     except Exception as err:  # datasets' errors have no common base: name what failed and why
         if dataset_id and "NotFound" in type(err).__name__:
-            raise DataError(f"{where} was not found ({_first_line(err)}): check the id, the config (--config) "
+            raise DataError(f"{where} was not found ({first_line(err, 300)}): check the id, the config (--config) "
                             "and, for a gated or private dataset, log in with `hf auth login`") from None
-        raise DataError(f"datasets could not load {where}: {_first_line(err)}") from None
+        raise DataError(f"datasets could not load {where}: {first_line(err, 300)}") from None
 
 
 def _offline_message(dataset_id: str, err: Exception) -> str:
     offline = [v for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE") if os.environ.get(v, "") not in ("", "0")]
-    why = f"{' and '.join(offline)} {'is' if len(offline) == 1 else 'are'} set" if offline else _first_line(err)
+    why = f"{' and '.join(offline)} {'is' if len(offline) == 1 else 'are'} set" if offline else first_line(err, 300)
     return (f"the dataset {dataset_id!r} is not in the local Hugging Face cache and the hub cannot be reached "
             f"({why}). Run the same normtrain-prepare command on a machine with network access and copy its "
             f"OUT_DIR here (or its ~/.cache/huggingface, then rerun here with HF_HUB_OFFLINE=1); or, if this "
             f"machine has network, unset HF_HUB_OFFLINE and HF_DATASETS_OFFLINE")
-
-
-def _first_line(err: Exception) -> str:
-    text = str(err).strip()
-    return f"{type(err).__name__}: {text.splitlines()[0][:300]}" if text else type(err).__name__
 
 
 @contextlib.contextmanager

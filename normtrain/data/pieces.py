@@ -31,15 +31,12 @@ class Piece:
 
 @dataclass
 class Documents:
-    """A source ready to stream: what meta.json records about it, and its pieces (read on every call)."""
+    """A source ready to stream: what meta.json records about it, and its pieces (read anew on every call)."""
 
     record: dict[str, Any]  # kind, where from, and how it was split
-    stream: Callable[[], Iterator[Piece]]
+    pieces: Callable[[], Iterator[Piece]]
     files: tuple[tuple[str, str], ...] = ()  # local files whose bytes the input fingerprint hashes
     total_bytes: int | None = None  # for the progress bar, when known in advance
-
-    def pieces(self) -> Iterator[Piece]:
-        return self.stream()
 
     def fingerprint(self, settings: dict[str, Any]) -> str:
         """What a re-run with the same inputs compares: the settings, the source and every local file's bytes."""

@@ -109,12 +109,8 @@ class TokenCorpus:
     vocab_size: int
     root: str
     meta: dict[str, Any] = field(repr=False)
-    counts: np.ndarray = field(repr=False)
+    counts: np.ndarray = field(repr=False)  # int64, every token id's count in train (vocab_size long)
     name: str = "tokens"
-
-    def token_counts(self) -> np.ndarray:
-        """int64 count of every token id in train (length vocab_size), recorded by normtrain-prepare."""
-        return self.counts
 
     @property
     def val_bytes_per_token(self) -> float:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from normtrain.errors import DataError
+from normtrain.errors import DataError, first_line
 
 # Text files hold no NUL (a file with one in its first 8 KB is skipped as binary), so NUL is an
 # unambiguous end-of-document token, where b"\n\n" would look like any blank line in the code.
@@ -174,8 +174,8 @@ def _from_json(path: Path):
     try:
         return tokenizers.Tokenizer.from_str(path.read_text(encoding="utf-8"))
     except Exception as err:  # tokenizers raises a bare Exception for a file it cannot parse
-        first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
-        raise DataError(f"{path} is not a tokenizer.json that the tokenizers library can read ({first})") from None
+        raise DataError(f"{path} is not a tokenizer.json that the tokenizers library can read "
+                        f"({first_line(err)})") from None
 
 
 def _tokenizers():

@@ -10,7 +10,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from normtrain.checkpoint import CKPT_NAME, DCP_NAME, find_checkpoint
-from normtrain.errors import CheckpointError, ConfigError
+from normtrain.errors import CheckpointError, ConfigError, first_line
 from normtrain.model import GPT, GPTConfig, NormSpec
 
 
@@ -29,17 +29,15 @@ def run_model(run_dir: str | Path) -> tuple[GPT, dict[str, Any]]:
         config = OmegaConf.merge(OmegaConf.structured(NormtrainConfig), state["config"])
         model = GPT(model_config(config, vocab=state.get("vocab_size")))
     except Exception as err:  # a config this normtrain cannot build: not a bug of the export
-        raise CheckpointError(f"the checkpoint {ckpt.path} does not build a model here ({type(err).__name__}: "
-                              f"{str(err).strip().splitlines()[0][:200]}): was it written by another normtrain "
-                              "version?") from None
+        raise CheckpointError(f"the checkpoint {ckpt.path} does not build a model here ({first_line(err)}): was "
+                              "it written by another normtrain version?") from None
     try:
         ckpt.load_weights(model, state)
     except CheckpointError:
         raise
     except Exception as err:  # weights of another shape
         raise CheckpointError(f"the checkpoint {ckpt.path} does not fit the model its config describes "
-                              f"({type(err).__name__}: {str(err).strip().splitlines()[0][:200]}): was it written "
-                              "by another normtrain version?") from None
+                              f"({first_line(err)}): was it written by another normtrain version?") from None
     folder = _run_folder(ckpt.path)
     previous = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else {}
     return model.eval(), {"config": state["config"], "step": state["step"], "status": previous.get("status"),

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from normtrain.errors import first_line
 from normtrain.ops.rmsnorm import rms_norm
 
 ATOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 5e-2}
@@ -90,7 +91,7 @@ def mismatch(device: torch.device, width: int, n_stat: int | None, dtype: torch.
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
         except Exception as err:  # noqa: BLE001 - a compile or launch failure is the verdict, not a crash
-            return f"the kernel failed ({form}): {type(err).__name__}: {str(err).strip().splitlines()[0][:200]}"
+            return f"the kernel failed ({form}): {first_line(err)}"
         same = _outputs(x, w, residual, grads, eps, n_stat, "torch")
         ref = _outputs(x, w, residual, grads, eps, n_stat, "torch", upcast=True)
         for name, out in got.items():

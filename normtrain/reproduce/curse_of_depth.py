@@ -13,7 +13,7 @@ from typing import Any
 
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.probing import halves, per_layer, probe_runs, profile_text, profile_values
-from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, curve_points, train_grid
+from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, curve_points, present, train_grid
 from normtrain.reproduce.writeup import markdown_table, unigram_of
 
 PRE, LNS, PERI = "Pre-LN", "Pre-LN + LayerNorm Scaling", "Peri-LN"
@@ -66,7 +66,7 @@ class CurseOfDepth(Experiment):
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         for r in rows:
             r["arm"] = arm_of(r)
-        arms = [a for a in ARMS.values() if any(r["arm"] == a for r in rows)]
+        arms = present(rows, "arm", tuple(ARMS.values()))
         depths = sorted({int(r["model.n_layers"]) for r in rows})
         unigram = unigram_of(rows)
 

@@ -44,7 +44,7 @@ class Depth(Experiment):
             r["arm"] = arm_of(r)
         depths = sorted({int(r["model.n_layers"]) for r in rows})
         places = present(rows, "placement", PLACEMENT_ORDER)
-        arms = [a for a in ARMS.values() if any(r["arm"] == a for r in rows)]
+        arms = present(rows, "arm", tuple(ARMS.values()))
         shallow, deep = depths[0], depths[-1]
         unigram = unigram_of(rows)
 

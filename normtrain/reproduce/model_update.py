@@ -61,7 +61,7 @@ class ModelUpdate(Experiment):
             r["arm"] = arm_of(r)
         depths = sorted({int(r["model.n_layers"]) for r in rows})
         places = present(rows, "placement", PLACEMENT_ORDER)
-        arms = [a for a in ARMS.values() if any(r["arm"] == a for r in rows)]
+        arms = present(rows, "arm", tuple(ARMS.values()))
 
         def early(p, d, arm):
             return stats.seeds(rows, "early", placement=p, model__n_layers=d, arm=arm)

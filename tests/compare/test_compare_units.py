@@ -255,3 +255,7 @@ def test_a_probe_folder_is_read_and_never_taken_for_a_run(tmp_path):
     (run / "probe" / "probe.json").write_text("{")
     loaded = load_run(run)
     assert loaded.probe is None and any("probe/probe.json is unreadable" in n for n in loaded.notes)
+    (run / "probe" / "probe.json").write_text("[]")  # JSON, but not a probe's object
+    loaded = load_run(run)
+    assert loaded.probe is None and "probe/probe.json is not a JSON object; no probe figures (rerun normtrain-probe " \
+        "on the run)" in loaded.notes

@@ -1,10 +1,11 @@
-"""BatchSampler and eval_batches: window shapes, the x/y shift, reproducibility and resuming."""
+"""BatchSampler and the fixed eval windows (eval_starts, window_batches): window shapes, the x/y shift,
+reproducibility and resuming."""
 
 import numpy as np
 import pytest
 import torch
 
-from normtrain.data import BatchSampler, eval_batches
+from normtrain.data import BatchSampler, eval_starts, window_batches
 from normtrain.data.batches import global_state
 from normtrain.errors import DataError
 
@@ -50,6 +51,12 @@ def test_state_from_another_setup_is_refused():
     state = BatchSampler(TOKENS, 4, 16, seed=3).state_dict()
     with pytest.raises(DataError, match="batch_size"):
         BatchSampler(TOKENS, 8, 16, seed=3).load_state_dict(state)
+
+
+def eval_batches(tokens, batch_size, seq_len, n_batches, device="cpu"):
+    """``n_batches`` batches of ``batch_size`` fixed windows, as training builds its validation set."""
+    return window_batches(tokens, eval_starts(len(tokens), seq_len, batch_size * n_batches), seq_len, batch_size,
+                          device=device)
 
 
 def test_eval_batches_are_fixed_and_span_the_split():

@@ -46,7 +46,7 @@ def test_tokens_are_the_files_read_directly_and_joined_by_nul(tmp_path):
     assert corpus.train.dtype == corpus.val.dtype == np.uint8
     assert corpus.train.tobytes() == expected["train"] and corpus.val.tobytes() == expected["val"]
     train = np.frombuffer(expected["train"], dtype=np.uint8)
-    np.testing.assert_array_equal(corpus.token_counts(), np.bincount(train, minlength=256))  # the unigram's counts
+    np.testing.assert_array_equal(corpus.counts, np.bincount(train, minlength=256))  # the unigram's counts
 
 
 @pytest.mark.parametrize("sizes", [(500, 500), (950, 49), (949, 50)], ids=["inside", "before_nul", "after_nul"])

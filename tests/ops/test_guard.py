@@ -61,6 +61,15 @@ def test_a_kernel_that_fails_to_compile_falls_back_to_torch(fresh, monkeypatch):
                           "PTX .version 8.7 does not support .target sm_120")
 
 
+@needs_triton
+def test_a_kernel_failing_without_a_message_falls_back_naming_the_error(fresh, monkeypatch):
+    def bare(*_):
+        raise AssertionError  # a failed assert in a compiler often carries no message
+    monkeypatch.setattr(R, "_forward", bare)
+    choice = guard.verdict(CPU, [(32, None)], (torch.float32,), rows=16, eps=1e-5)
+    assert choice.why == "norm.impl=auto fell back to torch: the kernel failed (width 32, float32): AssertionError"
+
+
 def test_guard_norms_switches_only_a_failed_auto_to_torch(fresh, monkeypatch):
     fails_to_compile(monkeypatch)
     model = normtrain.build_model(normtrain.compose(["model.n_layers=2", "model.d_model=32", "model.n_heads=2",

@@ -20,7 +20,7 @@ def test_byte_shards_are_the_byte_corpus(shard_dirs, text_corpus, tmp_path):
     assert shards.train.dtype == np.uint16 and isinstance(shards.train, np.memmap)
     assert np.array_equal(shards.train, corpus.train) and np.array_equal(shards.val, corpus.val)
     assert shards.vocab_size == 256 and shards.val_bytes_per_token == 1.0
-    assert np.array_equal(shards.token_counts(), np.bincount(corpus.train, minlength=256))
+    assert np.array_equal(shards.counts, np.bincount(corpus.train, minlength=256))
     meta = shards.meta
     assert meta["splits"]["train"]["tokens"] == meta["splits"]["train"]["bytes"] == len(corpus.train)
     assert meta["source"]["split"] == "by_file" and meta["tokenizer"]["kind"] == "bytes"
@@ -39,7 +39,7 @@ def test_a_bpe_reads_the_same_bytes_in_fewer_tokens_and_decodes_back(shard_dirs)
     tokenizer = Tokenizer.from_file(str(shard_dirs["bpe"] / "tokenizer.json"))
     text = tokenizer.decode(bpe.val.tolist(), skip_special_tokens=False)
     assert text.encode() == byte.val.astype(np.uint8).tobytes().replace(b"\0", b"<|endoftext|>")
-    assert np.array_equal(bpe.token_counts(), np.bincount(bpe.train, minlength=320))
+    assert np.array_equal(bpe.counts, np.bincount(bpe.train, minlength=320))
 
 
 def test_a_tokenizer_json_by_path(shard_dirs, wordpiece_json):
