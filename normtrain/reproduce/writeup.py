@@ -236,16 +236,20 @@ def verdict_section(checks: list[CheckResult], guard: CheckResult | None, result
     parts.append(findings.key)
     if findings.notes:
         parts.append("Notes:\n\n" + "".join(f"- {n}\n" for n in findings.notes))
-    failed = [c.rule.id for c in [*checks, *([guard] if guard else [])] if c.ok is False]
+    judged = [*checks, *([guard] if guard else [])]
+    failed = [c.rule.id for c in judged if c.ok is False]
+    sections = explanations(discussion)
     if failed:
-        sections = explanations(discussion)
         parts.append("### Why checks failed\n\n" + "\n\n".join(
             f"**{cid}.** " + sections.get(cid, "*Not yet explained: no section in DISCUSSION.md.*") for cid in failed))
+    if others := [(title, text) for title, text in sections.items() if title not in {c.rule.id for c in judged}]:
+        parts.append("### What the checks do not show\n\n" + "\n\n".join(f"**{t}.** {text}" for t, text in others))
     return "\n\n".join(parts)
 
 
 def explanations(text: str) -> dict[str, str]:
-    """``## <check id>`` sections of DISCUSSION.md, by id."""
+    """``## <title>`` sections of DISCUSSION.md, by title: a check's id explains its failure; any other title is
+    an observation the checks do not cover."""
     found = {}
     for block in re.split(r"^## ", text, flags=re.M)[1:]:
         head, _, body = block.partition("\n")

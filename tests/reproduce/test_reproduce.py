@@ -13,7 +13,7 @@ from normtrain.reproduce.cli import ReproduceError, main, make_plan
 from normtrain.reproduce.grad_init import GradInit
 from normtrain.reproduce.preregistration import judge, verdict
 from normtrain.reproduce.runner import Plan, sweep_axes
-from normtrain.reproduce.writeup import BEGIN, END, update_index
+from normtrain.reproduce.writeup import BEGIN, END, update_index, verdict_section
 
 VERDICTS = {"reproduced", "partly reproduced", "not reproduced", "not judged", "inconclusive (undertrained)"}
 
@@ -179,6 +179,21 @@ def test_grad_init_verdict_follows_the_numbers(tmp_path):
     assert [c.ok for c in checks] == [False, True, True, False]  # Post falls, not rises; Pre's last layer is constant
     seeds = checks[0].conditions["L=24"]["per_seed"]
     assert sorted(seeds) == [str(s) for s in range(5)] and all(v < 0 for v in seeds.values())  # every seed kept
+
+
+def test_discussion_explains_failed_checks_and_keeps_other_observations(tmp_path):
+    plan = Plan("xiong_grad_init", "cpu", False, [], {}, tmp_path, tmp_path)
+    exp = GradInit()
+    findings = exp.analyse(synthetic_grad_rows(False, 0.0), plan)
+    checks = judged(findings, exp)
+    failed = [c.rule.id for c in checks if c.ok is False]
+    discussion = (f"# Why checks failed\n\n## {failed[0]}\n\nOne seed fell short.\n\n"
+                  "## Data order\n\nThe tail fit reads the batches.\n")
+    text = verdict_section(checks, None, {"verdict": verdict(checks)}, findings, discussion)
+    why, _, others = text.partition("### Why checks failed")[2].partition("### What the checks do not show")
+    assert f"**{failed[0]}.** One seed fell short." in why and "Data order" not in why
+    assert f"**{failed[1]}.** *Not yet explained: no section in DISCUSSION.md.*" in why
+    assert others.strip() == "**Data order.** The tail fit reads the batches."
 
 
 def test_index_table_is_rebuilt_between_markers(tmp_path):
