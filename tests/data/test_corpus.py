@@ -158,13 +158,15 @@ def test_bad_arguments_are_data_errors(tmp_path, name, path, val_fraction, says)
     assert CORPORA == ("python_stdlib", "local_text", "tokens")
 
 
-def test_python_stdlib_end_to_end(tmp_path):
+def test_python_stdlib_end_to_end(tmp_path, monkeypatch):
     t0 = time.perf_counter()
     first = load_corpus("python_stdlib", cache_dir=str(tmp_path), progress=False)
     t1 = time.perf_counter()
+    # the second load reads the cache: encoding again would fail the test (a timing comparison was flaky on 2 cores)
+    monkeypatch.setattr(corpus_module, "write_shards", lambda *a, **kw: pytest.fail("tokenized on a cache hit"))
     cached = load_corpus("python_stdlib", cache_dir=str(tmp_path), progress=False)
     t2 = time.perf_counter()
     print(f"\nstdlib: {first.describe()}\nfirst load {t1 - t0:.2f}s, cached load {t2 - t1:.3f}s")
     assert first.split == "by_file" and first.n_bytes > 1_000_000 and len(first.val) > 10_000
     assert first.train.dtype == np.uint8 and cached.fingerprint == first.fingerprint
-    assert t2 - t1 < t1 - t0
+    assert np.array_equal(cached.val, first.val) and len(cached.train) == len(first.train)
