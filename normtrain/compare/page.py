@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,6 +117,17 @@ def _sections(figures: Sequence[specs.Figure]) -> str:
     return "".join(parts)
 
 
+def where(sources: Sequence[str]) -> str:
+    """Where the runs came from, for the page's first line: many run folders (a reproduction passes each of
+    its runs) are named by the folder that holds them."""
+    if len(sources) > 3:
+        try:
+            return f"{len(sources)} folders in {os.path.commonpath(sources) or '.'}"
+        except ValueError:  # absolute and relative paths mixed
+            pass
+    return ", ".join(sources)
+
+
 def render(runs: Sequence[Run], cols: Sequence[report.Column], groups: Sequence[Group], page: Page) -> str:
     e = html.escape
     script = (STATIC / "report.js").read_text(encoding="utf-8")
@@ -130,7 +142,7 @@ def render(runs: Sequence[Run], cols: Sequence[report.Column], groups: Sequence[
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{e(page.title)}</title><style>{css}</style></head><body data-state=\"loading\">",
         f"<h1>{e(page.title)}</h1>",
-        f'<p class="lead">{len(runs)} runs from {e(", ".join(page.sources)) or "—"}. The table is sorted by '
+        f'<p class="lead">{len(runs)} runs from {e(where(page.sources)) or "—"}. The table is sorted by '
         f"{e(page.sorted_by)} (click a column to sort by it); runs that stopped early, diverged and failed come "
         "last.</p>",
         f'<p class="lead">Groups: {legend}</p>' + (f'<p class="lead">{SEEDS_NOTE}</p>'

@@ -90,6 +90,8 @@ def test_by_picks_the_grouping_keys(tmp_path):
     _, data = page_data(write_report(folders, tmp_path / "by.html", by=["norm"], title="by norm"))
     assert {r["g"] for r in data["datasets"]["loss:groups"]} == {"layernorm", "rmsnorm"}
     assert record(data, "loss:groups", "layernorm", k="train")["n"][0] == 6  # 2 placements x 3 seeds
+    lead = (tmp_path / "by.html").read_text().split('<p class="lead">')[1]
+    assert lead.startswith(f"{len(folders)} runs from {len(folders)} folders in {tmp_path / 'sweep'}. ")  # not each
     with pytest.raises(CompareError, match="unknown config key 'nope'"):
         write_report(folders, tmp_path / "bad.html", by=["nope"])
     with pytest.raises(CompareError, match="no runs"):
