@@ -22,6 +22,7 @@ file's CRC-32 is checked (each rank checks its share) before anything is loaded.
 
 from __future__ import annotations
 
+import enum
 import io
 import json
 import pickle
@@ -80,6 +81,17 @@ def _written_by(folder: Path, rank: int) -> dict[str, list[int]]:
     return {name: [file_crc(folder / name), (folder / name).stat().st_size] for name in sorted(names)}
 
 
+def _dcp_enum_member(cls: Any, name: str) -> enum.Enum:
+    """What ``getattr`` may do inside DCP's index: name a member of one of DCP's own enums. Python 3.12 (and
+    Debian's 3.11.2) pickle an enum member as ``getattr(Enum class, name)``, 3.11.7 as ``Enum class(value)``."""
+    if not (isinstance(cls, type) and issubclass(cls, enum.Enum) and cls.__module__ == _DCP_METADATA):
+        raise pickle.UnpicklingError(f"getattr({cls!r}, {name!r}) is not part of a DCP checkpoint's metadata")
+    return cls[name]
+
+
+_DCP_METADATA = "torch.distributed.checkpoint.metadata"
+
+
 class _MetadataUnpickler(pickle.Unpickler):
     """DCP's ``.metadata`` is a pickle; this one builds DCP's own metadata classes and refuses any other global,
     so a crafted file cannot run code (``weights_only`` for the index)."""
@@ -89,8 +101,10 @@ class _MetadataUnpickler(pickle.Unpickler):
                ("torch.distributed.checkpoint.filesystem", "_StorageInfo")}
 
     def find_class(self, module: str, name: str) -> Any:
-        if module == "torch.distributed.checkpoint.metadata" or (module, name) in self.ALLOWED:
+        if module == _DCP_METADATA or (module, name) in self.ALLOWED:
             return super().find_class(module, name)
+        if (module, name) == ("builtins", "getattr"):
+            return _dcp_enum_member
         if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
             return getattr(torch, name)
         raise pickle.UnpicklingError(f"{module}.{name} is not part of a DCP checkpoint's metadata")

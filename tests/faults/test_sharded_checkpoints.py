@@ -4,6 +4,8 @@ an uninterrupted run, normtrain.load reads the sharded format, and a damaged or 
 
 from __future__ import annotations
 
+import enum
+import io
 import json
 import pickle
 import signal
@@ -15,7 +17,7 @@ from test_exit_codes import assert_user_error
 
 import normtrain
 from normtrain.checkpoint import CKPT_NAME, DCP_NAME, load_checkpoint
-from normtrain.checkpoint.sharded import LATEST, MANIFEST, file_crc
+from normtrain.checkpoint.sharded import LATEST, MANIFEST, _safe_reader, file_crc
 
 pytestmark = pytest.mark.slow
 
@@ -89,3 +91,41 @@ def test_a_damaged_sharded_checkpoint_is_refused(damage, tiny, tmp_path):
     proc = run_victim([*tiny, "train.max_steps=8", "train.ckpt_format=dcp"], run_dir, cli=True)
     assert_user_error(proc, *needles)
     assert "the payload ran" not in proc.stdout + proc.stderr
+
+
+class _ByName(pickle.Pickler):
+    """Pickles enum members as ``getattr(cls, name)``: what Python 3.12+ (and Debian's 3.11.2) write by default."""
+
+    def reducer_override(self, obj):
+        return (getattr, (type(obj), obj.name)) if isinstance(obj, enum.Enum) else NotImplemented
+
+
+def test_the_index_loads_when_python_pickles_enums_by_name(tmp_path):
+    import torch.distributed.checkpoint as dcp
+
+    dcp.save({"w": torch.ones(3)}, checkpoint_id=str(tmp_path), no_dist=True)
+    written = _safe_reader(tmp_path).read_metadata()
+    buffer = io.BytesIO()
+    _ByName(buffer, protocol=4).dump(pickle.loads((tmp_path / ".metadata").read_bytes()))
+    assert b"getattr" in buffer.getvalue()  # the form that was refused on those Pythons
+    (tmp_path / ".metadata").write_bytes(buffer.getvalue())
+    assert _safe_reader(tmp_path).read_metadata().state_dict_metadata == written.state_dict_metadata
+    out = {"w": torch.zeros(3)}
+    dcp.load(out, storage_reader=_safe_reader(tmp_path), no_dist=True)
+    assert torch.equal(out["w"], torch.ones(3))
+
+
+def test_getattr_in_the_index_reaches_nothing_but_dcp_enums(tmp_path):
+    from pathlib import PosixPath  # a class the index may name, whose methods it may not reach
+
+    (tmp_path / ".metadata").write_bytes(_reduce_pickle(getattr, (PosixPath, "unlink")))
+    with pytest.raises(pickle.UnpicklingError, match="is not part of a DCP checkpoint's metadata"):
+        _safe_reader(tmp_path).read_metadata()
+
+
+def _reduce_pickle(fn, args) -> bytes:
+    class Call:
+        def __reduce__(self):
+            return fn, args
+
+    return pickle.dumps(Call(), protocol=4)
