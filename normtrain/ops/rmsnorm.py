@@ -88,7 +88,6 @@ def _kernels():
     return _KERNELS[0]
 
 
-@torch.compiler.assume_constant_result  # fixed for the process: torch.compile bakes it in, no guard
 def _triton_mode() -> str:
     """'missing', 'compiled', 'interpreter', or 'late' (TRITON_INTERPRET=1 set after triton was imported).
 
@@ -103,6 +102,13 @@ def _triton_mode() -> str:
     if type(k.rms_fwd_tile).__name__ != "InterpretedFunction":
         return "compiled"
     return "interpreter" if type(k.tl.sum).__name__ == "InterpretedFunction" else "late"
+
+
+# Fixed for the process, so torch.compile may bake it in without a guard. This is all that
+# torch.compiler.assume_constant_result(fn) does, but calling it imports torch._dynamo: about 2 s at every start
+# of the CLI (tests/ops/test_rmsnorm.py checks that torch still marks a function this way).
+CONSTANT_MARK = "_dynamo_marked_constant"
+setattr(_triton_mode, CONSTANT_MARK, True)
 
 
 def _use_triton(impl: str, x: torch.Tensor, weight, residual) -> bool:

@@ -319,3 +319,13 @@ def test_torch_compile_full_graph(backend):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
     assert len(graphs) == traced, "a new number of rows must not recompile"
     assert all("normtrain.rms_norm_fwd" in g for g in graphs)
+
+
+def test_the_triton_mode_is_marked_constant_the_way_torch_marks_it():
+    """ops marks ``_triton_mode`` itself (importing torch.compiler's decorator costs a torch._dynamo import); this
+    fails if torch ever marks a constant-result function differently."""
+    def probe() -> int:
+        return 1
+
+    torch.compiler.assume_constant_result(probe)
+    assert vars(probe) == {R.CONSTANT_MARK: True} == vars(R._triton_mode)
