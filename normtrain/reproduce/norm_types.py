@@ -192,7 +192,7 @@ class NormTypes(Experiment):
         key = f"{ours}; pRMSNorm − LayerNorm {stats.spread(minus_ln.get('prmsnorm', {}).values())} nats."
         return Findings(table=table, measured=measured, key=key, ours=ours, notes=[],
                         figures={"norm_types.png": lambda path: self.draw(rows, norms, timings, unigram, path)},
-                        csv={"timings.csv": timings})
+                        csv={"timings.csv": timings}, repeats=frozenset({"rms_over_ln_step_time"}))
 
     @staticmethod
     def draw(rows, norms, timings, unigram, path) -> None:

@@ -65,13 +65,15 @@ class Rule:
         if self.op == "between" and not self.basis:
             raise ValueError(f"rule {self.id}: a band (between) needs a basis: why it is that wide")
 
-    def condition_text(self) -> str:
+    def condition_text(self, unit: str = "seeds") -> str:
+        """The rule in words; ``unit``: what the values of a condition are (seeds, or repeats of one timing)."""
         t = self.threshold
         bound = f"in [{t[0]:g}, {t[1]:g}]" if self.op == "between" else f"{self.op} {t:g}"
-        named = {"median": "the median over seeds", 1.0: "every seed",
-                 "median_ci": "the 95% bootstrap interval of the median over seeds, all of it (with 5 seeds or "
-                              "fewer the interval spans every seed)"}
-        how = named.get(self.decide) or f"at least {self.decide:.0%} of the seeds"
+        one = unit.removesuffix("s")
+        named = {"median": f"the median over {unit}", 1.0: f"every {one}",
+                 "median_ci": f"the 95% bootstrap interval of the median over {unit}, all of it (with 5 {unit} or "
+                              f"fewer the interval spans every {one})"}
+        how = named.get(self.decide) or f"at least {self.decide:.0%} of the {unit}"
         return f"{self.quantity} {bound}: {how}, at every condition measured"
 
 
@@ -134,9 +136,10 @@ class CheckResult:
     rule: Rule
     conditions: dict[str, dict[str, Any]] = field(default_factory=dict)  # condition -> per-seed values and outcome
     ok: bool | None = None
+    unit: str = "seeds"  # what a condition's values are: seeds, or repeats of one measurement (a timing)
 
     def measured(self) -> str:
-        """One line: the median, the range and how many seeds pass, per condition."""
+        """One line: the median, the range and how many seeds (or repeats) pass, per condition."""
         parts = []
         for cond, c in self.conditions.items():
             where = f" at {cond}" if cond else ""
@@ -147,23 +150,25 @@ class CheckResult:
             ci = c.get("median_ci95")
             interval = (f" (95% CI of the median [{number(ci[0])}, {number(ci[1])}])"
                         if ci and self.rule.decide == "median_ci" else "")
-            parts.append(f"median {number(c['median'])}{spread}{interval}, {c['passing']}/{c['n']} seeds pass{where}")
+            passing = f"{c['passing']}/{c['n']} {self.unit} pass"
+            parts.append(f"median {number(c['median'])}{spread}{interval}, {passing}{where}")
         return "; ".join(parts)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.rule.id, "expectation": self.rule.expectation, "rule": self.rule.condition_text(),
-                "quantity": self.rule.quantity, "op": self.rule.op, "threshold": self.rule.threshold,
-                "decide": self.rule.decide, "basis": self.rule.basis, "ok": self.ok, "measured": self.measured(),
-                "conditions": self.conditions}
+        return {"id": self.rule.id, "expectation": self.rule.expectation,
+                "rule": self.rule.condition_text(self.unit), "quantity": self.rule.quantity, "op": self.rule.op,
+                "threshold": self.rule.threshold, "decide": self.rule.decide, "basis": self.rule.basis,
+                "ok": self.ok, "measured": self.measured(), "unit": self.unit, "conditions": self.conditions}
 
 
 def _finite_or_inf(v: float | None) -> bool:
     return v is not None and not (isinstance(v, float) and math.isnan(v))
 
 
-def judge(rule: Rule, values: Values | None) -> CheckResult:
-    """Apply ``rule`` to the per-seed ``values`` of its quantity (a missing value does not count either way)."""
-    result = CheckResult(rule)
+def judge(rule: Rule, values: Values | None, unit: str = "seeds") -> CheckResult:
+    """Apply ``rule`` to the per-seed ``values`` of its quantity (a missing value does not count either way);
+    ``unit`` names what the values are when they are not seeds (``"repeats"`` of a timing)."""
+    result = CheckResult(rule, unit=unit)
     test = OPS[rule.op]
     outcomes = []
     for cond, seeds in (values or {}).items():

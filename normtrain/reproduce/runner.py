@@ -155,6 +155,10 @@ class Findings:
     ours: str  # our number for the top table, with its spread and n
     notes: list[str] = field(default_factory=list)
     csv: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # more measurements than runs.csv holds
+    repeats: frozenset[str] = frozenset()  # quantities whose values are repeats of one measurement, not seeds
+
+    def unit(self, quantity: str) -> str:
+        return "repeats" if quantity in self.repeats else "seeds"
 
 
 def code_of(code: dict | None) -> dict[str, Any]:

@@ -86,7 +86,7 @@ def write(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findings: Fin
     out = plan.out
     out.mkdir(parents=True, exist_ok=True)
     reg = exp.registration
-    checks = [judge(rule, findings.measured.get(rule.quantity)) for rule in reg.rules]
+    checks = [judge(rule, findings.measured.get(rule.quantity), findings.unit(rule.quantity)) for rule in reg.rules]
     guard = judge(reg.guard.rule(), findings.measured.get(reg.guard.quantity)) if reg.guard else None
     figures = []
     for filename, draw in findings.figures.items():
@@ -183,7 +183,7 @@ def registration_section(reg: Registration, checks: list[CheckResult], guard: Ch
     rules = [*checks, *([guard] if guard else [])]
     parts.append("Declared checks (the rule, and the basis of each threshold or band):\n\n" + markdown_table(
         ["check", "expectation (paper)", "rule", "basis"],
-        [[c.rule.id, c.rule.expectation, c.rule.condition_text(), c.rule.basis or "–"] for c in rules]))
+        [[c.rule.id, c.rule.expectation, c.rule.condition_text(c.unit), c.rule.basis or "–"] for c in rules]))
     if reg.guard:
         parts.append(f"**Trainability guard.** Before any loss comparison, {reg.guard.arm} must beat the unigram line "
                      f"by {reg.guard.margin:g} nats; where it does not, the verdict is *inconclusive "
@@ -231,7 +231,8 @@ def verdict_section(checks: list[CheckResult], guard: CheckResult | None, result
     parts = [f"## Verdict: {result['verdict']}"]
     if guard is not None:
         parts.append(f"Trainability guard: {MARK[guard.ok]} ({guard.measured()}).")
-    parts.append(markdown_table(["check", "measured here (per-seed median [min, max], seeds passing)", "holds"],
+    parts.append(markdown_table(["check", "measured here (median [min, max] over seeds, or repeats of a timing; how "
+                                          "many pass)", "holds"],
                                 [[c.rule.id, c.measured(), MARK[c.ok]] for c in checks]))
     parts.append(findings.key)
     if findings.notes:

@@ -29,6 +29,14 @@ def test_median_rule_decides_on_the_median_not_the_best_seed():
     assert "median 0.200 [0.100, 0.900], 1/3 seeds pass at lr 1e-3" == result.measured()
 
 
+def test_repeats_of_a_timing_are_called_repeats_not_seeds():
+    rule = Rule("faster", "trains faster", "ratio", "<", 1.0)
+    result = judge(rule, {"": {"0": 0.9, "1": 1.1, "2": 0.95}}, unit="repeats")
+    assert result.measured() == "median 0.950 [0.900, 1.100], 2/3 repeats pass"
+    assert result.as_dict()["unit"] == "repeats" and "the median over repeats" in result.as_dict()["rule"]
+    assert "seed" not in result.measured() + result.as_dict()["rule"]
+
+
 def test_fraction_rule_counts_seeds_and_every_condition_must_hold():
     rule = Rule("r", "rises", "q", ">", 1.0, decide=0.8)
     four_of_five = {str(s): v for s, v in enumerate([1.2, 1.1, 1.3, 0.9, 1.05])}

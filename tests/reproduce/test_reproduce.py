@@ -56,6 +56,8 @@ def test_every_experiment_runs_end_to_end_in_smoke_mode(name, local, tmp_path):
     for check in saved["checks"]:  # every check keeps its per-seed values (timings: per repeat), per condition
         repeats = check["quantity"].endswith("_time")
         assert check["conditions"] and all(repeats or set(c["per_seed"]) <= {"0"} for c in check["conditions"].values())
+        assert check["unit"] == ("repeats" if repeats else "seeds")  # a timing's repeats are never called seeds
+        assert (f"over {check['unit']}" in check["rule"]) == (check["decide"] != 1.0)
     record = saved["provenance"]["declaration"]
     assert record["files"] == [f"normtrain/reproduce/preregistered/{name}.py", f"configs/experiment/{name}.yaml"]
     assert len(record["digest"]) == 16 and "before_runs" in record and "## Check history" in readme
