@@ -41,7 +41,6 @@ from omegaconf import DictConfig
 from normtrain.checkpoint import Checkpoint, Checkpointer, find_checkpoint, unwrap
 from normtrain.config import (
     checkpoint_format,
-    config_warnings,
     global_batch,
     model_config,
     to_container,
@@ -59,6 +58,7 @@ from normtrain.loggers import CsvLogger, JsonlLogger, Loggers, TensorBoardLogger
 from normtrain.loggers.names import SweepJob, group_name, run_name, sweep_job
 from normtrain.model import GPT
 from normtrain.monitor import Monitor
+from normtrain.ngpt_rules import ngpt_warnings
 from normtrain.ops.guard import Choice, guard_norms
 from normtrain.optim import MuonSettings, build_optimizer, lr_at, set_lr
 from normtrain.outcome import outcome, tail_trend
@@ -211,7 +211,7 @@ class Trainer:
     def build(self) -> None:
         """Corpus, model, optimizer, batches and monitor, seeded; the summary's fixed fields."""
         cfg, ctx, t = self.cfg, self.ctx, self.cfg.train
-        for line in config_warnings(cfg) if ctx.is_main else ():
+        for line in ngpt_warnings(cfg) if ctx.is_main else ():
             say(f"normtrain: warning: {line}")
         seed_everything(t.seed)
         self.corpus = None
