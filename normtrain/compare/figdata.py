@@ -136,9 +136,7 @@ def layer_records(groups: Sequence[Group], prefix: str, stride: int) -> list[dic
         pick = np.unique(np.append(np.arange(0, steps.size, stride), steps.size - 1))
         for layer in range(n_layers):
             _, table = stack([(s, v[:, layer] if layer < v.shape[1] else np.full(s.size, np.nan)) for s, v in mats])
-            finite = np.isfinite(table)
-            count = finite.sum(axis=0)
-            mean = np.where(count > 0, np.where(finite, table, 0.0).sum(axis=0) / np.maximum(count, 1), np.nan)
+            mean, _, _ = mean_sd(table)
             records.append({"g": group.label, "layer": layer, "step": ints(steps[pick]), "v": nums(mean[pick])})
     return records
 

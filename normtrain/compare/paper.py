@@ -25,6 +25,7 @@ from normtrain.compare.groups import Group
 from normtrain.compare.labels import shortened
 from normtrain.compare.runs import Run
 from normtrain.pngs import write_png
+from normtrain.spread import mean_sd
 
 WIDTH, PANEL = 820, 300  # pixels (before SCALE) of a full-width chart ("container" in the page), of a panel
 SCALE = 1  # pixels per Vega pixel: the sizes matplotlib drew at 100 dpi; 2 is sharper, and 3-4 times slower
@@ -191,10 +192,8 @@ def residual_stream(c: Charts, path: Path) -> list[str]:
 def block_mean(run: Run, prefix: str) -> tuple[np.ndarray, np.ndarray]:
     """(steps, the mean over blocks of ``prefix/layer_i`` at each, over its positive finite values; NaN if none)."""
     steps, v = run.layer_matrix(prefix)
-    good = np.isfinite(v) & (v > 0)
-    count = good.sum(axis=1) if v.size else np.zeros(steps.size)
-    mean = np.where(good, v, 0.0).sum(axis=1) / np.maximum(count, 1) if v.size else np.full(steps.size, np.nan)
-    return steps, np.where(count > 0, mean, np.nan)
+    mean, _, _ = mean_sd(np.where(v > 0, v, np.nan), axis=1)
+    return steps, mean
 
 
 def update(c: Charts, path: Path) -> list[str]:
