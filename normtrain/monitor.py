@@ -43,6 +43,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+from normtrain.distributed import local
 from normtrain.model.softcap import saturated_after_cap
 from normtrain.spikes import SpikeScore
 from normtrain.zloss import log_partition
@@ -85,16 +86,11 @@ class DivergenceGuard:
 
     def observe_weights(self, step: int, params: Sequence[torch.Tensor]) -> None:
         """Non-finite weights (before a checkpoint): an update that overflowed though its gradients were finite."""
-        finite = torch.stack([torch.isfinite(_local(p.detach())).all() for p in params]).all()
+        finite = torch.stack([torch.isfinite(local(p.detach())).all() for p in params]).all()
         self._flag(step, ~finite)
 
     def _flag(self, step: int, bad: torch.Tensor) -> None:
         self.diverged_at = torch.where(bad & (self.diverged_at < 0), step, self.diverged_at)
-
-
-def _local(t: torch.Tensor) -> torch.Tensor:
-    """This rank's shard of a DTensor (FSDP2 parameters and gradients); a plain tensor as it is."""
-    return t.to_local() if hasattr(t, "to_local") else t
 
 
 def _squares(tensors: list[torch.Tensor], owners: torch.Tensor, n_layers: int) -> torch.Tensor:
@@ -102,7 +98,7 @@ def _squares(tensors: list[torch.Tensor], owners: torch.Tensor, n_layers: int) -
 
     ``owners[j]`` is tensor j's layer (-1: none). Sums of squares add up across FSDP shards.
     """
-    squares = torch.stack(torch._foreach_norm([_local(t) for t in tensors])).float().square()
+    squares = torch.stack(torch._foreach_norm([local(t) for t in tensors])).float().square()
     kept = torch.where(owners >= 0, squares, torch.zeros_like(squares))
     per_layer = torch.zeros(n_layers, device=squares.device).index_add_(0, owners.clamp(min=0), kept)
     return torch.cat([per_layer, squares.sum().reshape(1)])
@@ -322,7 +318,7 @@ class Monitor:
             norms = self._norms([self.params[i].grad for i in with_grad], self.layer_of[with_grad])
             self._values["grad_layer"], self._values["grad_total"] = norms[:-1], norms[-1:]
         if self.update_ratio:
-            self._before_update = [_local(p.detach()).clone() for p in self.params]
+            self._before_update = [local(p.detach()).clone() for p in self.params]
         self._block_statistics()
 
     @torch.no_grad()
@@ -356,7 +352,7 @@ class Monitor:
             return
         before, self._before_update = self._before_update, None
         with torch.no_grad():
-            delta = torch._foreach_sub([_local(p.detach()) for p in self.params], before)
+            delta = torch._foreach_sub([local(p.detach()) for p in self.params], before)
             ratio = self._norms(delta, self.layer_of) / self._norms(before, self.layer_of).clamp(min=1e-12)
         self._values["update_layer"] = ratio[:-1]
 
