@@ -132,14 +132,14 @@ def _tracks(attn: nn.Module) -> bool:
 
 
 class LayerRecorder:
-    """The forward hooks of one log step: each switched-on statistic of each block appended on the device, then
+    """The forward hooks of a log step: each switched-on statistic of each block appended on the device, then
     stacked into one vector per statistic (``stacked``). Hooks fire in block order."""
 
     def __init__(self, *, activations: bool, residual_stats: bool, block_cos: bool, attn_entropy: bool,
                  attn_logit_max: bool, cap_saturation: bool = False):
         self.activations, self.residual_stats, self.block_cos = activations, residual_stats, block_cos
         self.attn_entropy, self.attn_logit_max, self.cap_saturation = attn_entropy, attn_logit_max, cap_saturation
-        self.values: dict[str, list[torch.Tensor]] = {}
+        self.values: dict[str, list[torch.Tensor]] = {}  # one log step's, from ``attach`` on
 
     @property
     def wanted(self) -> bool:
@@ -153,7 +153,8 @@ class LayerRecorder:
                 or (self.cap_saturation and bool(getattr(attn, "softcap", 0.0))))
 
     def attach(self, blocks: Sequence[nn.Module]) -> list:
-        handles = []
+        """Start recording a forward pass of ``blocks``: the hooks (for the caller to remove)."""
+        self.values, handles = {}, []
         for b in blocks:
             if self.activations:
                 handles.append(b.register_forward_pre_hook(self.block_input))
@@ -218,12 +219,12 @@ class Monitor:
                  output_logit_max: bool = True, spike_window: int | None = 1000, residual_stats: bool = True,
                  block_cos: bool = True, cap_saturation: bool = True, output_softcap: float = 0.0):
         self.blocks, self.params, self.every = list(blocks), list(params), every
-        self.grad_norms, self.activations = grad_norms, activations
-        self.residual_stats, self.block_cos = residual_stats, block_cos
-        self.attn_entropy, self.update_ratio = attn_entropy, update_ratio
-        self.attn_logit_max, self.output_log_z, self.output_logit_max = attn_logit_max, output_log_z, output_logit_max
-        self.attn_logit_max_heads = attn_logit_max_heads
+        self.grad_norms, self.update_ratio, self.attn_logit_max_heads = grad_norms, update_ratio, attn_logit_max_heads
+        self.output_log_z, self.output_logit_max = output_log_z, output_logit_max
         self.cap_saturation, self.output_softcap = cap_saturation, output_softcap
+        self.recorder = LayerRecorder(activations=activations, residual_stats=residual_stats, block_cos=block_cos,
+                                      attn_entropy=attn_entropy, attn_logit_max=attn_logit_max,
+                                      cap_saturation=cap_saturation)
         device = self.params[0].device
         self.guard = DivergenceGuard(divergence_factor, device)
         self.spikes = SpikeScore(spike_window, device) if spike_window else None
@@ -277,19 +278,16 @@ class Monitor:
         statistics (``LayerRecorder``)."""
         if self.probe is not None and self.is_log_step(step):
             self._probe_update()
-        recorder = LayerRecorder(activations=self.activations, residual_stats=self.residual_stats,
-                                 block_cos=self.block_cos, attn_entropy=self.attn_entropy,
-                                 attn_logit_max=self.attn_logit_max, cap_saturation=self.cap_saturation)
-        if not (recorder.wanted and self.is_log_step(step)):
+        if not (self.recorder.wanted and self.is_log_step(step)):
             yield
             return
-        handles = recorder.attach(self.blocks)
+        handles = self.recorder.attach(self.blocks)
         try:
             yield
         finally:
             for h in handles:
                 h.remove()
-        self._values.update(recorder.stacked(len(self.blocks), heads=self.attn_logit_max_heads))
+        self._values.update(self.recorder.stacked(len(self.blocks), heads=self.attn_logit_max_heads))
 
     @torch.no_grad()
     def _probe_update(self) -> None:

@@ -154,7 +154,7 @@ def test_each_new_diagnostic_has_its_switch():
     with monitor.capture(0):
         model(x, x)
     assert sorted(monitor.read()[0]) == ["attn_logit_max/layer_0", "attn_logit_max/layer_1"]
-    monitor.attn_logit_max = False
+    monitor.recorder.attn_logit_max = False
     with monitor.capture(0):
         logits, loss = model(x, x)
     assert monitor.read()[0] == {}
