@@ -60,6 +60,9 @@ SCALARS = {"loss": "train/loss", "grad_total": "grad_norm/total", "output_change
 HEADS = {"attn_head_logit_max": "attn_logit_max"}  # (block, head) values: <prefix>/layer_i/head_j
 # reduced across ranks by max; every other value by mean
 MAXIMA = ("attn_logit_max", "attn_head_logit_max", "logit_max", "act_absmax")
+# Monitor's on/off keywords, each named as the ``monitor.*`` config key that sets it
+SWITCHES = ("grad_norms", "activations", "attn_entropy", "update_ratio", "attn_logit_max", "attn_logit_max_heads",
+            "output_log_z", "output_logit_max", "residual_stats", "block_cos", "cap_saturation")
 
 
 class DivergenceGuard:

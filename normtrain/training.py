@@ -57,7 +57,7 @@ from normtrain.flops import mfu, model_flops_per_token, peak_flops
 from normtrain.loggers import CsvLogger, JsonlLogger, Loggers, TensorBoardLogger, WandbLogger
 from normtrain.loggers.names import SweepJob, group_name, run_name, sweep_job
 from normtrain.model import GPT
-from normtrain.monitor import Monitor
+from normtrain.monitor import SWITCHES, Monitor
 from normtrain.ngpt_rules import ngpt_warnings
 from normtrain.ops.guard import Choice, guard_norms
 from normtrain.optim import MuonSettings, build_optimizer, lr_at, set_lr
@@ -274,16 +274,10 @@ class Trainer:
     def build_monitor(self) -> None:
         mon = self.cfg.monitor
         self.monitor = Monitor(self.raw.blocks, self.params, mon.every, mon.divergence_factor,
-                               grad_norms=mon.grad_norms, activations=mon.activations,
-                               attn_entropy=mon.attn_entropy, update_ratio=mon.update_ratio,
                                probe=self.probe if mon.output_change or mon.stream_change else None,
                                all_reduce=self.ctx.all_reduce if self.ctx.enabled else None,
-                               attn_logit_max=mon.attn_logit_max, attn_logit_max_heads=mon.attn_logit_max_heads,
-                               output_log_z=mon.output_log_z,
-                               output_logit_max=mon.output_logit_max,
                                spike_window=mon.spike_window if mon.spike_score else None,
-                               residual_stats=mon.residual_stats, block_cos=mon.block_cos,
-                               cap_saturation=mon.cap_saturation, output_softcap=self.cfg.model.logit_softcap)
+                               output_softcap=self.cfg.model.logit_softcap, **{k: mon[k] for k in SWITCHES})
 
     def build_evaluation(self) -> None:
         """The fixed validation windows (each rank evaluates every world_size-th one), the monitor's probe batch,

@@ -1,10 +1,13 @@
+import inspect
 import math
+from dataclasses import fields
 
 import pytest
 import torch
 
+from normtrain.config import MonitorSchema
 from normtrain.model import GPT, GPTConfig
-from normtrain.monitor import DivergenceGuard, Monitor
+from normtrain.monitor import SWITCHES, DivergenceGuard, Monitor
 
 
 def setup(every=1):
@@ -221,3 +224,11 @@ def test_an_identity_block_has_cosine_one():
     with monitor.capture(0):
         model(torch.randint(0, 256, (2, 8)))
     assert not any(k.startswith(("act_rms", "act_absmax", "block_cos")) for k in monitor.read()[0])
+
+
+def test_every_switch_of_the_monitor_group_reaches_it():
+    """The trainer hands Monitor each ``monitor.*`` on/off key of ``SWITCHES`` by its own name; the other switches
+    are the trainer's own (the probe's outputs, the spike score)."""
+    assert set(SWITCHES) <= set(inspect.signature(Monitor).parameters)
+    switches = {f.name for f in fields(MonitorSchema) if f.type in (bool, "bool")}
+    assert switches - set(SWITCHES) == {"output_change", "output_kl", "stream_change", "spike_score"}
