@@ -321,8 +321,8 @@ def same_run(old: dict[str, Any], new: dict[str, Any]) -> bool:
     diagnostic it did not log. Everything else must match.
     """
     from normtrain.config import with_defaults
-    from normtrain.dotted import flatten
-    from normtrain.resume import BOOKKEEPING, under
+    from normtrain.dotted import flatten, under
+    from normtrain.resume import BOOKKEEPING
 
     before, after = flatten(with_defaults(old)), flatten(new)
     keys = {k for k in set(before) | set(after) if not under(k, BOOKKEEPING)}
