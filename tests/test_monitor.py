@@ -73,8 +73,8 @@ def test_attention_entropy_matches_explicit_softmax():
     scores = (q @ k.transpose(-1, -2)) / 8**0.5
     p = torch.softmax(scores.masked_fill(~torch.ones(8, 8, dtype=torch.bool).tril(), float("-inf")), -1)
     expected = -(p * torch.log(p.clamp(min=1e-30))).sum(-1).mean()
-    torch.testing.assert_close(attn.entropy(x), expected)
-    assert 0 <= attn.entropy(x).item() <= torch.log(torch.tensor(8.0)).item()
+    torch.testing.assert_close(attn.logit_stats(x).entropy, expected)
+    assert 0 <= attn.logit_stats(x).entropy.item() <= torch.log(torch.tensor(8.0)).item()
 
 
 def test_update_diagnostics_start_at_zero_and_grow():
@@ -133,7 +133,8 @@ def test_attention_and_output_logit_diagnostics_match_an_explicit_computation():
         for h in range(2):
             assert math.isclose(metrics[f"attn_logit_max/layer_{i}/head_{h}"], per_head[h], rel_tol=1e-5)
         assert math.isclose(metrics[f"attn_logit_max/layer_{i}"], max(per_head), rel_tol=1e-5)
-        assert math.isclose(metrics[f"attn_entropy/layer_{i}"], block.attn.entropy(inputs[i][:1]).item(), rel_tol=1e-6)
+        entropy = block.attn.logit_stats(inputs[i][:1]).entropy.item()
+        assert math.isclose(metrics[f"attn_entropy/layer_{i}"], entropy, rel_tol=1e-6)
     log_z = torch.log(torch.exp(logits.double()).sum(-1))
     assert math.isclose(metrics["output/log_z"], log_z.mean().item(), rel_tol=1e-5)
     assert metrics["output/logit_max"] == logits.max().item()
