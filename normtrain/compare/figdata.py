@@ -184,16 +184,3 @@ def unigram_levels(runs: Sequence[Run]) -> list[dict[str, Any]]:
     values = sorted({num(v) for r in runs if isinstance(v := r.summary.get("unigram_val_loss"), (int, float))
                      and math.isfinite(v)})
     return [{"v": v, "text": "unigram baseline"} for v in values]
-
-
-def max_step(records: Sequence[dict]) -> int:
-    return max((s for r in records for s in r["step"]), default=0)
-
-
-def step_gcd(records: Sequence[dict]) -> int:
-    """The coarsest slider step that still reaches every logged step."""
-    g = 0
-    for r in records:
-        for s in r["step"]:
-            g = math.gcd(g, int(s))
-    return g or 1
