@@ -79,8 +79,6 @@ def group_name(job: SweepJob) -> str:
 
 def run_name(label: str, job: SweepJob) -> str:
     """``<job number>_<label>`` and each swept value the label does not already show (``seed=1``)."""
-    shown = []
-    for key, value in map(_split, job.overrides):
-        if key in job.swept and not under(key, IN_LABEL):
-            shown.append(f"{key.rsplit('.', 1)[-1]}={value}")
+    shown = [f"{key.rsplit('.', 1)[-1]}={value}" for key, value in map(_split, job.overrides)
+             if key in job.swept and not under(key, IN_LABEL)]
     return " ".join([f"{job.num}_{label}", *shown])
