@@ -329,9 +329,7 @@ class Trainer:
                               state.get("vocab_size", 256))
         changes = config_changes(old, self.experiment(self.summary["config"], ctx.world_size, self.corpus.fingerprint,
                                                       self.vocab_size), step=state["step"])
-        ckpt.restore(self.model, self.optimizer, state, ctx)
-        self.keep_weight_constraints()
-        self.restore_progress(state)
+        self.restore(ckpt, state)
         self.policy.records = list(state.get("rollbacks", []))
         entry = {"step": self.steps_done, "path": str(ckpt.path), "changes": changes, "world_size": ctx.world_size}
         self.resumes = [*state.get("resumes", []), {**entry, **({"restart": restart_count()} if restart_count()
@@ -342,8 +340,11 @@ class Trainer:
             say(f"normtrain: resuming from step {self.steps_done} ({ckpt.path})"
                 + (f"; changed since the checkpoint:{changed}" if changed else ""))
 
-    def restore_progress(self, state: dict[str, Any]) -> None:
-        """Where the loop stands, from a checkpoint's state: step, data position, monitor, val losses."""
+    def restore(self, ckpt: Checkpoint, state: dict[str, Any]) -> None:
+        """The checkpoint's model and optimizer (the weight rule kept), and where the loop stood: step, data
+        position, monitor, val losses."""
+        ckpt.restore(self.model, self.optimizer, state, self.ctx)
+        self.keep_weight_constraints()
         self.sampler.load_state_dict(global_state(state["sampler"], state.get("world_size", 1)))
         self.monitor.load_state_dict(state["monitor"])
         self.steps_done, self.val_losses = state["step"], list(state["val_losses"])
@@ -548,10 +549,7 @@ class Trainer:
         a run killed right after it resumes past that data too."""
         self.checkpointer.wait()
         ckpt = self.checkpointer.latest()
-        state = ckpt.read(self.ctx)
-        ckpt.restore(self.model, self.optimizer, state, self.ctx)
-        self.keep_weight_constraints()
-        self.restore_progress(state)
+        self.restore(ckpt, ckpt.read(self.ctx))
         skipped = self.policy.batches_to_skip(diverged_at, self.steps_done)
         self.sampler.skip(skipped)
         record = self.policy.record(diverged_at, self.steps_done, str(ckpt.path), skipped)
