@@ -13,6 +13,8 @@ from torch import nn
 
 from normtrain.distributed import local
 
+HOW = "start over with train.resume=none, or point train.resume at another checkpoint"  # ends every refusal
+
 
 def unwrap(model: nn.Module) -> nn.Module:
     """The plain module under ``torch.compile`` (``_orig_mod``) and DDP (``module``) wrappers."""
