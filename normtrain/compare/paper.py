@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -183,12 +184,6 @@ def activations(c: Charts, path: Path, stats: Sequence = LAYER_STATS, switch: st
     return missing
 
 
-def residual_stream(c: Charts, path: Path) -> list[str]:
-    """The residual stream's rms and max |x| after each block and each block's input/output cosine against
-    layer, at three steps (Peri-LN's variance growth, the curse of depth's near-identity deep blocks)."""
-    return activations(c, path, RESIDUAL_STATS, "monitor.residual_stats, monitor.block_cos")
-
-
 def block_mean(run: Run, prefix: str) -> tuple[np.ndarray, np.ndarray]:
     """(steps, the mean over blocks of ``prefix/layer_i`` at each, over its positive finite values; NaN if none)."""
     steps, v = run.layer_matrix(prefix)
@@ -220,7 +215,7 @@ def update(c: Charts, path: Path) -> list[str]:
     return notes
 
 
-def grad_norm_heatmaps(c: Charts, runs: Sequence[Run], slugs: Sequence[str], out: Path) -> tuple[list[Path], list[str]]:
+def grad_norm_heatmaps(runs: Sequence[Run], slugs: Sequence[str], out: Path) -> tuple[list[Path], list[str]]:
     """``grad_norm_heatmap_<slug>.png`` per run: the report's map panel (layer × step) of that run alone, log
     colour on one scale shared by all runs."""
     records = {id(r): figdata.layer_records([Group(r.label, [r])], "grad_norm", 1) for r in runs}
@@ -259,4 +254,6 @@ def heatmap(run: Run, records: list[dict], domain: Sequence[float]) -> dict[str,
 
 
 FILES = (("loss.png", loss), ("grad_norm_by_layer.png", grad_norm_by_layer), ("activations.png", activations),
-         ("residual_stream.png", residual_stream), ("update.png", update))
+         ("residual_stream.png", partial(activations, stats=RESIDUAL_STATS,
+                                         switch="monitor.residual_stats, monitor.block_cos")),
+         ("update.png", update))
