@@ -163,13 +163,6 @@ def code_of(code: dict | None) -> dict[str, Any]:
     return {"code_commit": code.get("code_commit"), "code_dirty": code.get("code_dirty")}
 
 
-def progress_bar(plan: Plan, total: int):
-    """A bar on a terminal, a plain line every 30 s in a batch job's log."""
-    from normtrain.progress import make_progress
-
-    return make_progress(total, 0, plan.name, plan.progress, every_s=30.0)
-
-
 def describe(combo: dict[str, str]) -> str:
     return " ".join(f"{k.split('.')[-1]}={v}" for k, v in combo.items())
 
@@ -177,9 +170,9 @@ def describe(combo: dict[str, str]) -> str:
 def map_grid(plan: Plan, fn: Callable[[list[str], str], Any], combos: Sequence[dict[str, str]]) -> list[Any]:
     """``fn(overrides, run_dir)`` for each combo, in the combos' order: ``plan.jobs`` at a time in single-threaded
     worker processes (``fn`` must be a module-level function), or one after the other in this process."""
-    from normtrain.progress import Lines
+    from normtrain.progress import Lines, make_progress
 
-    bar = progress_bar(plan, len(combos))
+    bar = make_progress(len(combos), 0, plan.name, plan.progress, every_s=30.0)  # a bar, or a line every 30 s
     results: list[Any] = [None] * len(combos)
     try:
         if plan.jobs <= 1 or len(combos) <= 1:
