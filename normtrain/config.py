@@ -696,13 +696,6 @@ def validate(cfg: DictConfig, training: bool = True) -> None:
         raise ConfigError(problems)
 
 
-def config_warnings(cfg: DictConfig) -> list[str]:
-    """Settings that make a model but not the one its paper trained (said at the start of a run, not refused)."""
-    from normtrain.ngpt_rules import ngpt_warnings
-
-    return ngpt_warnings(cfg)
-
-
 def vocab_size(cfg: DictConfig, corpus_vocab: int) -> int:
     """``model.vocab_size`` if set (it may pad the corpus's vocabulary, never cut it), else the corpus's."""
     asked = cfg.model.get("vocab_size")

@@ -27,6 +27,11 @@ def pick_device(name: str, local_rank: int = 0) -> torch.device:
     return torch.device(f"cuda:{local_rank}") if name == "cuda" else torch.device(name)
 
 
+def local(t: torch.Tensor) -> torch.Tensor:
+    """This rank's shard of a DTensor (FSDP2 parameters, gradients and state dicts); a plain tensor as it is."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
 @dataclass
 class DistContext:
     device: torch.device

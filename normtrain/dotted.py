@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -15,3 +16,8 @@ def flatten(config: dict[str, Any] | None, prefix: str = "") -> dict[str, Any]:
         else:
             flat[dotted] = tuple(value) if isinstance(value, list) else value
     return flat
+
+
+def under(key: str, prefixes: Iterable[str]) -> bool:
+    """``key`` is one of ``prefixes`` or inside one of them (``optim.lr`` is under ``optim``)."""
+    return any(key == p or key.startswith(f"{p}.") for p in prefixes)

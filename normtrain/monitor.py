@@ -43,6 +43,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+from normtrain.distributed import local
 from normtrain.model.softcap import saturated_after_cap
 from normtrain.spikes import SpikeScore
 from normtrain.zloss import log_partition
@@ -59,6 +60,9 @@ SCALARS = {"loss": "train/loss", "grad_total": "grad_norm/total", "output_change
 HEADS = {"attn_head_logit_max": "attn_logit_max"}  # (block, head) values: <prefix>/layer_i/head_j
 # reduced across ranks by max; every other value by mean
 MAXIMA = ("attn_logit_max", "attn_head_logit_max", "logit_max", "act_absmax")
+# Monitor's on/off keywords, each named as the ``monitor.*`` config key that sets it
+SWITCHES = ("grad_norms", "activations", "attn_entropy", "update_ratio", "attn_logit_max", "attn_logit_max_heads",
+            "output_log_z", "output_logit_max", "residual_stats", "block_cos", "cap_saturation")
 
 
 class DivergenceGuard:
@@ -85,16 +89,11 @@ class DivergenceGuard:
 
     def observe_weights(self, step: int, params: Sequence[torch.Tensor]) -> None:
         """Non-finite weights (before a checkpoint): an update that overflowed though its gradients were finite."""
-        finite = torch.stack([torch.isfinite(_local(p.detach())).all() for p in params]).all()
+        finite = torch.stack([torch.isfinite(local(p.detach())).all() for p in params]).all()
         self._flag(step, ~finite)
 
     def _flag(self, step: int, bad: torch.Tensor) -> None:
         self.diverged_at = torch.where(bad & (self.diverged_at < 0), step, self.diverged_at)
-
-
-def _local(t: torch.Tensor) -> torch.Tensor:
-    """This rank's shard of a DTensor (FSDP2 parameters and gradients); a plain tensor as it is."""
-    return t.to_local() if hasattr(t, "to_local") else t
 
 
 def _squares(tensors: list[torch.Tensor], owners: torch.Tensor, n_layers: int) -> torch.Tensor:
@@ -102,7 +101,7 @@ def _squares(tensors: list[torch.Tensor], owners: torch.Tensor, n_layers: int) -
 
     ``owners[j]`` is tensor j's layer (-1: none). Sums of squares add up across FSDP shards.
     """
-    squares = torch.stack(torch._foreach_norm([_local(t) for t in tensors])).float().square()
+    squares = torch.stack(torch._foreach_norm([local(t) for t in tensors])).float().square()
     kept = torch.where(owners >= 0, squares, torch.zeros_like(squares))
     per_layer = torch.zeros(n_layers, device=squares.device).index_add_(0, owners.clamp(min=0), kept)
     return torch.cat([per_layer, squares.sum().reshape(1)])
@@ -136,14 +135,14 @@ def _tracks(attn: nn.Module) -> bool:
 
 
 class LayerRecorder:
-    """The forward hooks of one log step: each switched-on statistic of each block appended on the device, then
+    """The forward hooks of a log step: each switched-on statistic of each block appended on the device, then
     stacked into one vector per statistic (``stacked``). Hooks fire in block order."""
 
     def __init__(self, *, activations: bool, residual_stats: bool, block_cos: bool, attn_entropy: bool,
                  attn_logit_max: bool, cap_saturation: bool = False):
         self.activations, self.residual_stats, self.block_cos = activations, residual_stats, block_cos
         self.attn_entropy, self.attn_logit_max, self.cap_saturation = attn_entropy, attn_logit_max, cap_saturation
-        self.values: dict[str, list[torch.Tensor]] = {}
+        self.values: dict[str, list[torch.Tensor]] = {}  # one log step's, from ``attach`` on
 
     @property
     def wanted(self) -> bool:
@@ -157,7 +156,8 @@ class LayerRecorder:
                 or (self.cap_saturation and bool(getattr(attn, "softcap", 0.0))))
 
     def attach(self, blocks: Sequence[nn.Module]) -> list:
-        handles = []
+        """Start recording a forward pass of ``blocks``: the hooks (for the caller to remove)."""
+        self.values, handles = {}, []
         for b in blocks:
             if self.activations:
                 handles.append(b.register_forward_pre_hook(self.block_input))
@@ -222,12 +222,12 @@ class Monitor:
                  output_logit_max: bool = True, spike_window: int | None = 1000, residual_stats: bool = True,
                  block_cos: bool = True, cap_saturation: bool = True, output_softcap: float = 0.0):
         self.blocks, self.params, self.every = list(blocks), list(params), every
-        self.grad_norms, self.activations = grad_norms, activations
-        self.residual_stats, self.block_cos = residual_stats, block_cos
-        self.attn_entropy, self.update_ratio = attn_entropy, update_ratio
-        self.attn_logit_max, self.output_log_z, self.output_logit_max = attn_logit_max, output_log_z, output_logit_max
-        self.attn_logit_max_heads = attn_logit_max_heads
+        self.grad_norms, self.update_ratio, self.attn_logit_max_heads = grad_norms, update_ratio, attn_logit_max_heads
+        self.output_log_z, self.output_logit_max = output_log_z, output_logit_max
         self.cap_saturation, self.output_softcap = cap_saturation, output_softcap
+        self.recorder = LayerRecorder(activations=activations, residual_stats=residual_stats, block_cos=block_cos,
+                                      attn_entropy=attn_entropy, attn_logit_max=attn_logit_max,
+                                      cap_saturation=cap_saturation)
         device = self.params[0].device
         self.guard = DivergenceGuard(divergence_factor, device)
         self.spikes = SpikeScore(spike_window, device) if spike_window else None
@@ -281,19 +281,16 @@ class Monitor:
         statistics (``LayerRecorder``)."""
         if self.probe is not None and self.is_log_step(step):
             self._probe_update()
-        recorder = LayerRecorder(activations=self.activations, residual_stats=self.residual_stats,
-                                 block_cos=self.block_cos, attn_entropy=self.attn_entropy,
-                                 attn_logit_max=self.attn_logit_max, cap_saturation=self.cap_saturation)
-        if not (recorder.wanted and self.is_log_step(step)):
+        if not (self.recorder.wanted and self.is_log_step(step)):
             yield
             return
-        handles = recorder.attach(self.blocks)
+        handles = self.recorder.attach(self.blocks)
         try:
             yield
         finally:
             for h in handles:
                 h.remove()
-        self._values.update(recorder.stacked(len(self.blocks), heads=self.attn_logit_max_heads))
+        self._values.update(self.recorder.stacked(len(self.blocks), heads=self.attn_logit_max_heads))
 
     @torch.no_grad()
     def _probe_update(self) -> None:
@@ -322,7 +319,7 @@ class Monitor:
             norms = self._norms([self.params[i].grad for i in with_grad], self.layer_of[with_grad])
             self._values["grad_layer"], self._values["grad_total"] = norms[:-1], norms[-1:]
         if self.update_ratio:
-            self._before_update = [_local(p.detach()).clone() for p in self.params]
+            self._before_update = [local(p.detach()).clone() for p in self.params]
         self._block_statistics()
 
     @torch.no_grad()
@@ -356,7 +353,7 @@ class Monitor:
             return
         before, self._before_update = self._before_update, None
         with torch.no_grad():
-            delta = torch._foreach_sub([_local(p.detach()) for p in self.params], before)
+            delta = torch._foreach_sub([local(p.detach()) for p in self.params], before)
             ratio = self._norms(delta, self.layer_of) / self._norms(before, self.layer_of).clamp(min=1e-12)
         self._values["update_layer"] = ratio[:-1]
 

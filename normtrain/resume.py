@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from normtrain.dotted import flatten
+from normtrain.dotted import flatten, under
 from normtrain.errors import CheckpointError
 
 # Keys (or whole groups) that define the experiment: the model, its data and global batch, the optimizer and
@@ -32,11 +32,6 @@ RESOLVED = {"vocab_size": (), "global_batch_size": ("train.global_batch_size", "
 
 def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value  # as JSON would show it
-
-
-def under(key: str, prefixes) -> bool:
-    """``key`` is one of ``prefixes`` or inside one of them (``optim.lr`` is under ``optim``)."""
-    return any(key == p or key.startswith(f"{p}.") for p in prefixes)
 
 
 def _opt_in_keys(refused: dict[str, list]) -> list[str]:

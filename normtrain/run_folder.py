@@ -63,27 +63,20 @@ class RunFolder:
                 "metrics and checkpoints: wait for that run to end, or give this one its own folder "
                 "(hydra.run.dir=PATH; sweeps get one folder per job)") from None
         self._lock_fd = fd
-        self._take_over(os.pread(fd, 4096, 0).decode(errors="replace").strip())
-        self._record_holder()
-        self._sweep_leftovers()
-        self.previous_summary = self.read_summary()
-        return self
-
-    def _take_over(self, stale: str) -> None:
-        """A non-empty lock file we could lock was left by a run that did not finish (killed or crashed)."""
-        if stale:
+        if stale := os.pread(fd, 4096, 0).decode(errors="replace").strip():  # a run that did not finish held it
             say(f"normtrain: warning: taking over the run folder {self.path}, whose lock was left by "
                 f"{stale}, no longer running")
+        self._record_holder()
+        for tmp in self.path.glob(TMP_GLOB):  # only the holder writes here: these are a killed writer's
+            if tmp.is_file():
+                tmp.unlink(missing_ok=True)
+        self.previous_summary = self.read_summary()
+        return self
 
     def _record_holder(self) -> None:
         me = f"pid {os.getpid()} on host {socket.gethostname()} (since {time.strftime('%Y-%m-%d %H:%M:%S')})"
         os.ftruncate(self._lock_fd, 0)
         os.pwrite(self._lock_fd, me.encode(), 0)
-
-    def _sweep_leftovers(self) -> None:
-        for tmp in self.path.glob(TMP_GLOB):
-            if tmp.is_file():
-                tmp.unlink(missing_ok=True)
 
     def read_summary(self) -> dict[str, Any] | None:
         try:

@@ -41,7 +41,6 @@ from omegaconf import DictConfig
 from normtrain.checkpoint import Checkpoint, Checkpointer, find_checkpoint, unwrap
 from normtrain.config import (
     checkpoint_format,
-    config_warnings,
     global_batch,
     model_config,
     to_container,
@@ -58,7 +57,8 @@ from normtrain.flops import mfu, model_flops_per_token, peak_flops
 from normtrain.loggers import CsvLogger, JsonlLogger, Loggers, TensorBoardLogger, WandbLogger
 from normtrain.loggers.names import SweepJob, group_name, run_name, sweep_job
 from normtrain.model import GPT
-from normtrain.monitor import Monitor
+from normtrain.monitor import SWITCHES, Monitor
+from normtrain.ngpt_rules import ngpt_warnings
 from normtrain.ops.guard import Choice, guard_norms
 from normtrain.optim import MuonSettings, build_optimizer, lr_at, set_lr
 from normtrain.outcome import outcome, tail_trend
@@ -211,7 +211,7 @@ class Trainer:
     def build(self) -> None:
         """Corpus, model, optimizer, batches and monitor, seeded; the summary's fixed fields."""
         cfg, ctx, t = self.cfg, self.ctx, self.cfg.train
-        for line in config_warnings(cfg) if ctx.is_main else ():
+        for line in ngpt_warnings(cfg) if ctx.is_main else ():
             say(f"normtrain: warning: {line}")
         seed_everything(t.seed)
         self.corpus = None
@@ -274,16 +274,10 @@ class Trainer:
     def build_monitor(self) -> None:
         mon = self.cfg.monitor
         self.monitor = Monitor(self.raw.blocks, self.params, mon.every, mon.divergence_factor,
-                               grad_norms=mon.grad_norms, activations=mon.activations,
-                               attn_entropy=mon.attn_entropy, update_ratio=mon.update_ratio,
                                probe=self.probe if mon.output_change or mon.stream_change else None,
                                all_reduce=self.ctx.all_reduce if self.ctx.enabled else None,
-                               attn_logit_max=mon.attn_logit_max, attn_logit_max_heads=mon.attn_logit_max_heads,
-                               output_log_z=mon.output_log_z,
-                               output_logit_max=mon.output_logit_max,
                                spike_window=mon.spike_window if mon.spike_score else None,
-                               residual_stats=mon.residual_stats, block_cos=mon.block_cos,
-                               cap_saturation=mon.cap_saturation, output_softcap=self.cfg.model.logit_softcap)
+                               output_softcap=self.cfg.model.logit_softcap, **{k: mon[k] for k in SWITCHES})
 
     def build_evaluation(self) -> None:
         """The fixed validation windows (each rank evaluates every world_size-th one), the monitor's probe batch,
@@ -335,9 +329,7 @@ class Trainer:
                               state.get("vocab_size", 256))
         changes = config_changes(old, self.experiment(self.summary["config"], ctx.world_size, self.corpus.fingerprint,
                                                       self.vocab_size), step=state["step"])
-        ckpt.restore(self.model, self.optimizer, state, ctx)
-        self.keep_weight_constraints()
-        self.restore_progress(state)
+        self.restore(ckpt, state)
         self.policy.records = list(state.get("rollbacks", []))
         entry = {"step": self.steps_done, "path": str(ckpt.path), "changes": changes, "world_size": ctx.world_size}
         self.resumes = [*state.get("resumes", []), {**entry, **({"restart": restart_count()} if restart_count()
@@ -348,8 +340,11 @@ class Trainer:
             say(f"normtrain: resuming from step {self.steps_done} ({ckpt.path})"
                 + (f"; changed since the checkpoint:{changed}" if changed else ""))
 
-    def restore_progress(self, state: dict[str, Any]) -> None:
-        """Where the loop stands, from a checkpoint's state: step, data position, monitor, val losses."""
+    def restore(self, ckpt: Checkpoint, state: dict[str, Any]) -> None:
+        """The checkpoint's model and optimizer (the weight rule kept), and where the loop stood: step, data
+        position, monitor, val losses."""
+        ckpt.restore(self.model, self.optimizer, state, self.ctx)
+        self.keep_weight_constraints()
         self.sampler.load_state_dict(global_state(state["sampler"], state.get("world_size", 1)))
         self.monitor.load_state_dict(state["monitor"])
         self.steps_done, self.val_losses = state["step"], list(state["val_losses"])
@@ -554,10 +549,7 @@ class Trainer:
         a run killed right after it resumes past that data too."""
         self.checkpointer.wait()
         ckpt = self.checkpointer.latest()
-        state = ckpt.read(self.ctx)
-        ckpt.restore(self.model, self.optimizer, state, self.ctx)
-        self.keep_weight_constraints()
-        self.restore_progress(state)
+        self.restore(ckpt, ckpt.read(self.ctx))
         skipped = self.policy.batches_to_skip(diverged_at, self.steps_done)
         self.sampler.skip(skipped)
         record = self.policy.record(diverged_at, self.steps_done, str(ckpt.path), skipped)

@@ -304,10 +304,7 @@ MUTANTS: tuple[Mutant, ...] = (
     m("ngpt-weight-rule-skipped-after-a-step", STRUCT, "training.py",
       ("        self.optimizer.step()\n        self.keep_weight_constraints()\n", "        self.optimizer.step()\n"),
       tests=NGPT_LOOP_TESTS),
-    m("ngpt-weight-rule-skipped-after-a-resume", STRUCT, "training.py",
-      ("ckpt.restore(self.model, self.optimizer, state, ctx)\n        self.keep_weight_constraints()\n",
-       "ckpt.restore(self.model, self.optimizer, state, ctx)\n"), tests=NGPT_LOOP_TESTS),
-    m("ngpt-weight-rule-skipped-after-a-rollback", STRUCT, "training.py",
+    m("ngpt-weight-rule-skipped-after-a-resume-or-rollback", STRUCT, "training.py",  # both restore through one place
       ("ckpt.restore(self.model, self.optimizer, state, self.ctx)\n        self.keep_weight_constraints()\n",
        "ckpt.restore(self.model, self.optimizer, state, self.ctx)\n"), tests=NGPT_LOOP_TESTS),
 )

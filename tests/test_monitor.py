@@ -1,10 +1,13 @@
+import inspect
 import math
+from dataclasses import fields
 
 import pytest
 import torch
 
+from normtrain.config import MonitorSchema
 from normtrain.model import GPT, GPTConfig
-from normtrain.monitor import DivergenceGuard, Monitor
+from normtrain.monitor import SWITCHES, DivergenceGuard, Monitor
 
 
 def setup(every=1):
@@ -70,8 +73,8 @@ def test_attention_entropy_matches_explicit_softmax():
     scores = (q @ k.transpose(-1, -2)) / 8**0.5
     p = torch.softmax(scores.masked_fill(~torch.ones(8, 8, dtype=torch.bool).tril(), float("-inf")), -1)
     expected = -(p * torch.log(p.clamp(min=1e-30))).sum(-1).mean()
-    torch.testing.assert_close(attn.entropy(x), expected)
-    assert 0 <= attn.entropy(x).item() <= torch.log(torch.tensor(8.0)).item()
+    torch.testing.assert_close(attn.logit_stats(x).entropy, expected)
+    assert 0 <= attn.logit_stats(x).entropy.item() <= torch.log(torch.tensor(8.0)).item()
 
 
 def test_update_diagnostics_start_at_zero_and_grow():
@@ -130,7 +133,8 @@ def test_attention_and_output_logit_diagnostics_match_an_explicit_computation():
         for h in range(2):
             assert math.isclose(metrics[f"attn_logit_max/layer_{i}/head_{h}"], per_head[h], rel_tol=1e-5)
         assert math.isclose(metrics[f"attn_logit_max/layer_{i}"], max(per_head), rel_tol=1e-5)
-        assert math.isclose(metrics[f"attn_entropy/layer_{i}"], block.attn.entropy(inputs[i][:1]).item(), rel_tol=1e-6)
+        entropy = block.attn.logit_stats(inputs[i][:1]).entropy.item()
+        assert math.isclose(metrics[f"attn_entropy/layer_{i}"], entropy, rel_tol=1e-6)
     log_z = torch.log(torch.exp(logits.double()).sum(-1))
     assert math.isclose(metrics["output/log_z"], log_z.mean().item(), rel_tol=1e-5)
     assert metrics["output/logit_max"] == logits.max().item()
@@ -154,7 +158,7 @@ def test_each_new_diagnostic_has_its_switch():
     with monitor.capture(0):
         model(x, x)
     assert sorted(monitor.read()[0]) == ["attn_logit_max/layer_0", "attn_logit_max/layer_1"]
-    monitor.attn_logit_max = False
+    monitor.recorder.attn_logit_max = False
     with monitor.capture(0):
         logits, loss = model(x, x)
     assert monitor.read()[0] == {}
@@ -221,3 +225,11 @@ def test_an_identity_block_has_cosine_one():
     with monitor.capture(0):
         model(torch.randint(0, 256, (2, 8)))
     assert not any(k.startswith(("act_rms", "act_absmax", "block_cos")) for k in monitor.read()[0])
+
+
+def test_every_switch_of_the_monitor_group_reaches_it():
+    """The trainer hands Monitor each ``monitor.*`` on/off key of ``SWITCHES`` by its own name; the other switches
+    are the trainer's own (the probe's outputs, the spike score)."""
+    assert set(SWITCHES) <= set(inspect.signature(Monitor).parameters)
+    switches = {f.name for f in fields(MonitorSchema) if f.type in (bool, "bool")}
+    assert switches - set(SWITCHES) == {"output_change", "output_kl", "stream_change", "spike_score"}

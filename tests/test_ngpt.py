@@ -11,8 +11,9 @@ from test_cli import run_cli
 import normtrain
 from normtrain.checkpoint import CKPT_NAME, Checkpointer, FullCheckpoint, load_checkpoint, unwrap
 from normtrain.checkpoint.state import digest
-from normtrain.config import config_warnings, validate
+from normtrain.config import validate
 from normtrain.errors import ConfigError
+from normtrain.ngpt_rules import ngpt_warnings
 
 FAST = ["model.d_model=16", "model.seq_len=16", "train.batch_size=2", "train.eval_batches=1", "train.eval_every=0",
         "monitor.every=5"]
@@ -119,13 +120,13 @@ def test_ngpt_selects_its_norm_and_the_preset_the_paper_optimizer():
     validate(cfg)  # softcaps and V-norm combine with it
     validate(normtrain.compose(["placement=ngpt", "model.logit_softcap=15", "model.attn_softcap=50",
                                 "model.v_norm=true", "model.mlp=geglu"]))
-    assert [w.split(" ")[0] for w in config_warnings(cfg)] == ["optim.weight_decay=0.1", "optim.warmup_steps=50"]
+    assert [w.split(" ")[0] for w in ngpt_warnings(cfg)] == ["optim.weight_decay=0.1", "optim.warmup_steps=50"]
     preset = normtrain.compose(["experiment=ngpt"])
     o = preset.optim
     assert (preset.placement.name, preset.norm.name) == ("ngpt", "l2")
     assert (o.name, o.lr, list(o.betas), o.weight_decay, o.warmup_steps, o.min_lr_ratio) == (
         "adamw", 1.5e-3, [0.9, 0.95], 0.0, 0, 0.0)
-    assert config_warnings(preset) == [] and config_warnings(normtrain.compose([])) == []
+    assert ngpt_warnings(preset) == [] and ngpt_warnings(normtrain.compose([])) == []
 
 
 @pytest.mark.slow

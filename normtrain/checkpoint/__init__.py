@@ -26,11 +26,10 @@ from normtrain.checkpoint.full import (
     FullCheckpoint,
     load_checkpoint,
     model_and_optimizer_state,
-    restore,
     save_checkpoint,
 )
 from normtrain.checkpoint.sharded import DCP_NAME, LATEST, MANIFEST, ShardedCheckpoint, ShardedWriter, latest_folder
-from normtrain.checkpoint.state import all_finite, digest, rng_states, set_rng_states, unwrap
+from normtrain.checkpoint.state import all_finite, digest, unwrap
 from normtrain.errors import ConfigError
 
 Checkpoint = FullCheckpoint | ShardedCheckpoint
@@ -118,5 +117,4 @@ class Checkpointer:
 
 
 __all__ = ["CKPT_NAME", "DCP_NAME", "Checkpoint", "Checkpointer", "FullCheckpoint", "ShardedCheckpoint",
-           "all_finite", "digest", "find_checkpoint", "in_folder", "load_checkpoint", "model_and_optimizer_state",
-           "restore", "rng_states", "save_checkpoint", "set_rng_states", "unwrap"]
+           "all_finite", "digest", "find_checkpoint", "in_folder", "load_checkpoint", "save_checkpoint", "unwrap"]

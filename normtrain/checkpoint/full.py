@@ -15,12 +15,11 @@ import torch
 from torch import nn
 
 from normtrain.atomic import atomic_write
-from normtrain.checkpoint.state import all_finite, digest, is_fsdp, rng_states, set_rng_states, unwrap
+from normtrain.checkpoint.state import HOW, all_finite, digest, is_fsdp, rng_states, set_rng_states, unwrap
 from normtrain.errors import CheckpointError, first_line
 from normtrain.optim import optimizers_of
 
 CKPT_NAME = "ckpt.pt"
-HOW = "start over with train.resume=none, or point train.resume at another checkpoint"
 
 
 def model_and_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:

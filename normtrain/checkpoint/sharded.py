@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from normtrain.atomic import atomic_write, write_json
-from normtrain.checkpoint.state import all_finite, merge, rng_states, set_rng_states, split_tensors, unwrap
+from normtrain.checkpoint.state import HOW, all_finite, merge, rng_states, set_rng_states, split_tensors, unwrap
 from normtrain.errors import CheckpointError
 from normtrain.hashing import blocks
 from normtrain.optim import optimizers_of
@@ -49,7 +49,6 @@ LATEST = "LATEST"
 MANIFEST = "manifest.json"
 STATE = "state.pt"
 FORMAT = "normtrain-dcp/1"
-HOW = "start over with train.resume=none, or point train.resume at another checkpoint"
 # DCP warns on every single-process save or load (also from its async writer's thread) that it assumes one
 # process: with train.ckpt_format=dcp on one process, and in normtrain-export, that is the intent.
 warnings.filterwarnings("ignore", message="torch.distributed is (disabled|unavailable)", category=UserWarning)

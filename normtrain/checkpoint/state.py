@@ -11,6 +11,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from normtrain.distributed import local
+
+HOW = "start over with train.resume=none, or point train.resume at another checkpoint"  # ends every refusal
+
 
 def unwrap(model: nn.Module) -> nn.Module:
     """The plain module under ``torch.compile`` (``_orig_mod``) and DDP (``module``) wrappers."""
@@ -42,11 +46,6 @@ def set_rng_states(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def local(t: torch.Tensor) -> torch.Tensor:
-    """This rank's shard of a DTensor (FSDP2); a plain tensor as it is."""
-    return t.to_local() if hasattr(t, "to_local") else t
 
 
 def all_finite(tensors: dict[str, Any]) -> bool:

@@ -140,7 +140,7 @@ def _figures(view: page.Page, groups: list, runs: list[Run], out: Path, result: 
         except Exception as err:  # odd data costs one figure, never the report
             result.notes.append(f"{name} could not be drawn ({type(err).__name__}: {err})")
     try:
-        heatmaps, notes = paper.grad_norm_heatmaps(charts, runs, unique_slugs([r.label for r in runs]), out)
+        heatmaps, notes = paper.grad_norm_heatmaps(runs, unique_slugs([r.label for r in runs]), out)
         result.notes += notes
         pngs += heatmaps
     except Exception as err:  # likewise

@@ -136,9 +136,7 @@ def layer_records(groups: Sequence[Group], prefix: str, stride: int) -> list[dic
         pick = np.unique(np.append(np.arange(0, steps.size, stride), steps.size - 1))
         for layer in range(n_layers):
             _, table = stack([(s, v[:, layer] if layer < v.shape[1] else np.full(s.size, np.nan)) for s, v in mats])
-            finite = np.isfinite(table)
-            count = finite.sum(axis=0)
-            mean = np.where(count > 0, np.where(finite, table, 0.0).sum(axis=0) / np.maximum(count, 1), np.nan)
+            mean, _, _ = mean_sd(table)
             records.append({"g": group.label, "layer": layer, "step": ints(steps[pick]), "v": nums(mean[pick])})
     return records
 
@@ -186,16 +184,3 @@ def unigram_levels(runs: Sequence[Run]) -> list[dict[str, Any]]:
     values = sorted({num(v) for r in runs if isinstance(v := r.summary.get("unigram_val_loss"), (int, float))
                      and math.isfinite(v)})
     return [{"v": v, "text": "unigram baseline"} for v in values]
-
-
-def max_step(records: Sequence[dict]) -> int:
-    return max((s for r in records for s in r["step"]), default=0)
-
-
-def step_gcd(records: Sequence[dict]) -> int:
-    """The coarsest slider step that still reaches every logged step."""
-    g = 0
-    for r in records:
-        for s in r["step"]:
-            g = math.gcd(g, int(s))
-    return g or 1

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from normtrain.compare.runs import Run
-from normtrain.dotted import flatten
+from normtrain.dotted import flatten, under
 from normtrain.numbers import short_exponent
 
 # Keys that say where or how verbosely a run wrote, never what it trained: left out of labels and tables.
@@ -28,10 +28,6 @@ class LabelError(ValueError):
     """A ``--by`` key that no run has."""
 
 
-def _ignored(key: str) -> bool:
-    return any(key == k or key.startswith(f"{k}.") for k in IGNORED)
-
-
 def varied_keys(configs: list[dict[str, Any]]) -> list[str]:
     """Dotted keys whose value differs between the configs (a key some configs lack counts as differing)."""
     if len(configs) < 2:
@@ -40,7 +36,7 @@ def varied_keys(configs: list[dict[str, Any]]) -> list[str]:
     for flat in configs:
         order.update(dict.fromkeys(flat))
     missing = object()
-    varied = [k for k in order if not _ignored(k) and len({repr(c.get(k, missing)) for c in configs}) > 1]
+    varied = [k for k in order if not under(k, IGNORED) and len({repr(c.get(k, missing)) for c in configs}) > 1]
     return sorted(varied, key=lambda k: (LEADING.index(k) if k in LEADING else len(LEADING), list(order).index(k)))
 
 

@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from normtrain.compare.groups import Group
 from normtrain.compare.labels import shortened
 from normtrain.compare.runs import Run
 from normtrain.pngs import write_png
+from normtrain.spread import mean_sd
 
 WIDTH, PANEL = 820, 300  # pixels (before SCALE) of a full-width chart ("container" in the page), of a panel
 SCALE = 1  # pixels per Vega pixel: the sizes matplotlib drew at 100 dpi; 2 is sharper, and 3-4 times slower
@@ -182,19 +184,11 @@ def activations(c: Charts, path: Path, stats: Sequence = LAYER_STATS, switch: st
     return missing
 
 
-def residual_stream(c: Charts, path: Path) -> list[str]:
-    """The residual stream's rms and max |x| after each block and each block's input/output cosine against
-    layer, at three steps (Peri-LN's variance growth, the curse of depth's near-identity deep blocks)."""
-    return activations(c, path, RESIDUAL_STATS, "monitor.residual_stats, monitor.block_cos")
-
-
 def block_mean(run: Run, prefix: str) -> tuple[np.ndarray, np.ndarray]:
     """(steps, the mean over blocks of ``prefix/layer_i`` at each, over its positive finite values; NaN if none)."""
     steps, v = run.layer_matrix(prefix)
-    good = np.isfinite(v) & (v > 0)
-    count = good.sum(axis=1) if v.size else np.zeros(steps.size)
-    mean = np.where(good, v, 0.0).sum(axis=1) / np.maximum(count, 1) if v.size else np.full(steps.size, np.nan)
-    return steps, np.where(count > 0, mean, np.nan)
+    mean, _, _ = mean_sd(np.where(v > 0, v, np.nan), axis=1)
+    return steps, mean
 
 
 def update(c: Charts, path: Path) -> list[str]:
@@ -221,7 +215,7 @@ def update(c: Charts, path: Path) -> list[str]:
     return notes
 
 
-def grad_norm_heatmaps(c: Charts, runs: Sequence[Run], slugs: Sequence[str], out: Path) -> tuple[list[Path], list[str]]:
+def grad_norm_heatmaps(runs: Sequence[Run], slugs: Sequence[str], out: Path) -> tuple[list[Path], list[str]]:
     """``grad_norm_heatmap_<slug>.png`` per run: the report's map panel (layer × step) of that run alone, log
     colour on one scale shared by all runs."""
     records = {id(r): figdata.layer_records([Group(r.label, [r])], "grad_norm", 1) for r in runs}
@@ -260,4 +254,6 @@ def heatmap(run: Run, records: list[dict], domain: Sequence[float]) -> dict[str,
 
 
 FILES = (("loss.png", loss), ("grad_norm_by_layer.png", grad_norm_by_layer), ("activations.png", activations),
-         ("residual_stream.png", residual_stream), ("update.png", update))
+         ("residual_stream.png", partial(activations, stats=RESIDUAL_STATS,
+                                         switch="monitor.residual_stats, monitor.block_cos")),
+         ("update.png", update))

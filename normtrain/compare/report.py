@@ -15,6 +15,7 @@ from typing import Any
 from normtrain.atomic import write_csv as write_csv_file
 from normtrain.compare.labels import format_value, short_names
 from normtrain.compare.runs import Run, natural_key
+from normtrain.dotted import flatten
 from normtrain.markdown import table
 from normtrain.numbers import number
 
@@ -85,7 +86,7 @@ OPTIONAL: tuple[tuple[str, str, int | None], ...] = (
 def columns(keys: Sequence[str], runs: Sequence[Run] = ()) -> list[Column]:
     """The run label, the config ``keys``, the results; and each optional summary value any of ``runs`` has."""
     names = short_names(list(keys))
-    config_cols = [Column(k, names[k], lambda r, k=k: _config_value(r, k)) for k in keys]
+    config_cols = [Column(k, names[k], lambda r, k=k: flatten(r.config).get(k)) for k in keys]
     summary = lambda key: (lambda r: r.summary.get(key))
     return [
         Column("label", "run", lambda r: r.label),
@@ -102,15 +103,6 @@ def columns(keys: Sequence[str], runs: Sequence[Run] = ()) -> list[Column]:
         *[Column(key, title, summary(key), decimals) for key, title, decimals in OPTIONAL
           if any(key in r.summary for r in runs)],
     ]
-
-
-def _config_value(run: Run, dotted: str) -> Any:
-    node: Any = run.config or {}
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return tuple(node) if isinstance(node, list) else node
 
 
 def cell(value: Any, decimals: int | None) -> str:

@@ -252,9 +252,10 @@ def heatmap_panel(unit: str, n_layers: int) -> dict[str, Any]:
 def _at_step(records: list[dict[str, Any]]) -> dict[str, Any]:
     """The "at step ≤" slider (at the last step to start) and the transforms that keep each group's last logged
     step at or before it: the profile's and the per-head map's."""
-    last = figdata.max_step(records)
+    steps = [s for r in records for s in r["step"]]
+    last, every = max(steps, default=0), math.gcd(*steps) or 1  # the coarsest slider step that reaches them all
     return {"params": [LOG_PARAM, {"name": "at", "value": last, "bind": {
-                "input": "range", "min": 0, "max": last, "step": figdata.step_gcd(records), "name": "at step ≤ "}}],
+                "input": "range", "min": 0, "max": last, "step": every, "name": "at step ≤ "}}],
             "transform": [{"flatten": ["step", "v"]}, {"filter": f"datum.step <= at && {_positive('datum.v')}"},
                           {"joinaggregate": [{"op": "max", "field": "step", "as": "shown"}], "groupby": ["g"]},
                           {"filter": "datum.step == datum.shown"}]}

@@ -31,23 +31,13 @@ OLD_LAYOUT = ("train.npy", "val.npy")  # entries written before the byte corpora
 class Corpus(TokenCorpus):
     """Byte tokens of one corpus (vocab 256), split into train and val: a cache entry's shards, as uint8."""
 
-    @property
-    def n_files(self) -> int:
-        return self.meta["source"]["n_files"]
-
-    @property
-    def n_bytes(self) -> int:
-        """Tokens in train + val, document separators included."""
-        return len(self.train) + len(self.val)
-
-    @property
-    def split(self) -> str:
-        return self.meta["source"]["split"]  # "by_file" | "by_bytes"
-
     def describe(self) -> dict:
-        return {"name": self.name, "root": self.root, "n_files": self.n_files, "n_bytes": self.n_bytes,
-                "n_train_bytes": len(self.train), "n_val_bytes": len(self.val), "fingerprint": self.fingerprint,
-                "split": self.split}
+        """The corpus as a run's summary records it; ``n_bytes``: tokens in train + val, document separators
+        included; ``split``: ``by_file`` or ``by_bytes``."""
+        source = self.meta["source"]
+        return {"name": self.name, "root": self.root, "n_files": source["n_files"],
+                "n_bytes": len(self.train) + len(self.val), "n_train_bytes": len(self.train),
+                "n_val_bytes": len(self.val), "fingerprint": self.fingerprint, "split": source["split"]}
 
 
 def load_corpus(

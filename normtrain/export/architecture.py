@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 import torch
 
 from normtrain.model.config import GPTConfig
-from normtrain.model.mlp import default_d_ff
 from normtrain.norms import NormSpec
 
 ROPE_BASE = 10000.0  # normtrain.model.attention.Rotary's base
@@ -77,10 +76,6 @@ def value_of(c: GPTConfig, dotted: str) -> Any:
     for part in dotted.split("."):
         obj = getattr(obj, part)
     return obj
-
-
-def d_ff(c: GPTConfig) -> int:
-    return c.d_ff or default_d_ff(c.mlp, c.d_model)
 
 
 def rename(name: str, top: dict[str, str], block: dict[str, str], blocks_to: str, prefix: str = "blocks") -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from normtrain.export.architecture import Architecture, d_ff, inverse
+from normtrain.export.architecture import Architecture, inverse
 from normtrain.model.config import GPTConfig
 
 
@@ -29,7 +29,7 @@ class GPT2(Architecture):
 
     def config(self, c: GPTConfig, eot: int | None) -> dict[str, Any]:
         return {**self.common(c, eot), "n_embd": c.d_model, "n_layer": c.n_layers,
-                "n_head": c.n_heads, "n_positions": c.seq_len, "n_ctx": c.seq_len, "n_inner": d_ff(c),
+                "n_head": c.n_heads, "n_positions": c.seq_len, "n_ctx": c.seq_len, "n_inner": c.ff_width,
                 "activation_function": "gelu", "layer_norm_epsilon": c.norm.eps, "resid_pdrop": 0.0,
                 "embd_pdrop": 0.0, "attn_pdrop": 0.0, "scale_attn_weights": True,
                 "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False,

@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from normtrain.export.architecture import ROPE_BASE, Architecture, d_ff, inverse, rename
+from normtrain.export.architecture import ROPE_BASE, Architecture, inverse, rename
 from normtrain.model.config import GPTConfig
 
 ATTENTION_MLP = {"attn.q_proj": "self_attn.q_proj", "attn.k_proj": "self_attn.k_proj",
@@ -61,7 +61,7 @@ class LlamaFamily(Architecture):
 
     def config(self, c: GPTConfig, eot: int | None) -> dict[str, Any]:
         head_dim = c.d_model // c.n_heads
-        return {**self.common(c, eot), "hidden_size": c.d_model, "intermediate_size": d_ff(c),
+        return {**self.common(c, eot), "hidden_size": c.d_model, "intermediate_size": c.ff_width,
                 "num_hidden_layers": c.n_layers, "num_attention_heads": c.n_heads, "num_key_value_heads": c.n_heads,
                 "head_dim": head_dim, "max_position_embeddings": c.seq_len, "rms_norm_eps": c.norm.eps,
                 "rope_theta": ROPE_BASE, "rope_parameters": {"rope_type": "default", "rope_theta": ROPE_BASE},

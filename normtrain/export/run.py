@@ -38,15 +38,11 @@ def run_model(run_dir: str | Path) -> tuple[GPT, dict[str, Any]]:
     except Exception as err:  # weights of another shape
         raise CheckpointError(f"the checkpoint {ckpt.path} does not fit the model its config describes "
                               f"({first_line(err)}): was it written by another normtrain version?") from None
-    folder = _run_folder(ckpt.path)
+    # the run folder: <run>/ckpt.pt, or <run>/ckpt.dcp/<save>
+    folder = ckpt.path.parent.parent if ckpt.path.parent.name == DCP_NAME else ckpt.path.parent
     previous = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else {}
     return model.eval(), {"config": state["config"], "step": state["step"], "status": previous.get("status"),
                           "corpus": previous.get("corpus") or {}, "run_dir": str(folder)}
-
-
-def _run_folder(path: Path) -> Path:
-    """The run folder a checkpoint lies in: ``<run>/ckpt.pt`` or ``<run>/ckpt.dcp/<save>``."""
-    return path.parent.parent if path.parent.name == DCP_NAME else path.parent
 
 
 def gpt_config(values: dict[str, Any]) -> GPTConfig:

@@ -73,14 +73,8 @@ def byte_tokenizer_json() -> str:
 def _bytes_to_unicode() -> dict[int, str]:
     """GPT-2's byte-level alphabet: byte b -> the printable character that stands for it."""
     keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    chars, extra = {}, 0
-    for b in range(256):
-        if b in keep:
-            chars[b] = chr(b)
-        else:
-            chars[b] = chr(256 + extra)
-            extra += 1
-    return chars
+    stand_ins = iter(range(256, 512))  # the other bytes, in order, take the characters from 256 on
+    return {b: chr(b) if b in keep else chr(next(stand_ins)) for b in range(256)}
 
 
 def _from_tiktoken(name: str) -> tuple[str | None, str]:

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from normtrain.dotted import under
+
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 IN_LABEL = ("placement", "norm", "model.n_layers")  # already in <placement>-<norm>-L<layers>
 SWEEP_SYNTAX = re.compile(r",|^(range|choice|interval|glob)\(")
@@ -77,8 +79,6 @@ def group_name(job: SweepJob) -> str:
 
 def run_name(label: str, job: SweepJob) -> str:
     """``<job number>_<label>`` and each swept value the label does not already show (``seed=1``)."""
-    shown = []
-    for key, value in map(_split, job.overrides):
-        if key in job.swept and not any(key == k or key.startswith(f"{k}.") for k in IN_LABEL):
-            shown.append(f"{key.rsplit('.', 1)[-1]}={value}")
+    shown = [f"{key.rsplit('.', 1)[-1]}={value}" for key, value in map(_split, job.overrides)
+             if key in job.swept and not under(key, IN_LABEL)]
     return " ".join([f"{job.num}_{label}", *shown])

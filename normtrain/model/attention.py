@@ -200,7 +200,3 @@ class CausalSelfAttention(nn.Module):
         entropy = -(logp.exp() * logp.masked_fill(~visible, 0.0)).sum(-1).mean()
         saturation = cap_saturation(raw, self.softcap) if self.softcap else None
         return LogitStats(entropy, causal_head_max(raw), saturation)
-
-    def entropy(self, x: torch.Tensor) -> torch.Tensor:
-        """Mean entropy (nats) of the causal attention distributions for input ``x`` (see ``logit_stats``)."""
-        return self.logit_stats(x)[0]

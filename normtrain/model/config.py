@@ -60,3 +60,11 @@ class GPTConfig:
 
     def __post_init__(self) -> None:
         self.qk_norm = qk_norm_form(self.qk_norm)
+
+    @property
+    def ff_width(self) -> int:
+        """The MLP's hidden width: ``d_ff``, else 4·d for GELU and 2/3 of that for the gated MLPs (SwiGLU, GeGLU:
+        the same parameter count), rounded up to a multiple of 8."""
+        if self.d_ff:
+            return self.d_ff
+        return 4 * self.d_model if self.mlp == "gelu" else 8 * ((8 * self.d_model // 3 + 7) // 8)

@@ -21,7 +21,7 @@ from torch import nn
 from normtrain.model.attention import CausalSelfAttention
 from normtrain.model.config import GPTConfig
 from normtrain.model.hypersphere import ScaledVector, unit_norm_
-from normtrain.model.mlp import MLPS, default_d_ff
+from normtrain.model.mlp import MLPS
 from normtrain.model.placements import PLACEMENTS, Block
 from normtrain.model.softcap import soft_cap
 from normtrain.norms import build_norm
@@ -42,7 +42,6 @@ class GPT(nn.Module):
         self.cfg = cfg = block_cls.configured(cfg)
         self.placement = block_cls  # the stream's way in and out of the blocks (``stream_in``, ``stream_out``)
         self.alpha, self.beta = resolved_scaling(cfg)
-        d_ff = cfg.d_ff or default_d_ff(cfg.mlp, cfg.d_model)
 
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.seq_len, cfg.d_model) if cfg.pos == "learned" else None
@@ -50,7 +49,7 @@ class GPT(nn.Module):
             block_cls.from_config(
                 cfg, layer,
                 CausalSelfAttention.from_config(cfg),
-                MLPS[cfg.mlp](cfg.d_model, d_ff, bias=cfg.bias),
+                MLPS[cfg.mlp](cfg.d_model, cfg.ff_width, bias=cfg.bias),
                 self.alpha,
             )
             for layer in range(cfg.n_layers)

@@ -61,11 +61,3 @@ def _inner(norm: nn.Module | None, h: torch.Tensor) -> torch.Tensor:
 
 
 MLPS: dict[str, type[nn.Module]] = {"swiglu": SwiGLU, "gelu": GeluMLP, "geglu": GeGLU}
-
-
-def default_d_ff(kind: str, d_model: int) -> int:
-    """4·d for GELU; 2/3 of that for the gated MLPs (SwiGLU, GeGLU: same parameter count), rounded up to a
-    multiple of 8."""
-    if kind == "gelu":
-        return 4 * d_model
-    return 8 * ((8 * d_model // 3 + 7) // 8)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from normtrain.data.tokenizer import workers
 from normtrain.reproduce.catalog import EXPERIMENTS
 from normtrain.reproduce.preregistration import declaration, declaration_files
 from normtrain.reproduce.runner import SCALES, SEED_AXIS, SMOKE_OVERRIDES, Plan, expand, sweep_axes
@@ -37,15 +37,12 @@ def device_name(cfg) -> str:
 
     if cfg.train.device != "cpu" and torch.cuda.is_available():
         return torch.cuda.get_device_name()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"CPU ({cores} cores)"
+    return f"CPU ({workers()} cores)"
 
 
 def default_jobs(scale: str) -> int:
     """Runs at a time: one per core on a CPU (single-threaded runs), one on a GPU."""
-    if scale == "gpu":
-        return 1
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return 1 if scale == "gpu" else workers()
 
 
 def make_plan(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bool = False,

@@ -222,14 +222,10 @@ def verdict(results: list[CheckResult], guard: CheckResult | None = None) -> str
 
 def declaration_files(name: str) -> list[Path]:
     """The files that hold an experiment's declaration: its rules and its settings."""
-    package = Path(__file__).resolve().parent
-    return [package / "preregistered" / f"{name}.py", _config_dir() / "experiment" / f"{name}.yaml"]
-
-
-def _config_dir() -> Path:
     from normtrain.config import config_dir
 
-    return Path(config_dir())
+    package = Path(__file__).resolve().parent
+    return [package / "preregistered" / f"{name}.py", Path(config_dir()) / "experiment" / f"{name}.yaml"]
 
 
 def declaration(files: list[Path]) -> dict[str, Any]:

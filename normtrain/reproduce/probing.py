@@ -10,7 +10,6 @@ written after its run finished is reused, so a rerun only analyses again.
 from __future__ import annotations
 
 import json
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +25,7 @@ def probe_runs(plan: Plan, combos: list[dict[str, str]]) -> list[dict[str, Any] 
     """The probe of each combo's run, in the combos' order; None where the run left nothing to probe (a run that
     diverged without a finite checkpoint). The runs must have kept their checkpoints."""
     todo = [c for c in combos if not fresh(plan.run_dir(c))]
-    by_overrides = {tuple(plan.overrides(c)): str(plan.run_dir(c)) for c in todo}
-    map_grid(plan, partial(_probe_by_overrides, by_overrides), todo)
+    map_grid(plan, _probe, todo)
     found = []
     for combo in combos:
         path = probe_path(plan.run_dir(combo))
@@ -41,12 +39,11 @@ def fresh(run_dir: Path) -> bool:
     return path.is_file() and summary.is_file() and path.stat().st_mtime >= summary.stat().st_mtime
 
 
-def _probe_by_overrides(run_dirs: dict[tuple[str, ...], str], overrides: list[str]) -> None:
+def _probe(_overrides: list[str], run_dir: str) -> None:
     from normtrain.errors import NormtrainError
     from normtrain.probe import probe
 
-    run_dir = Path(run_dirs[tuple(overrides)])
-    probe_path(run_dir).unlink(missing_ok=True)  # a stale probe of an earlier run of this folder never counts
+    probe_path(Path(run_dir)).unlink(missing_ok=True)  # a stale probe of an earlier run of this folder never counts
     try:
         probe(run_dir)
     except NormtrainError:  # nothing to probe (diverged without a finite checkpoint): the analysis counts it missing

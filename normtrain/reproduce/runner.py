@@ -167,30 +167,23 @@ def code_of(code: dict | None) -> dict[str, Any]:
     return {"code_commit": code.get("code_commit"), "code_dirty": code.get("code_dirty")}
 
 
-def progress_bar(plan: Plan, total: int):
-    """A bar on a terminal, a plain line every 30 s in a batch job's log."""
-    from normtrain.progress import make_progress
-
-    return make_progress(total, 0, plan.name, plan.progress, every_s=30.0)
-
-
 def describe(combo: dict[str, str]) -> str:
     return " ".join(f"{k.split('.')[-1]}={v}" for k, v in combo.items())
 
 
-def map_grid(plan: Plan, fn: Callable[[list[str]], Any], combos: Sequence[dict[str, str]]) -> list[Any]:
-    """``fn(overrides)`` for each combo, in the combos' order: ``plan.jobs`` at a time in single-threaded worker
-    processes (``fn`` must be a module-level function), or one after the other in this process."""
-    from normtrain.progress import Lines
+def map_grid(plan: Plan, fn: Callable[[list[str], str], Any], combos: Sequence[dict[str, str]]) -> list[Any]:
+    """``fn(overrides, run_dir)`` for each combo, in the combos' order: ``plan.jobs`` at a time in single-threaded
+    worker processes (``fn`` must be a module-level function), or one after the other in this process."""
+    from normtrain.progress import Lines, make_progress
 
-    bar = progress_bar(plan, len(combos))
+    bar = make_progress(len(combos), 0, plan.name, plan.progress, every_s=30.0)  # a bar, or a line every 30 s
     results: list[Any] = [None] * len(combos)
     try:
         if plan.jobs <= 1 or len(combos) <= 1:
             for i, combo in enumerate(combos):
                 if not isinstance(bar, Lines):
                     bar.set_postfix_str(describe(combo), refresh=True)
-                results[i] = fn(plan.overrides(combo))
+                results[i] = fn(plan.overrides(combo), str(plan.run_dir(combo)))
                 bar.update(1)
             return results
         import multiprocessing
@@ -198,7 +191,7 @@ def map_grid(plan: Plan, fn: Callable[[list[str]], Any], combos: Sequence[dict[s
 
         with ProcessPoolExecutor(plan.jobs, mp_context=multiprocessing.get_context("spawn"),
                                  initializer=single_threaded) as pool:
-            futures = {pool.submit(fn, plan.overrides(c)): i for i, c in enumerate(combos)}
+            futures = {pool.submit(fn, plan.overrides(c), str(plan.run_dir(c))): i for i, c in enumerate(combos)}
             for future in as_completed(futures):
                 results[futures[future]] = future.result()
                 bar.update(1)
@@ -227,7 +220,7 @@ def measure_grid(plan: Plan, fn: Callable[[list[str]], Any]) -> list[dict[str, A
     return records  # type: ignore[return-value]
 
 
-def _measured(fn: Callable[[list[str]], Any], overrides: list[str]) -> dict[str, Any]:
+def _measured(fn: Callable[[list[str]], Any], overrides: list[str], _run_dir: str) -> dict[str, Any]:
     import time
     from datetime import datetime, timezone
 
@@ -285,8 +278,7 @@ def train_grid(plan: Plan, keep_checkpoints: bool = False) -> list[tuple[dict[st
     for combo in todo:
         if plan.run_dir(combo).exists():
             shutil.rmtree(plan.run_dir(combo))
-    by_overrides = {tuple(plan.overrides(c)): str(plan.run_dir(c)) for c in todo}
-    map_grid(plan, partial(_train_by_overrides, by_overrides, keep_checkpoints), todo)
+    map_grid(plan, partial(train_run, keep_checkpoint=keep_checkpoints), todo)
     done = []
     for combo in combos:
         run = load_run(plan.run_dir(combo))
@@ -294,10 +286,6 @@ def train_grid(plan: Plan, keep_checkpoints: bool = False) -> list[tuple[dict[st
             raise RuntimeError(f"{plan.run_dir(combo)}: the run left nothing readable ({run})")
         done.append((combo, run))
     return done
-
-
-def _train_by_overrides(run_dirs: dict[tuple[str, ...], str], keep: bool, overrides: list[str]) -> None:
-    train_run(overrides, run_dirs[tuple(overrides)], keep)
 
 
 def reusable(plan: Plan, combo: dict[str, str], keep_checkpoints: bool) -> bool:
@@ -325,8 +313,8 @@ def same_run(old: dict[str, Any], new: dict[str, Any]) -> bool:
     diagnostic it did not log. Everything else must match.
     """
     from normtrain.config import with_defaults
-    from normtrain.dotted import flatten
-    from normtrain.resume import BOOKKEEPING, under
+    from normtrain.dotted import flatten, under
+    from normtrain.resume import BOOKKEEPING
 
     before, after = flatten(with_defaults(old)), flatten(new)
     keys = {k for k in set(before) | set(after) if not under(k, BOOKKEEPING)}

@@ -211,7 +211,7 @@ def test_a_heatmap_that_fails_is_a_note_and_the_others_are_drawn(tmp_path, monke
         return real(spec, path)
 
     monkeypatch.setattr(paper, "render", render)
-    paths, notes = paper.grad_norm_heatmaps(paper.Charts([], {}, {}), runs, ["a", "b"], tmp_path)
+    paths, notes = paper.grad_norm_heatmaps(runs, ["a", "b"], tmp_path)
     assert [p.name for p in paths] == ["grad_norm_heatmap_b.png"]
     assert notes == ["grad_norm_heatmap_a.png (a) could not be drawn (OSError: [Errno 36] File name too long)"]
 

@@ -42,7 +42,8 @@ def test_tokens_are_the_files_read_directly_and_joined_by_nul(tmp_path):
     rels = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
     expected = {split: b"\0".join((root / rel).read_bytes() for rel in rels if _in_val(rel, 0.2) == (split == "val"))
                 for split in ("train", "val")}
-    assert expected["train"] and expected["val"] and corpus.split == "by_file" and corpus.n_files == 32
+    assert expected["train"] and expected["val"]
+    assert (corpus.describe()["split"], corpus.describe()["n_files"]) == ("by_file", 32)
     assert corpus.train.dtype == corpus.val.dtype == np.uint8
     assert corpus.train.tobytes() == expected["train"] and corpus.val.tobytes() == expected["val"]
     train = np.frombuffer(expected["train"], dtype=np.uint8)
@@ -61,7 +62,7 @@ def test_too_few_files_to_split_by_file_cut_the_joined_bytes(tmp_path, sizes):
     corpus = _load(root, tmp_path, val_fraction=0.05)
     joined = (root / "a.txt").read_bytes() + b"\0" + (root / "b.txt").read_bytes()
     cut = len(joined) - max(1, round(len(joined) * 0.05))
-    assert corpus.split == "by_bytes"
+    assert corpus.describe()["split"] == "by_bytes"
     assert corpus.train.tobytes() == joined[:cut] and corpus.val.tobytes() == joined[cut:]
 
 
@@ -69,14 +70,14 @@ def test_split_by_file_puts_each_file_in_exactly_one_split(tmp_path):
     corpus = _load(_tree(tmp_path / "c"), tmp_path, val_fraction=0.2)
     files = local_text(str(tmp_path / "c")).files
     split = split_by_file(files, 0.2)
-    assert corpus.split == "by_file" and corpus.n_files == 40
+    assert (corpus.describe()["split"], corpus.describe()["n_files"]) == ("by_file", 40)
     assert not set(split["train"]) & set(split["val"])
     assert sorted(split["train"] + split["val"]) == sorted(p for _, p in files)
     # The tokens are exactly each split's files, in path order, joined by the separator.
     for name in ("train", "val"):
         expected = SEPARATOR.join(open(p, "rb").read() for p in split[name])
         assert getattr(corpus, name).tobytes() == expected
-    assert corpus.n_bytes == len(corpus.train) + len(corpus.val)
+    assert corpus.describe()["n_bytes"] == len(corpus.train) + len(corpus.val)
 
 
 def test_split_is_stable_and_grows_monotonically_with_val_fraction(tmp_path):
@@ -123,7 +124,7 @@ def test_single_file_falls_back_to_splitting_bytes(tmp_path):
     path = tmp_path / "one.txt"
     path.write_bytes(b"0123456789" * 100)
     corpus = _load(path, tmp_path, val_fraction=0.1)
-    assert corpus.split == "by_bytes" and corpus.n_files == 1
+    assert (corpus.describe()["split"], corpus.describe()["n_files"]) == ("by_bytes", 1)
     assert corpus.describe()["split"] == "by_bytes"
     assert corpus.val.tobytes() == path.read_bytes()[-100:]
     assert corpus.train.tobytes() + corpus.val.tobytes() == path.read_bytes()
@@ -167,6 +168,7 @@ def test_python_stdlib_end_to_end(tmp_path, monkeypatch):
     cached = load_corpus("python_stdlib", cache_dir=str(tmp_path), progress=False)
     t2 = time.perf_counter()
     print(f"\nstdlib: {first.describe()}\nfirst load {t1 - t0:.2f}s, cached load {t2 - t1:.3f}s")
-    assert first.split == "by_file" and first.n_bytes > 1_000_000 and len(first.val) > 10_000
+    assert first.describe()["split"] == "by_file" and first.describe()["n_bytes"] > 1_000_000
+    assert len(first.val) > 10_000
     assert first.train.dtype == np.uint8 and cached.fingerprint == first.fingerprint
     assert np.array_equal(cached.val, first.val) and len(cached.train) == len(first.train)

@@ -24,8 +24,8 @@ def test_one_file_is_exactly_its_bytes(tmp_path, data):
     path = tmp_path / "one.txt"
     path.write_bytes(data)
     corpus = _load(path, tmp_path)
-    assert corpus.split == "by_bytes"  # a single file: the tokens are the file, cut in two
-    assert corpus.n_bytes == len(data) == path.stat().st_size
+    assert corpus.describe()["split"] == "by_bytes"  # a single file: the tokens are the file, cut in two
+    assert corpus.describe()["n_bytes"] == len(data) == path.stat().st_size
     assert corpus.train.tobytes() + corpus.val.tobytes() == data
 
 
@@ -36,10 +36,10 @@ def test_a_folder_of_mixed_encodings_is_its_files_bytes_joined(tmp_path):
         (root / f"f{i:02d}.txt").write_bytes((LATIN1, UTF8, CP1252)[i % 3][: 2000 + i])
     corpus = _load(root, tmp_path)
     split = split_by_file(local_text(str(root)).files, 0.05)
-    assert corpus.split == "by_file"
+    assert corpus.describe()["split"] == "by_file"
     sizes = sum(p.stat().st_size for p in root.iterdir())
     separators = len(split["train"]) - 1 + len(split["val"]) - 1
-    assert corpus.n_bytes == sizes + separators
+    assert corpus.describe()["n_bytes"] == sizes + separators
     for name in ("train", "val"):
         assert getattr(corpus, name).tobytes() == SEPARATOR.join(open(p, "rb").read() for p in split[name])
 
