@@ -323,13 +323,15 @@ def same_run(old: dict[str, Any], new: dict[str, Any]) -> bool:
 
 
 def validation_batches(cfg: DictConfig) -> list[tuple[Any, Any]]:
-    """The run's fixed validation windows (``train.eval_windows``, or batch_size × eval_batches) in batches of
-    ``cfg.train.batch_size``: exactly the set the training loop evaluates on."""
-    from normtrain.data import eval_starts, load_corpus, window_batches
+    """The run's fixed validation windows (``train.eval_windows``, or the global batch × eval_batches) in batches
+    of ``cfg.train.batch_size``: exactly the set the training loop evaluates on (one process)."""
+    from normtrain.config import global_batch
+    from normtrain.data import eval_starts, eval_window_count, load_corpus, window_batches
 
     d, t, seq_len = cfg.data, cfg.train, cfg.model.seq_len
     corpus = load_corpus(d.name, d.path, d.val_fraction, d.cache_dir, progress=False)
-    starts = eval_starts(len(corpus.val), seq_len, t.eval_windows or t.batch_size * t.eval_batches)
+    n = eval_window_count(t.eval_windows, global_batch(t, 1), t.eval_batches, 1)
+    starts = eval_starts(len(corpus.val), seq_len, n)
     return window_batches(corpus.val, starts, seq_len, t.batch_size)
 
 

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+import normtrain
+
 from normtrain.reproduce import EXPERIMENTS, reproduce
 from normtrain.reproduce.cli import ReproduceError, main, make_plan
 from normtrain.reproduce.grad_init import GradInit
@@ -282,3 +284,14 @@ def test_lr_sensitivity_ranks_a_variant_that_learned_nothing_last_and_counts_see
     findings = LRSensitivity().analyse(learned + flat, make_plan("lr_sensitivity"))
     assert "least sensitive first" in findings.key and findings.key.index("pre,") < findings.key.index("post.")
     assert any("post at L=2 learned nothing at any learning rate in 2 of 3 seeds" in n for n in findings.notes)
+
+
+def test_validation_batches_are_the_windows_the_training_loop_evaluates(tiny, tmp_path):
+    """With train.eval_windows=0 the count follows the global batch (train.global_batch_size), as in training."""
+    from normtrain.reproduce.runner import validation_batches
+
+    overrides = [*tiny, "train.max_steps=1", "train.eval_windows=0", "train.eval_batches=3", "train.batch_size=2",
+                 "train.global_batch_size=4"]
+    summary = normtrain.train(normtrain.compose(overrides), run_dir=tmp_path / "run")
+    batches = validation_batches(normtrain.compose(overrides))
+    assert sum(len(x) for x, _ in batches) == summary["eval_windows"] == 12
