@@ -9,7 +9,6 @@ import sys
 import pytest
 
 import normtrain
-
 from normtrain.reproduce import EXPERIMENTS, reproduce
 from normtrain.reproduce.cli import ReproduceError, main, make_plan
 from normtrain.reproduce.grad_init import GradInit
