@@ -8,6 +8,7 @@ alone writes logs, metrics, W&B and one-file checkpoints (every rank writes its 
 from __future__ import annotations
 
 import gc
+import importlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -127,6 +128,12 @@ def init_distributed(device_name: str) -> DistContext:
         torch.cuda.set_device(device)
     owns = not dist.is_initialized()
     if owns:
+        # DDP and FSDP import torch._dynamo. Imported only then, after the group exists, something keeps the group
+        # alive past close(): gloo's threads outlive the run (scripts/ddp_exit_tally.py, its test). Imported before
+        # init_process_group (which then clears dynamo's cached trace rules), they do not. A one-process run never
+        # imports it: 2 s saved at its start.
+        importlib.import_module("torch._dynamo")
+
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", **_restart_store(rank, world_size))
     return DistContext(device=device, rank=rank, world_size=world_size, local_rank=local_rank, owns_group=owns)
 
