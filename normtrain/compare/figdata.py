@@ -3,7 +3,8 @@
 Every series is one record of parallel arrays (``{"g": label, "step": [...], "v": [...]}``) that the page
 flattens into rows in the browser, so a point costs a number, not a JSON object. Numbers keep 4 significant
 digits (a figure cannot show more) and non-finite values are null. Long series and very large sweeps are
-thinned to a budget, so that 200 runs stay well below 10 MB.
+thinned to a budget, so that 200 runs stay well below 10 MB; a ``Thinning`` with a cap on the points (a page with a
+size budget: normtrain.compare.cli) thins every series further, but never drops a step the loss chart marks.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,6 +24,7 @@ from normtrain.spread import mean_sd
 DIGITS = 4
 MAX_POINTS = 500  # per line series; a longer one is thinned evenly (its first and last points kept)
 LAYER_BUDGET = 300_000  # per-layer values in one report, over every prefix and group; beyond, fewer steps
+MIN_POINTS = 10  # the fewest points per series a size budget thins to (normtrain.compare.cli.Draft.fit)
 NOT_SCALARS = {"step"}
 
 
@@ -46,6 +49,54 @@ def thin(n: int, limit: int) -> np.ndarray:
     if n <= limit:
         return np.arange(n)
     return np.unique(np.linspace(0, n - 1, limit).round().astype(int))
+
+
+@dataclass(frozen=True)
+class Thinning:
+    """Which logged steps each series of the page keeps.
+
+    Without a cap a line keeps at most ``MAX_POINTS`` evenly spread steps, a per-layer or per-head map every
+    ``stride``-th step and the last. With one (``points``) a series that would keep more keeps ``points`` steps
+    instead: every step of ``marked`` (by group label: where a run of the group diverged or rolled back, see
+    ``marked_steps``), so that the loss chart's marks sit on the lines, and evenly spread ones, the first and the
+    last among them, for the rest (a series keeps more only where its marks alone outnumber ``points``).
+    """
+
+    stride: int = 1
+    points: int | None = None
+    marked: dict[str, frozenset[float]] = field(default_factory=dict)
+
+    def line(self, steps: np.ndarray, group: str) -> np.ndarray:
+        return self._capped(steps, thin(steps.size, MAX_POINTS), group)
+
+    def map(self, steps: np.ndarray, group: str) -> np.ndarray:
+        return self._capped(steps, np.unique(np.append(np.arange(0, steps.size, self.stride), steps.size - 1)), group)
+
+    def _capped(self, steps: np.ndarray, pick: np.ndarray, group: str) -> np.ndarray:
+        if self.points is None or pick.size <= self.points:
+            return pick
+        marks = np.flatnonzero(np.isin(steps, list(self.marked.get(group, ()))))
+        return np.union1d(thin(steps.size, max(2, self.points - marks.size)), marks)
+
+
+UNCAPPED = Thinning()  # no cap: at most MAX_POINTS steps of a line, every logged step of a map
+
+
+def marked_steps(groups: Sequence[Group]) -> dict[str, frozenset[float]]:
+    """Per group, the steps where the loss chart marks one of its runs: a divergence and the run's last finite
+    training loss (its cross), a rollback and the step it went back to."""
+    marked = {}
+    for group in groups:
+        steps: set[float] = set()
+        for run in group.runs:
+            if run.status == "diverged":
+                logged, loss = run.series("train/loss")
+                steps.update(logged[np.isfinite(loss)][-1:].tolist())
+                steps.update([float(run.diverged_at)] if run.diverged_at is not None else [])
+            steps.update(float(s) for r in run.rollbacks for s in (r["step"], r.get("restored_step"))
+                         if isinstance(s, int))
+        marked[group.label] = frozenset(steps)
+    return marked
 
 
 def scalar_keys(runs: Sequence[Run]) -> list[str]:
@@ -90,9 +141,11 @@ def aggregate(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str, np.n
 
 
 def line_records(groups: Sequence[Group], key: str, kind: str | None,
-                 read: Callable[[Run], tuple[np.ndarray, np.ndarray]] | None = None) -> tuple[list[dict], list[dict]]:
+                 read: Callable[[Run], tuple[np.ndarray, np.ndarray]] | None = None,
+                 thinning: Thinning = UNCAPPED) -> tuple[list[dict], list[dict]]:
     """(one aggregate record per group, one record per run) of the scalar ``key`` (or of the (steps, values) that
-    ``read`` gives for a run); ``kind`` tells curves of one figure apart (train / validation)."""
+    ``read`` gives for a run), each thinned by ``thinning``; ``kind`` tells curves of one figure apart (train /
+    validation)."""
     tag = {"k": kind} if kind else {}
     aggregates, seeds = [], []
     for group in groups:
@@ -101,12 +154,12 @@ def line_records(groups: Sequence[Group], key: str, kind: str | None,
         if not logged:
             continue
         agg = aggregate([(s, v) for _, s, v in logged])
-        pick = thin(agg["step"].size, MAX_POINTS)
+        pick = thinning.line(agg["step"], group.label)
         aggregates.append({"g": group.label, **tag, "step": ints(agg["step"][pick]),
                            **{f: nums(agg[f][pick]) for f in ("mean", "min", "max", "std")},
                            "n": ints(agg["n"][pick])})
         for run, s, v in logged:
-            pick = thin(s.size, MAX_POINTS)
+            pick = thinning.line(s, group.label)
             seeds.append({"g": group.label, **tag, "run": run.label, "step": ints(s[pick]), "v": nums(v[pick])})
     return aggregates, seeds
 
@@ -123,8 +176,9 @@ def layer_stride(groups: Sequence[Group], prefixes: Sequence[str], heads: Sequen
     return max(1, math.ceil(cells / LAYER_BUDGET))
 
 
-def layer_records(groups: Sequence[Group], prefix: str, stride: int) -> list[dict]:
-    """One record per group and layer: the mean over the group's seeds of ``prefix/layer_i`` at each step."""
+def layer_records(groups: Sequence[Group], prefix: str, thinning: Thinning) -> list[dict]:
+    """One record per group and layer: the mean over the group's seeds of ``prefix/layer_i`` at the logged steps
+    that ``thinning`` keeps."""
     records = []
     for group in groups:
         mats = [run.layer_matrix(prefix) for run in group.runs]
@@ -133,7 +187,7 @@ def layer_records(groups: Sequence[Group], prefix: str, stride: int) -> list[dic
             continue
         n_layers = max(v.shape[1] for _, v in mats)
         steps, _ = stack([(s, s) for s, _ in mats])
-        pick = np.unique(np.append(np.arange(0, steps.size, stride), steps.size - 1))
+        pick = thinning.map(steps, group.label)
         for layer in range(n_layers):
             _, table = stack([(s, v[:, layer] if layer < v.shape[1] else np.full(s.size, np.nan)) for s, v in mats])
             mean, _, _ = mean_sd(table)
@@ -141,9 +195,9 @@ def layer_records(groups: Sequence[Group], prefix: str, stride: int) -> list[dic
     return records
 
 
-def head_records(groups: Sequence[Group], prefix: str, stride: int) -> list[dict]:
-    """One record per group, layer and head: the mean over the group's seeds of ``prefix/layer_i/head_j`` at
-    every ``stride``-th logged step (and the last)."""
+def head_records(groups: Sequence[Group], prefix: str, thinning: Thinning) -> list[dict]:
+    """One record per group, layer and head: the mean over the group's seeds of ``prefix/layer_i/head_j`` at the
+    logged steps that ``thinning`` keeps."""
     records = []
     for group in groups:
         keys = sorted({lh for run in group.runs for lh in run.head_keys(prefix)})
@@ -151,7 +205,7 @@ def head_records(groups: Sequence[Group], prefix: str, stride: int) -> list[dict
             agg = aggregate([run.series(f"{prefix}/layer_{layer}/head_{head}") for run in group.runs])
             if not agg["step"].size:
                 continue
-            pick = np.unique(np.append(np.arange(0, agg["step"].size, stride), agg["step"].size - 1))
+            pick = thinning.map(agg["step"], group.label)
             records.append({"g": group.label, "layer": layer, "head": head, "step": ints(agg["step"][pick]),
                             "v": nums(agg["mean"][pick])})
     return records

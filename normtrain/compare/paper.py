@@ -218,7 +218,7 @@ def update(c: Charts, path: Path) -> list[str]:
 def grad_norm_heatmaps(runs: Sequence[Run], slugs: Sequence[str], out: Path) -> tuple[list[Path], list[str]]:
     """``grad_norm_heatmap_<slug>.png`` per run: the report's map panel (layer × step) of that run alone, log
     colour on one scale shared by all runs."""
-    records = {id(r): figdata.layer_records([Group(r.label, [r])], "grad_norm", 1) for r in runs}
+    records = {id(r): figdata.layer_records([Group(r.label, [r])], "grad_norm", figdata.UNCAPPED) for r in runs}
     domain = specs.domains([rec for recs in records.values() for rec in recs]).get("log")
     if domain is None:
         return [], ["grad_norm_heatmap_*.png: no run recorded grad_norm/layer_i"]

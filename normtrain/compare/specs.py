@@ -167,8 +167,9 @@ def line_spec(name: str, groups: Sequence[Group], y_title: str, kinds: bool, ext
     return {"params": params, "width": "container", "height": 320, "layer": [*layers, *extra]}
 
 
-def loss_figure(groups: Sequence[Group], runs: Sequence[Run], data: dict[str, list]) -> Figure | None:
-    records = [figdata.line_records(groups, key, kind) for key, kind in LOSS]
+def loss_figure(groups: Sequence[Group], runs: Sequence[Run], data: dict[str, list],
+                thinning: figdata.Thinning = figdata.UNCAPPED) -> Figure | None:
+    records = [figdata.line_records(groups, key, kind, thinning=thinning) for key, kind in LOSS]
     data["loss:groups"] = [r for agg, _ in records for r in agg]
     data["loss:runs"] = [r for _, seeds in records for r in seeds]
     if not data["loss:groups"]:
@@ -204,9 +205,10 @@ def loss_figure(groups: Sequence[Group], runs: Sequence[Run], data: dict[str, li
     return Figure("fig-loss", "Loss: train (solid) and validation (dashed)", caption, spec, uses, log=True)
 
 
-def scalar_figure(key: str, groups: Sequence[Group], data: dict[str, list]) -> Figure | None:
+def scalar_figure(key: str, groups: Sequence[Group], data: dict[str, list],
+                  thinning: figdata.Thinning = figdata.UNCAPPED) -> Figure | None:
     name = f"scalar:{key}"
-    data[f"{name}:groups"], data[f"{name}:runs"] = figdata.line_records(groups, key, None)
+    data[f"{name}:groups"], data[f"{name}:runs"] = figdata.line_records(groups, key, None, thinning=thinning)
     if not data[f"{name}:groups"]:
         return None
     title, log = SCALARS.get(key, (key, None))
@@ -261,10 +263,11 @@ def _at_step(records: list[dict[str, Any]]) -> dict[str, Any]:
                           {"filter": "datum.step == datum.shown"}]}
 
 
-def layer_figures(prefix: str, groups: Sequence[Group], stride: int, data: dict[str, list]) -> list[Figure]:
+def layer_figures(prefix: str, groups: Sequence[Group], thinning: figdata.Thinning,
+                  data: dict[str, list]) -> list[Figure]:
     """A heatmap (block × step, one panel per group, one colour scale) and a by-layer profile with a step slider."""
     name = f"layers:{prefix}"
-    records = figdata.layer_records(groups, prefix, stride)
+    records = figdata.layer_records(groups, prefix, thinning)
     if not records:
         return []
     data[name] = records
@@ -300,11 +303,12 @@ def layer_figures(prefix: str, groups: Sequence[Group], stride: int, data: dict[
     ]
 
 
-def head_figure(prefix: str, groups: Sequence[Group], stride: int, data: dict[str, list]) -> Figure | None:
+def head_figure(prefix: str, groups: Sequence[Group], thinning: figdata.Thinning,
+                data: dict[str, list]) -> Figure | None:
     """A block × head map at a chosen step (the slider), one panel per group on one colour scale: which heads
     grow, where the block × step map shows only their max."""
     name = f"heads:{prefix}"
-    records = figdata.head_records(groups, prefix, stride)
+    records = figdata.head_records(groups, prefix, thinning)
     if not records:
         return None
     data[name] = records
@@ -332,18 +336,20 @@ def head_figure(prefix: str, groups: Sequence[Group], stride: int, data: dict[st
                   domains=domains(records))
 
 
-def build(groups: Sequence[Group], runs: Sequence[Run]) -> tuple[list[Figure], dict[str, list]]:
-    """Every figure the runs have data for, and the data sets they read."""
-    data: dict[str, list] = {}
-    figures = [f for f in [loss_figure(groups, runs, data)] if f]
+def build(groups: Sequence[Group], runs: Sequence[Run],
+          points: int | None = None) -> tuple[list[Figure], dict[str, list]]:
+    """Every figure the runs have data for, and the data sets they read; ``points`` caps each series
+    (``figdata.Thinning``)."""
     prefixes = figdata.prefixes(runs)
     known = [p for p in LAYER_FAMILIES if p in prefixes] + [p for p in prefixes if p not in LAYER_FAMILIES]
     heads = figdata.prefixes(runs, HEAD_KEY)
-    stride = figdata.layer_stride(groups, known, heads)
+    thinning = figdata.Thinning(figdata.layer_stride(groups, known, heads), points, figdata.marked_steps(groups))
+    data: dict[str, list] = {}
+    figures = [f for f in [loss_figure(groups, runs, data, thinning)] if f]
     for prefix in known:
-        figures += layer_figures(prefix, groups, stride, data)
-    figures += [f for prefix in heads if (f := head_figure(prefix, groups, stride, data))]
+        figures += layer_figures(prefix, groups, thinning, data)
+    figures += [f for prefix in heads if (f := head_figure(prefix, groups, thinning, data))]
     keys = figdata.scalar_keys(runs)
     ordered = [k for k in SCALARS if k in keys] + [k for k in keys if k not in SCALARS and k not in dict(LOSS)]
-    figures += [f for key in ordered if (f := scalar_figure(key, groups, data))]
+    figures += [f for key in ordered if (f := scalar_figure(key, groups, data, thinning))]
     return figures, data

@@ -7,9 +7,10 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from normtrain.compare import groups, labels, paper, report, specs
+from normtrain.compare import figdata, groups, labels, paper, report, specs
 from normtrain.compare.cli import compare
 from normtrain.compare.runs import Run, find_run_dirs, load_run, read_metrics
 
@@ -259,3 +260,17 @@ def test_a_probe_folder_is_read_and_never_taken_for_a_run(tmp_path):
     loaded = load_run(run)
     assert loaded.probe is None and "probe/probe.json is not a JSON object; no probe figures (rerun normtrain-probe " \
         "on the run)" in loaded.notes
+
+
+def test_a_cap_keeps_evenly_spread_steps_the_first_the_last_and_the_marked_ones():
+    steps = np.arange(0, 1000, 2.0)  # 500 logged steps
+    capped = figdata.Thinning(points=20, marked={"g": frozenset({502.0, 777.0})})  # 777 was never logged
+    kept = steps[capped.line(steps, "g")]
+    assert kept.size == 20 and kept[0] == 0 and kept[-1] == 998 and 502 in kept
+    assert 502 not in steps[capped.line(steps, "other group")]
+    gaps = np.diff(steps[capped.line(steps, "other group")])
+    assert gaps.max() - gaps.min() <= 2  # evenly spread
+    assert capped.map(steps, "g").tolist() == capped.line(steps, "g").tolist()
+    assert figdata.Thinning(points=500).line(steps, "g").tolist() == list(range(500))  # within the cap: untouched
+    strided = figdata.Thinning(stride=30, points=20)  # the map's own stride keeps 18 steps: under the cap
+    assert strided.map(steps, "g").tolist() == figdata.Thinning(stride=30).map(steps, "g").tolist()
