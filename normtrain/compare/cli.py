@@ -1,5 +1,6 @@
 """``normtrain-compare PATH... [--out DIR] [--metric val/loss] [--by KEYS]``, its Python twin ``compare()``, and
-``write_report()``, the interactive page alone.
+``write_report()``, the interactive page alone (``report_page()``: the page, not yet written, within a size
+budget if asked).
 
 Reads run folders only (JSON and JSONL): one Vega-Lite spec per figure, inlined in the interactive page and
 rendered to PNG by vl-convert; it needs neither torch nor Hydra, so a sweep copied from a cluster can be compared
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from normtrain.atomic import write_text
 from normtrain.compare import page, paper, probe, report, specs, vega
+from normtrain.compare.figdata import MIN_POINTS
 from normtrain.compare.groups import group_runs
 from normtrain.compare.labels import LabelError, label_runs, unique_slugs
 from normtrain.compare.runs import Run, load_runs
@@ -74,13 +76,36 @@ def compare(paths: Sequence[str], out: str | Path | None = None, metric: str = "
     return result
 
 
-def write_report(runs: Sequence[Run | str | Path], out_path: str | Path, by: Sequence[str] | None = None,
-                 title: str | None = None, metric: str = "val/loss") -> Path:
-    """Write just the interactive report (table and figures, one HTML file) of ``runs`` (run folders, sweep
-    folders or globs, or ``Run`` objects, which are left as they are) to ``out_path``; returns its path.
+@dataclass
+class Report:
+    """An interactive page, rendered but not written: its HTML and the cap on each series it was built with."""
 
-    ``by`` picks the grouping keys as ``--by`` does; ``metric`` sorts the table. Raises CompareError for bad
-    input (no runs, an unknown key or metric).
+    html: str
+    points: int | None = None  # at most this many of each run's logged steps per series; None: not thinned
+
+
+def write_report(runs: Sequence[Run | str | Path], out_path: str | Path, by: Sequence[str] | None = None,
+                 title: str | None = None, metric: str = "val/loss", points: int | None = None,
+                 max_bytes: int | None = None) -> Path:
+    """Write just the interactive report (table and figures, one HTML file) of ``runs`` to ``out_path`` and return
+    its path; ``report_page`` says what the arguments do."""
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    write_text(out_path, report_page(runs, by, title, metric, points, max_bytes).html)
+    return out_path
+
+
+def report_page(runs: Sequence[Run | str | Path], by: Sequence[str] | None = None, title: str | None = None,
+                metric: str = "val/loss", points: int | None = None, max_bytes: int | None = None) -> Report:
+    """The interactive report of ``runs`` (run folders, sweep folders or globs, or ``Run`` objects, which are left
+    as they are).
+
+    ``by`` picks the grouping keys as ``--by`` does; ``metric`` sorts the table. ``points`` thins every series to
+    at most that many of each run's logged steps (``figdata.Thinning``); by default only the usual limits of a page
+    apply. ``max_bytes`` is a budget for the page's size: a page over it is drawn again with the most points per
+    series that keep it within (``Draft.fit``); one still over at ``figdata.MIN_POINTS`` is returned as it is, for
+    the caller to judge. A thinned page says so near its top. Raises CompareError for bad input (no runs, an
+    unknown key or metric).
     """
     loaded = [copy.copy(r) for r in runs if isinstance(r, Run)]
     paths = [str(r) for r in runs if not isinstance(r, Run)]
@@ -88,14 +113,57 @@ def write_report(runs: Sequence[Run | str | Path], out_path: str | Path, by: Seq
     if not loaded + found:
         raise CompareError(f"no runs to report{''.join(f'; skipped: {s}' for s in skipped)}")
     ready, keys, groups, sorted_by = _prepare(loaded + found, metric, by)
-    notes = [f"skipped: {s}" for s in skipped] + [f"{r.label}: {n}" for r in ready for n in r.notes]
     view = page.Page(title=title or f"Comparison of {len(ready)} runs", sorted_by=sorted_by,
                      sources=paths or sorted({str(r.path.parent) for r in loaded}))
-    _interactive(view, groups, ready, notes)
-    view.notes = notes
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    return page.write(out_path, ready, report.columns(keys, ready), groups, view)
+    draft = Draft(view, groups, ready, report.columns(keys, ready),
+                  [f"skipped: {s}" for s in skipped] + [f"{r.label}: {n}" for r in ready for n in r.notes])
+    html = draft.render(points)
+    if max_bytes is None or _size(html) <= max_bytes or draft.longest() <= MIN_POINTS:
+        return Report(html, view.points)
+    return draft.fit(max_bytes, draft.longest())
+
+
+@dataclass
+class Draft:
+    """A report page and what it is drawn from, to draw again with fewer points per series."""
+
+    view: page.Page
+    groups: list
+    runs: list[Run]
+    cols: list[report.Column]
+    notes: list[str]  # the page's notes before the figures add theirs
+
+    def render(self, points: int | None) -> str:
+        """The page with every series at most ``points`` long (None: as compare draws it)."""
+        self.view.notes = list(self.notes)
+        _interactive(self.view, self.groups, self.runs, self.view.notes, points)
+        logged = max(len(r.rows) for r in self.runs)
+        self.view.points = points if points is not None and points < logged else None
+        return page.render(self.runs, self.cols, self.groups, self.view)
+
+    def longest(self) -> int:
+        """The most points any series of the last page drawn has."""
+        return max((len(r["step"]) for records in self.view.data.values() for r in records
+                    if isinstance(r.get("step"), list)), default=0)
+
+    def fit(self, max_bytes: int, over: int) -> Report:
+        """The page with the most points per series that keeps it within ``max_bytes``, found to within a tenth by
+        bisection below ``over`` (a cap known to be too many: the longest series drawn; the page's size grows with
+        the cap), and not below ``MIN_POINTS``: at that floor even when it is still over."""
+        self.view.budget = max_bytes
+        fits, best = MIN_POINTS, None
+        while over - fits > max(1, fits // 10):
+            middle = (over + fits) // 2
+            html = self.render(middle)
+            if _size(html) <= max_bytes:
+                fits, best = middle, html
+            else:
+                over = middle
+        return Report(best or self.render(fits), fits)
+
+
+def _size(html: str) -> int:
+    return len(html.encode("utf-8"))
 
 
 def _prepare(runs: list[Run], metric: str, by: Sequence[str] | None) -> tuple[list[Run], list[str], list, str]:
@@ -109,10 +177,11 @@ def _prepare(runs: list[Run], metric: str, by: Sequence[str] | None) -> tuple[li
     return report.sort_runs(runs, value, higher), keys, groups, sorted_by
 
 
-def _interactive(view: page.Page, groups: list, runs: list[Run], notes: list[str]) -> None:
-    """The interactive figures and their data into ``view``; odd data or a missing library costs a note."""
+def _interactive(view: page.Page, groups: list, runs: list[Run], notes: list[str], points: int | None = None) -> None:
+    """The interactive figures and their data into ``view``, each series at most ``points`` long; odd data or a
+    missing library costs a note."""
     try:
-        view.figures, view.data = specs.build(groups, runs)
+        view.figures, view.data = specs.build(groups, runs, points)
         view.figures += probe.build(groups, view.data)  # runs with a probe/ folder (normtrain-probe)
         if view.figures:
             vega.bundle()

@@ -41,6 +41,8 @@ class Page:
     pngs: Sequence[str] = ()  # file names beside the page
     figures: list[specs.Figure] = field(default_factory=list)
     data: dict[str, list] = field(default_factory=dict)
+    points: int | None = None  # each series thinned to at most this many of each run's logged steps
+    budget: int | None = None  # the size in bytes the page was thinned to stay under
 
 
 def _shown(col: report.Column, runs: Sequence[Run]) -> bool:
@@ -117,6 +119,16 @@ def _sections(figures: Sequence[specs.Figure]) -> str:
     return "".join(parts)
 
 
+def thinned(page: Page) -> str:
+    """The line near the top saying that, and how far, the series were thinned; none when they were not."""
+    if page.points is None:
+        return ""
+    budget = f", for this page's size budget of {page.budget / 2**20:.3g} MiB" if page.budget else ""
+    return (f'<p class="lead">Every series (per-layer maps and line charts alike) is thinned to at most {page.points} '
+            f"of each run's logged steps{budget}: evenly spread, the first and the last kept, and every step where a "
+            "run diverged or rolled back. The run folders hold every step.</p>")
+
+
 def where(sources: Sequence[str]) -> str:
     """Where the runs came from, for the page's first line: many run folders (a reproduction passes each of
     its runs) are named by the folder that holds them."""
@@ -144,7 +156,7 @@ def render(runs: Sequence[Run], cols: Sequence[report.Column], groups: Sequence[
         f"<h1>{e(page.title)}</h1>",
         f'<p class="lead">{len(runs)} runs from {e(where(page.sources)) or "—"}. The table is sorted by '
         f"{e(page.sorted_by)} (click a column to sort by it); runs that stopped early, diverged and failed come "
-        "last.</p>",
+        "last.</p>" + thinned(page),
         f'<p class="lead">Groups: {legend}</p>' + (f'<p class="lead">{SEEDS_NOTE}</p>'
                                                    if any(g.n > 1 for g in groups) else ""),
         table_html(runs, cols),

@@ -1,5 +1,5 @@
 """The interactive report on hand-made sweeps: seeds grouped (mean, band, count), every metric by its prefix,
-the table's columns and numbers, and 200 runs within 10 MB."""
+the table's columns and numbers, 200 runs within 10 MB, and a page thinned to fit a size budget."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from synthetic_runs import UNIGRAM, many_runs, write_sweep
 
-from normtrain.compare import CompareError, write_report
+from normtrain.compare import CompareError, report_page, write_report
+from normtrain.compare.figdata import MIN_POINTS
 from normtrain.compare.labels import format_value
 from normtrain.compare.report import cell
 from normtrain.compare.runs import load_run
@@ -136,3 +137,51 @@ def test_rollbacks_are_marked_on_the_loss_curve(tmp_path):
     assert seed["step"] == sorted(set(seed["step"]))  # one point per step: the rows trained again
     assert seed["v"][seed["step"].index(25)] == pytest.approx(rows[5]["train/loss"] - 0.5, rel=1e-3)
     assert not any(f["id"].startswith("fig-rollback") for f in data["figures"])  # no rollback/* "metric"
+
+
+def series(data: dict) -> list[tuple[str, dict]]:
+    """Every record of the page that is a series (a list of steps), with its data set's name, in page order."""
+    return [(name, r) for name, records in data["datasets"].items() for r in records if isinstance(r.get("step"), list)]
+
+
+def test_a_size_budget_thins_every_series_to_fit_and_keeps_its_ends_and_marks(tmp_path):
+    """A sweep logged at every step, over its budget: drawn again with as many points per series as fit, it says
+    so near its top; each series keeps its first and last step and the steps the loss chart marks (a divergence,
+    a rollback)."""
+    folders = write_sweep(tmp_path / "sweep", depths=(8,), steps=300, every=1, eval_every=50)
+    rolled = next(f for f in folders if f.name.endswith("pre-layernorm-L8"))  # seed 0
+    summary = json.loads((rolled / "summary.json").read_text())
+    (rolled / "summary.json").write_text(json.dumps({**summary, "rollbacks": [{"step": 201, "restored_step": 173}]}))
+    full = write_report(folders, tmp_path / "full.html")
+    assert full.stat().st_size > 1 << 20  # as drawn without a budget: over the one below
+    _, before = page_data(full)
+
+    fitted = report_page(folders, max_bytes=1 << 20)
+    path = tmp_path / "report.html"
+    path.write_text(fitted.html, encoding="utf-8")
+    page, data = page_data(path)
+    assert path.stat().st_size <= 1 << 20 and MIN_POINTS < fitted.points < 301
+    lead = page.split('<p class="lead">')[2]  # right below the first line, above the table
+    assert lead.startswith(f"Every series (per-layer maps and line charts alike) is thinned to at most "
+                           f"{fitted.points} of each run's logged steps, for this page's size budget of 1 MiB")
+    assert [n for n, _ in series(data)] == [n for n, _ in series(before)]
+    for (name, thinned), (_, logged) in zip(series(data), series(before), strict=True):
+        steps = thinned["step"]
+        assert steps[0] == logged["step"][0] and steps[-1] == logged["step"][-1], name
+        assert set(steps) <= set(logged["step"]) and len(steps) <= fitted.points, name
+        assert len(thinned.get("v", steps)) == len(steps)
+    diverged = record(data, "loss:runs", "post · rmsnorm", k="train", run="post · rmsnorm · seed=1")
+    assert {149, 150} <= set(diverged["step"])  # its last finite loss (the cross) and where it diverged
+    assert {149, 150} <= set(record(data, "layers:grad_norm", "post · rmsnorm", layer=0)["step"])
+    assert {173, 201} <= set(record(data, "loss:groups", "pre · layernorm", k="train")["step"])  # the rollback
+    assert not {149, 150, 173, 201} <= set(record(data, "loss:groups", "pre · rmsnorm", k="train")["step"])
+
+
+def test_a_page_within_its_budget_or_below_its_cap_is_the_page_as_drawn_without_one(tmp_path):
+    folders = write_sweep(tmp_path / "sweep")
+    plain = write_report(folders, tmp_path / "plain.html").read_bytes()
+    assert b"is thinned to at most" not in plain
+    assert write_report(folders, tmp_path / "budget.html", max_bytes=len(plain)).read_bytes() == plain
+    assert write_report(folders, tmp_path / "cap.html", points=13).read_bytes() == plain  # 13 logged steps a run
+    capped = report_page(folders, points=5)  # no budget: the cap alone, and the page says so
+    assert capped.points == 5 and "thinned to at most 5 of each run's logged steps: evenly spread" in capped.html
