@@ -32,7 +32,7 @@ BEGIN, END = "<!-- reproduce:begin -->", "<!-- reproduce:end -->"
 MARK = {True: "yes", False: "**no**", None: "n/a"}
 HISTORY, DISCUSSION = "CHECK_HISTORY.md", "DISCUSSION.md"
 REPORT = "report.html"
-COMMITTED_MAX = 2 << 20  # bytes: a larger report is written but kept out of git (its folder's .gitignore)
+COMMITTED_MAX = 2 << 20  # bytes: the report is thinned to fit; one still larger is kept out of git (a .gitignore)
 LABEL_TEXT = {"before_runs": "registered before any run of this experiment",
               "after_pilot": "registered **after a pilot** (earlier runs whose numbers were seen; see below)"}
 
@@ -128,9 +128,10 @@ def result_record(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findi
 
 
 def interactive_report(exp: Experiment, plan: Plan, path: Path) -> str:
-    """normtrain-compare's interactive page of the experiment's training runs (seeds grouped, hover, zoom); a line
-    for the README saying where it is, or why there is none."""
-    from normtrain.compare import write_report
+    """normtrain-compare's interactive page of the experiment's training runs (seeds grouped, hover, zoom), its
+    series thinned to fit the size of a committed file if need be; a line for the README saying where it is, how
+    far it was thinned, or why there is none."""
+    from normtrain.compare import report_page
     from normtrain.compare.cli import CompareError
 
     folders = [plan.run_dir(c) for c in plan.combos() if (plan.run_dir(c) / "metrics.jsonl").is_file()]
@@ -139,20 +140,22 @@ def interactive_report(exp: Experiment, plan: Plan, path: Path) -> str:
         return "No interactive report: this experiment measures fresh models and trains no runs."
     try:
         # grouped by the grid's axes: runs that a later commit logged with more config keys stay one group
-        write_report(folders, path, by=[axis for axis in plan.grid if axis != SEED_AXIS],
-                     title=f"{exp.title}: every run")
+        page = report_page(folders, by=[axis for axis in plan.grid if axis != SEED_AXIS],
+                           title=f"{exp.title}: every run", max_bytes=COMMITTED_MAX)
     except CompareError as err:
         return f"No interactive report: {err}."
+    atomic.write_text(path, page.html)
     line = (f"Every run, interactive (loss curves with seeds grouped, per-layer diagnostics, hover and zoom; "
             f"open it from disk): [`{REPORT}`]({REPORT})")
+    limit = f"the repository's {COMMITTED_MAX >> 20} MiB limit for a committed file"
+    thinned = f"its series thinned to at most {page.points} of each run's logged steps" if page.points else ""
     ignore = path.parent / ".gitignore"
     if (size := path.stat().st_size) <= COMMITTED_MAX:
         ignore.unlink(missing_ok=True)
-        return line + "."
-    limit = f"the repository's {COMMITTED_MAX >> 20} MiB limit for a committed file"
+        return line + (f", {thinned} to fit {limit} (the run folders hold every step)." if thinned else ".")
     atomic.write_text(ignore, f"# over {limit}\n{REPORT}\n")
-    return (f"{line}: {size / 2**20:.1f} MiB, over {limit}, so it is not in git; `normtrain-reproduce {exp.name}` "
-            "rebuilds it from the run folders.")
+    return (f"{line}: {size / 2**20:.1f} MiB{', even with ' + thinned if thinned else ''}, over {limit}, so it is "
+            f"not in git; `normtrain-reproduce {exp.name}` rebuilds it from the run folders.")
 
 
 def readme(exp: Experiment, plan: Plan, findings: Findings, checks: list[CheckResult], guard: CheckResult | None,

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 import normtrain
-from normtrain.reproduce import EXPERIMENTS, reproduce
+from normtrain.reproduce import EXPERIMENTS, reproduce, writeup
 from normtrain.reproduce.cli import ReproduceError, main, make_plan
 from normtrain.reproduce.grad_init import GradInit
 from normtrain.reproduce.preregistration import judge, verdict
-from normtrain.reproduce.runner import Plan, sweep_axes
+from normtrain.reproduce.runner import SEED_AXIS, Plan, sweep_axes
 from normtrain.reproduce.writeup import BEGIN, END, update_index, verdict_section
 
 VERDICTS = {"reproduced", "partly reproduced", "not reproduced", "not judged", "inconclusive (undertrained)"}
@@ -78,8 +81,6 @@ def test_every_experiment_runs_end_to_end_in_smoke_mode(name, local, tmp_path):
 def test_finished_runs_are_reused(local, tmp_path, monkeypatch):
     """Two single-threaded worker processes train the grid (--jobs 2); a second invocation trains nothing. A
     report over the size limit for committed files is written and kept out of git, and the README says so."""
-    from normtrain.reproduce import writeup
-
     out = tmp_path / "out"
     kw = dict(smoke=True, overrides=small("deepnet_depth", local), out=out, runs_dir=tmp_path / "runs",
               progress=False, jobs=2)
@@ -197,6 +198,40 @@ def test_discussion_explains_failed_checks_and_keeps_other_observations(tmp_path
     assert f"**{failed[0]}.** One seed fell short." in why and "Data order" not in why
     assert f"**{failed[1]}.** *Not yet explained: no section in DISCUSSION.md.*" in why
     assert others.strip() == "**Data order.** The tail fit reads the batches."
+
+
+def write_logged_run(folder: Path, combo: dict[str, str], steps: int = 400, layers: int = 16) -> None:
+    """A run folder of the grid ``combo`` that logged three per-layer families at every step."""
+    rng = np.random.default_rng(len(folder.name))
+    rows = [{"step": step, "train/loss": 5 - step / 100,
+             **{f"{family}/layer_{i}": v for family in ("grad_norm", "act_rms", "block_cos")
+                for i, v in enumerate(rng.uniform(0.1, 10, layers).tolist())}} for step in range(steps)]
+    folder.mkdir(parents=True)
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = {"placement": {"name": combo["placement"]}, "train": {"seed": int(combo[SEED_AXIS])}}
+    (folder / "summary.json").write_text(json.dumps({"status": "completed", "steps": steps, "config": config}))
+
+
+def test_a_report_over_the_limit_is_thinned_to_fit_and_the_readme_says_so(tmp_path, monkeypatch):
+    """The experiment's interactive page, over the size limit for a committed file, is drawn again with fewer points
+    per series until it fits, rather than kept out of git; the README line says how far it was thinned."""
+    plan = Plan("deepnet_depth", "cpu", False, [], {"placement": ["post", "pre"], SEED_AXIS: ["0", "1"]},
+                tmp_path / "runs", tmp_path / "out")
+    for combo in plan.combos():
+        write_logged_run(plan.run_dir(combo), combo)
+    exp, path = EXPERIMENTS["deepnet_depth"](), plan.out / "report.html"
+    path.parent.mkdir()
+    assert writeup.interactive_report(exp, plan, path).endswith("[`report.html`](report.html).")  # within 2 MiB
+    assert "is thinned to at most" not in path.read_text()
+
+    limit = path.stat().st_size * 3 // 4
+    monkeypatch.setattr(writeup, "COMMITTED_MAX", limit)
+    line = writeup.interactive_report(exp, plan, path)
+    assert path.stat().st_size <= limit and not (plan.out / ".gitignore").exists()
+    points = re.search(r"\(report\.html\), its series thinned to at most (\d+) of each run's logged steps to fit "
+                       r"the repository's .* limit for a committed file \(the run folders hold every step\)\.$",
+                       line)[1]
+    assert f"is thinned to at most {points} of each run's logged steps" in path.read_text()
 
 
 def test_index_table_is_rebuilt_between_markers(tmp_path):
