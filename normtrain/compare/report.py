@@ -124,11 +124,12 @@ def is_number(value: Any) -> bool:
 
 
 def shown_path(path: Path) -> str:
-    """A run folder as the user would type it: relative to the working directory when it is below it."""
-    try:
-        return str(path.relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
+    """A run folder as the user would type it: relative to the working directory when it is below it, as named
+    (through a symlink) or as resolved."""
+    for named, cwd in ((path, Path.cwd()), (path.resolve(), Path.cwd().resolve())):
+        if named.is_relative_to(cwd):
+            return str(named.relative_to(cwd))
+    return str(path)
 
 
 def write_csv(runs: Sequence[Run], cols: Sequence[Column], path: Path) -> None:

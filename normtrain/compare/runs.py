@@ -126,7 +126,7 @@ def find_run_dirs(paths: list[str], exclude: Path | None = None) -> tuple[list[P
     A job folder of a multirun (a sibling of ``multirun.yaml``) or a Hydra run folder (``.hydra/``) that
     holds neither is reported as skipped: that is a job killed before its first log step.
     """
-    found: dict[Path, None] = {}  # ordered set
+    found: dict[Path, Path] = {}  # the resolved folder (one entry per run) -> the folder as the user named it
     skipped: list[str] = []
     exclude = exclude.resolve() if exclude else None
     for pattern in paths:
@@ -135,48 +135,56 @@ def find_run_dirs(paths: list[str], exclude: Path | None = None) -> tuple[list[P
             skipped.append(f"{pattern}: no such file or folder")
             continue
         for match in matches:
-            before = len(found), len(skipped)
-            _walk(Path(match), found, skipped, exclude, top=True)
-            if (len(found), len(skipped)) == before and Path(match).is_dir():
+            before = len(skipped)
+            if not _walk(Path(match), found, skipped, exclude, top=True) and len(skipped) == before \
+                    and Path(match).is_dir():
                 skipped.append(f"{match}: no run folders (no summary.json or metrics.jsonl) in it")
-    return list(found), skipped
+    return list(found.values()), skipped
 
 
-def _walk(path: Path, found: dict[Path, None], skipped: list[str], exclude: Path | None, top: bool) -> None:
+def _found(found: dict[Path, Path], folder: Path) -> bool:
+    """Keep a run once however it was reached, under the path it was reached by: a symlinked multirun/ stays
+    relative to the checkout in the report instead of turning into the link's target."""
+    found.setdefault(folder.resolve(), folder.absolute())
+    return True
+
+
+def _walk(path: Path, found: dict[Path, Path], skipped: list[str], exclude: Path | None, top: bool) -> bool:
+    """Whether ``path`` is or holds a run (found now or already)."""
     if not path.exists():
         skipped.append(f"{path}: no such file or folder")
-        return
+        return False
     if path.is_file():  # a summary.json or metrics.jsonl named directly
         if path.name in RUN_FILES:
-            found.setdefault(path.parent.resolve())
-        else:
-            skipped.append(f"{path}: not a run folder or run file")
-        return
+            return _found(found, path.parent)
+        skipped.append(f"{path}: not a run folder or run file")
+        return False
     if exclude is not None and path.resolve() == exclude:
-        return
+        return False
     if any((path / name).is_file() for name in RUN_FILES):
-        found.setdefault(path.resolve())
-        return
+        return _found(found, path)
     try:
         children = sorted((p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")),
                           key=lambda p: natural_key(p.name))
     except OSError as err:
         skipped.append(f"{path}: cannot be read ({err.strerror or err})")
-        return
+        return False
     is_sweep = (path / "multirun.yaml").is_file()
     if (path / ".hydra").is_dir():
         skipped.append(f"{path}: no summary.json or metrics.jsonl (killed before its first log step?)")
-        return
+        return False
     if top and not children:
         skipped.append(f"{path}: no summary.json or metrics.jsonl")
-        return
+        return False
+    held = False
     for child in children:
         if child.name in NOT_RUNS:
             continue
         if is_sweep and not _holds_runs(child, exclude):
             skipped.append(f"{child}: no summary.json or metrics.jsonl (killed before its first log step?)")
             continue
-        _walk(child, found, skipped, exclude, top=False)
+        held = _walk(child, found, skipped, exclude, top=False) or held
+    return held
 
 
 def _holds_runs(path: Path, exclude: Path | None) -> bool:

@@ -32,6 +32,23 @@ def config(placement="pre", norm="rmsnorm", layers=6, seed=0, cache=None, lr=1e-
             "logger": {"name": "wandb", "run_name": f"x{seed}"}}
 
 
+
+def test_runs_under_a_symlinked_folder_keep_the_name_they_were_reached_by(tmp_path, monkeypatch):
+    """multirun/ linked to another disk: the report names runs multirun/..., not the link's target."""
+    store = tmp_path / "disk" / "sweep"
+    make_run(store / "0_pre", [{"step": 0}])
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "multirun").symlink_to(store, target_is_directory=True)
+    monkeypatch.chdir(checkout)
+
+    dirs, skipped = find_run_dirs(["multirun", str(store), "multirun/0_pre/metrics.jsonl"])
+    assert skipped == [] and len(dirs) == 1  # one run, however it was reached
+    assert report.shown_path(dirs[0]) == "multirun/0_pre"
+    assert report.shown_path(store / "0_pre") == str(store / "0_pre")  # outside the working directory: as given
+    monkeypatch.chdir(tmp_path / "disk")
+    assert report.shown_path(dirs[0]) == "sweep/0_pre"  # below the working directory once resolved
+
 def test_metrics_truncated_line_nulls_and_a_resume(tmp_path):
     rows = [{"step": 0, "train/loss": 5.0, "grad_norm/layer_1": 2.0, "grad_norm/layer_0": 1.0},
             {"step": 10, "train/loss": None, "val/loss": 4.0}, {"step": 20, "train/loss": 3.5},
