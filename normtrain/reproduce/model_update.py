@@ -34,12 +34,13 @@ class ModelUpdate(Experiment):
     paper = "Wang et al. 2022 (DeepNet), Fig. 4a, Thm. 4.1–4.2"
     reference = ("**Wang et al. 2022**, *DeepNet: Scaling Transformers to 1,000 Layers*, Fig. 4(a), Fig. 5, "
                  "Thm. 4.1/4.2")
-    method = ("64-128-2 models (d 64, FFN 128 GELU, 2 heads, as in DeepNet Fig. 5) of 6, 24, 96 and 192 layers, "
-              "LayerNorm, 100 steps of 8 × 128 bytes at a constant learning rate with no warm-up and no clipping, "
+    method = ("64-128-2 Post-LN and DeepNorm models (d 64, FFN 128 GELU, 2 heads, as in DeepNet Fig. 5) of 6, 24, 96 "
+              "and 192 layers, LayerNorm, 100 steps of 8 × 128 bytes at a constant learning rate with no warm-up and no clipping, "
               "under plain SGD (lr 1e-3, the theorem's setting) and Adam (lr 5e-4, β = (0.9, 0.98)), 5 seeds. Every "
               "step logs `update/stream_change` = ‖F(x, θ_t) − F(x, θ_0)‖ / ‖F(x, θ_0)‖ on 8 fixed validation "
               "sequences, F the residual stream before the final norm (Post-LN and DeepNorm have none: their last "
-              "block's output, the model's F in the paper), and the same for the logits (`update/logit_change`).")
+              "block's output, the model's F in the paper), the same for the logits (`update/logit_change`), and the "
+              "gradient norms, in all and per block.")
     gpu = Scale(overrides=("model.d_model=256", "model.n_heads=4", "model.d_ff=1024", "train.max_steps=300",
                            "train.batch_size=32"),
                 grid={"model.n_layers": "6,24,96,192,384"})
