@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from normtrain.compare.runs import Run
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.runner import (
@@ -28,6 +30,37 @@ def arm_of(values: dict[str, Any]) -> str | None:
     return ARMS.get((values.get("optim"), float(values.get("optim.lr", "nan"))))
 
 
+def initial_gradient(run: Run) -> dict[str, float | None]:
+    """The gradient at initialization (step 0): its total norm ``g0`` and the median of the blocks' norms."""
+    steps, total = run.series("grad_norm/total")
+    layer_steps, layers = run.layer_matrix("grad_norm")
+    g0 = float(total[0]) if steps.size and steps[0] == 0 and math.isfinite(total[0]) else None
+    blocks = layers[0][np.isfinite(layers[0])] if layer_steps.size and layer_steps[0] == 0 else np.empty(0)
+    return {"g0": g0, "g0_block": float(np.median(blocks)) if blocks.size else None}
+
+
+def per_unit_step(row: dict[str, Any]) -> float | None:
+    """SGD's first step is exactly η·g₀: the step-1 update per unit of it, (‖ΔF‖/‖F‖ at step 1) / (η‖g₀‖)."""
+    if row.get("arm") != "SGD" or row.get("step1") is None or not row.get("g0"):
+        return None
+    return row["step1"] / (float(row["optim.lr"]) * row["g0"])
+
+
+def gradient_table(rows, places, depths, depth_slope) -> str:
+    """The registration's reported numbers: which part of SGD's step-1 update grows with depth."""
+    quantities = (("‖g₀‖, the gradient's norm at initialization", "g0"),
+                  ("median over blocks of a block's ‖g₀‖", "g0_block"),
+                  ("step-1 update ‖ΔF‖/‖F‖", "step1"),
+                  ("step-1 update per unit of step, (‖ΔF‖/‖F‖) / (η‖g₀‖)", per_unit_step))
+    body = [[name, p, *[stats.spread(stats.seeds(rows, value, placement=p, model__n_layers=d, arm="SGD").values())
+                        for d in depths], stats.spread(depth_slope(p, "SGD", value).values())]
+            for name, value in quantities for p in places]
+    return ("Reported, not judged (registration v4): SGD's first step, mean ± sd over seeds (n), and the per-seed "
+            "log-log slope against depth. The step is exactly η·g₀, so the slope of the step-1 update is the slope "
+            "of ‖g₀‖ plus the slope of the update per unit of step:\n\n"
+            + markdown_table(["quantity", "placement", *[f"L={d}" for d in depths], "log-log slope vs L"], body))
+
+
 class ModelUpdate(Experiment):
     name = "deepnet_update"
     title = "Early model update by placement, depth and optimizer (Wang et al. 2022, DeepNet Fig. 4a, Thm. 4.1–4.2)"
@@ -35,12 +68,12 @@ class ModelUpdate(Experiment):
     reference = ("**Wang et al. 2022**, *DeepNet: Scaling Transformers to 1,000 Layers*, Fig. 4(a), Fig. 5, "
                  "Thm. 4.1/4.2")
     method = ("64-128-2 Post-LN and DeepNorm models (d 64, FFN 128 GELU, 2 heads, as in DeepNet Fig. 5) of 6, 24, 96 "
-              "and 192 layers, LayerNorm, 100 steps of 8 × 128 bytes at a constant learning rate with no warm-up and no clipping, "
-              "under plain SGD (lr 1e-3, the theorem's setting) and Adam (lr 5e-4, β = (0.9, 0.98)), 5 seeds. Every "
-              "step logs `update/stream_change` = ‖F(x, θ_t) − F(x, θ_0)‖ / ‖F(x, θ_0)‖ on 8 fixed validation "
-              "sequences, F the residual stream before the final norm (Post-LN and DeepNorm have none: their last "
-              "block's output, the model's F in the paper), the same for the logits (`update/logit_change`), and the "
-              "gradient norms, in all and per block.")
+              "and 192 layers, LayerNorm, 100 steps of 8 × 128 bytes at a constant learning rate with no warm-up "
+              "and no clipping, under plain SGD (lr 1e-3, the theorem's setting) and Adam (lr 5e-4, β = (0.9, "
+              "0.98)), 5 seeds. Every step logs `update/stream_change` = ‖F(x, θ_t) − F(x, θ_0)‖ / ‖F(x, θ_0)‖ on 8 "
+              "fixed validation sequences, F the residual stream before the final norm (Post-LN and DeepNorm have "
+              "none: their last block's output, the model's F in the paper), the same for the logits "
+              "(`update/logit_change`), and the gradient norms, in all and per block.")
     gpu = Scale(overrides=("model.d_model=256", "model.n_heads=4", "model.d_ff=1024", "train.max_steps=300",
                            "train.batch_size=32"),
                 grid={"model.n_layers": "6,24,96,192,384"})
@@ -54,7 +87,7 @@ class ModelUpdate(Experiment):
         at = dict(zip(steps.astype(int).tolist(), change.tolist(), strict=True))
         early = [at[s] for s in EARLY if s in at and math.isfinite(at[s])]
         return {**super().row(run, combo), "arm": arm_of(combo), "early": sum(early) / len(early) if early else None,
-                "step1": at.get(1), "final_change": at.get(max(at, default=0)),
+                "step1": at.get(1), "final_change": at.get(max(at, default=0)), **initial_gradient(run),
                 "change_curve": curve_text(steps, change), "logit_curve": curve_text(steps, logits)}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
@@ -67,10 +100,10 @@ class ModelUpdate(Experiment):
         def early(p, d, arm):
             return stats.seeds(rows, "early", placement=p, model__n_layers=d, arm=arm)
 
-        def depth_slope(p, arm):  # per seed: log-log slope of the early update against L
+        def depth_slope(p, arm, value="early"):  # per seed: log-log slope of a run's value against L
             series: dict[str, list] = {}
             for d in depths:
-                for s, v in early(p, d, arm).items():
+                for s, v in stats.seeds(rows, value, placement=p, model__n_layers=d, arm=arm).items():
                     series.setdefault(s, []).append(v)
             return {s: stats.loglog_slope(depths, vs) for s, vs in series.items() if len(vs) == len(depths)}
 
@@ -85,6 +118,8 @@ class ModelUpdate(Experiment):
                                                                depth_slope("deepnorm", "SGD"), lambda a, b: a - b)},
         }
         table = self.table(rows, places, depths, arms, early, depth_slope)
+        if any(r.get("g0") is not None for r in rows):  # v4's runs log gradient norms; v3's did not
+            table += "\n\n" + gradient_table(rows, places, depths, depth_slope)
         ours = ("DeepNorm's early-update depth slope: SGD "
                 f"{stats.spread(measured['sgd_deepnorm_depth_slope'][''].values())}, Adam "
                 f"{stats.spread(measured['adam_deepnorm_depth_slope'][''].values())}; Post-LN (SGD) "

@@ -1,0 +1,55 @@
+"""deepnet_update's reported gradient numbers: read from a run's log, and the split of SGD's step-1 update."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+
+from normtrain.compare.runs import load_run
+from normtrain.reproduce import stats
+from normtrain.reproduce.model_update import gradient_table, initial_gradient, per_unit_step
+
+
+def test_initial_gradient_is_read_at_step_zero(tmp_path):
+    rows = [{"step": 0, "grad_norm/total": 2.0, "grad_norm/layer_0": 1.0, "grad_norm/layer_1": 5.0,
+             "grad_norm/layer_2": 3.0},
+            {"step": 1, "grad_norm/total": 9.0, "grad_norm/layer_0": 9.0}]
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert initial_gradient(load_run(tmp_path / "run")) == {"g0": 2.0, "g0_block": 3.0}
+
+    (tmp_path / "v3").mkdir()  # v3's runs logged no gradients; a log that starts later has no step 0 either
+    (tmp_path / "v3" / "metrics.jsonl").write_text(json.dumps({"step": 2, "grad_norm/total": 1.0}) + "\n")
+    assert initial_gradient(load_run(tmp_path / "v3")) == {"g0": None, "g0_block": None}
+
+
+def test_per_unit_step_is_sgd_only():
+    sgd = {"arm": "SGD", "optim.lr": "0.001", "step1": 0.01, "g0": 2.0}
+    assert per_unit_step(sgd) == pytest.approx(5.0)  # 0.01 / (1e-3 · 2)
+    assert per_unit_step({**sgd, "arm": "Adam"}) is None  # Adam's first step is not η·g₀
+    assert per_unit_step({**sgd, "g0": None}) is None
+
+
+def test_the_step1_slope_splits_into_the_gradient_and_the_response():
+    """slope(step-1 update) = slope(‖g₀‖) + slope(update per unit of step), seed by seed: the table's identity."""
+    depths = [6, 24, 96]
+    rows = [{"placement": "deepnorm", "arm": "SGD", "model.n_layers": str(d), "train.seed": str(s),
+             "optim.lr": "0.001", "g0": 1.5 * d ** 0.3 * (1 + s / 10), "g0_block": 0.4,
+             "step1": 1e-4 * d ** 0.9 * (1 + s / 7)} for d in depths for s in range(3)]
+
+    def depth_slope(p, arm, value="early"):
+        series: dict[str, list] = {}
+        for d in depths:
+            for s, v in stats.seeds(rows, value, placement=p, model__n_layers=d, arm=arm).items():
+                series.setdefault(s, []).append(v)
+        return {s: stats.loglog_slope(depths, vs) for s, vs in series.items()}
+
+    whole, grad, response = (depth_slope("deepnorm", "SGD", v) for v in ("step1", "g0", per_unit_step))
+    for seed in whole:
+        assert math.isclose(whole[seed], grad[seed] + response[seed], rel_tol=1e-9)
+    assert grad["0"] == pytest.approx(0.3) and response["0"] == pytest.approx(0.6)
+    table = gradient_table(rows, ["deepnorm"], depths, depth_slope)
+    assert table.count("| deepnorm |") == 4 and re.search(r"\| 0\.600 ± \S+ \(n=3\) \|$", table.splitlines()[-1])
