@@ -9,12 +9,16 @@ norm in the same composite torch ops, and each norm's best) is reported beside i
 
 from __future__ import annotations
 
+import csv
 import math
 import statistics
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
+from normtrain.provenance import code_state_at_start
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, curve_points, present, train_grid
 from normtrain.reproduce.writeup import markdown_table, unigram_of
@@ -22,6 +26,7 @@ from normtrain.reproduce.writeup import markdown_table, unigram_of
 NORM_ORDER = ("layernorm", "rmsnorm", "prmsnorm")
 REPEATS, WARMUP_STEPS, TIMED_STEPS = 7, 5, 20  # whole-step timing: repeats × (untimed, timed) steps per norm
 CALL_REPEATS, CALLS = 7, 30  # per-call timing (reported): repeats × calls
+STAMP = ("device", "measured_at", "code_commit", "code_dirty")  # each timing row: where, when, which code
 
 
 def best_impl(norm: str, cuda: bool) -> tuple[str, list[str]]:
@@ -49,6 +54,30 @@ def step_times(base: list[str], device: str) -> list[dict[str, Any]]:
             out.append({"norm": n, "timing": "training step", "implementation": best_impl(n, device == "cuda")[0],
                         "repeat": str(repeat), "time_ms": stepper.time(torch)})
     return out
+
+
+def saved_timings(path: Path, device: str) -> list[dict[str, Any]]:
+    """The timings an earlier invocation measured on this kind of device, to reuse: a re-analysis (a rerun that
+    reuses the runs) must not re-time, or editing a write-up could change a verdict. Files without the stamp
+    (when, at which code) are measured again; ``--fresh`` always measures."""
+    try:
+        with path.open(newline="") as f:
+            saved = list(csv.DictReader(f))
+    except OSError:
+        return []
+    if not saved or any(not t.get(k) for t in saved for k in STAMP) or saved[0]["device"] != device:
+        return []
+    return [{**t, "time_ms": float(t["time_ms"])} for t in saved]
+
+
+def timing_note(timings: list[dict[str, Any]]) -> list[str]:
+    """When and at which code the timings were measured (they may come from an earlier invocation)."""
+    if not timings or not timings[0].get("measured_at"):
+        return []
+    t = timings[0]
+    dirty = ", a dirty tree" if str(t["code_dirty"]) == "True" else ""
+    return [f"Timings measured at {t['measured_at']} on {t['device']}, code `{str(t['code_commit'])[:10]}`{dirty} "
+            "(timings.csv); a rerun reuses them, `--fresh` times again."]
 
 
 class TrainingStep:
@@ -163,12 +192,18 @@ class NormTypes(Experiment):
         threads = torch.get_num_threads()
         if device == "cpu":
             torch.set_num_threads(1)  # as the training runs: one thread each (a busy machine stalls more threads)
+        self.timings = [] if plan.fresh or plan.smoke else saved_timings(plan.out / "timings.csv", device)
+        if self.timings:
+            return rows
         try:
             base = [o for o in plan.overrides(plan.combos()[0]) if not o.startswith(("norm=", "train.seed="))]
             self.timings = step_times(base, device) + call_times(cfg.train.batch_size * cfg.model.seq_len,
                                                                  cfg.model.d_model, device)
         finally:
             torch.set_num_threads(threads)
+        stamp = {"device": device, "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                 **code_state_at_start()}
+        self.timings = [{**t, **{k: stamp[k] for k in STAMP}} for t in self.timings]
         return rows
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
@@ -190,7 +225,7 @@ class NormTypes(Experiment):
         ours = (f"RMSNorm − LayerNorm {stats.spread(minus_ln.get('rmsnorm', {}).values())} nats (seeds); training-step "
                 f"time ratio RMSNorm/LayerNorm {step} (repeats)")
         key = f"{ours}; pRMSNorm − LayerNorm {stats.spread(minus_ln.get('prmsnorm', {}).values())} nats."
-        return Findings(table=table, measured=measured, key=key, ours=ours, notes=[],
+        return Findings(table=table, measured=measured, key=key, ours=ours, notes=timing_note(timings),
                         figures={"norm_types.png": lambda path: self.draw(rows, norms, timings, unigram, path)},
                         csv={"timings.csv": timings}, repeats=frozenset({"rms_over_ln_step_time"}))
 
