@@ -46,14 +46,23 @@ def per_unit_step(row: dict[str, Any]) -> float | None:
     return row["step1"] / (float(row["optim.lr"]) * row["g0"])
 
 
-def gradient_table(rows, places, depths, depth_slope) -> str:
+def per_seed_depth_slope(rows, depths, placement, arm, value) -> dict[str, float | None]:
+    """Per seed: the log-log slope of a run's ``value`` (a column or a function of the row) against depth."""
+    series: dict[str, list] = {}
+    for d in depths:
+        for s, v in stats.seeds(rows, value, placement=placement, model__n_layers=d, arm=arm).items():
+            series.setdefault(s, []).append(v)
+    return {s: stats.loglog_slope(depths, vs) for s, vs in series.items() if len(vs) == len(depths)}
+
+
+def gradient_table(rows, places, depths) -> str:
     """The registration's reported numbers: which part of SGD's step-1 update grows with depth."""
     quantities = (("‖g₀‖, the gradient's norm at initialization", "g0"),
                   ("median over blocks of a block's ‖g₀‖", "g0_block"),
                   ("step-1 update ‖ΔF‖/‖F‖", "step1"),
                   ("step-1 update per unit of step, (‖ΔF‖/‖F‖) / (η‖g₀‖)", per_unit_step))
     body = [[name, p, *[stats.spread(stats.seeds(rows, value, placement=p, model__n_layers=d, arm="SGD").values())
-                        for d in depths], stats.spread(depth_slope(p, "SGD", value).values())]
+                        for d in depths], stats.spread(per_seed_depth_slope(rows, depths, p, "SGD", value).values())]
             for name, value in quantities for p in places]
     return ("Reported, not judged (registration v4): SGD's first step, mean ± sd over seeds (n), and the per-seed "
             "log-log slope against depth. The step is exactly η·g₀, so the slope of the step-1 update is the slope "
@@ -100,12 +109,8 @@ class ModelUpdate(Experiment):
         def early(p, d, arm):
             return stats.seeds(rows, "early", placement=p, model__n_layers=d, arm=arm)
 
-        def depth_slope(p, arm, value="early"):  # per seed: log-log slope of a run's value against L
-            series: dict[str, list] = {}
-            for d in depths:
-                for s, v in stats.seeds(rows, value, placement=p, model__n_layers=d, arm=arm).items():
-                    series.setdefault(s, []).append(v)
-            return {s: stats.loglog_slope(depths, vs) for s, vs in series.items() if len(vs) == len(depths)}
+        def depth_slope(p, arm):
+            return per_seed_depth_slope(rows, depths, p, arm, "early")
 
         ratio = lambda a, b: a / b if b else None  # noqa: E731
         measured = {
@@ -119,7 +124,7 @@ class ModelUpdate(Experiment):
         }
         table = self.table(rows, places, depths, arms, early, depth_slope)
         if any(r.get("g0") is not None for r in rows):  # v4's runs log gradient norms; v3's did not
-            table += "\n\n" + gradient_table(rows, places, depths, depth_slope)
+            table += "\n\n" + gradient_table(rows, places, depths)
         ours = ("DeepNorm's early-update depth slope: SGD "
                 f"{stats.spread(measured['sgd_deepnorm_depth_slope'][''].values())}, Adam "
                 f"{stats.spread(measured['adam_deepnorm_depth_slope'][''].values())}; Post-LN (SGD) "

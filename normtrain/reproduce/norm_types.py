@@ -189,12 +189,12 @@ class NormTypes(Experiment):
         rows = [{**combo, **self.row(run, combo)} for combo, run in train_grid(plan)]
         cfg = plan.compose(plan.combos()[0])
         device = "cuda" if torch.cuda.is_available() and cfg.train.device != "cpu" else "cpu"
-        threads = torch.get_num_threads()
-        if device == "cpu":
-            torch.set_num_threads(1)  # as the training runs: one thread each (a busy machine stalls more threads)
         self.timings = [] if plan.fresh or plan.smoke else saved_timings(plan.out / "timings.csv", device)
         if self.timings:
             return rows
+        threads = torch.get_num_threads()
+        if device == "cpu":
+            torch.set_num_threads(1)  # as the training runs: one thread each (a busy machine stalls more threads)
         try:
             base = [o for o in plan.overrides(plan.combos()[0]) if not o.startswith(("norm=", "train.seed="))]
             self.timings = step_times(base, device) + call_times(cfg.train.batch_size * cfg.model.seq_len,

@@ -9,8 +9,7 @@ import re
 import pytest
 
 from normtrain.compare.runs import load_run
-from normtrain.reproduce import stats
-from normtrain.reproduce.model_update import gradient_table, initial_gradient, per_unit_step
+from normtrain.reproduce.model_update import gradient_table, initial_gradient, per_seed_depth_slope, per_unit_step
 
 
 def test_initial_gradient_is_read_at_step_zero(tmp_path):
@@ -40,16 +39,10 @@ def test_the_step1_slope_splits_into_the_gradient_and_the_response():
              "optim.lr": "0.001", "g0": 1.5 * d ** 0.3 * (1 + s / 10), "g0_block": 0.4,
              "step1": 1e-4 * d ** 0.9 * (1 + s / 7)} for d in depths for s in range(3)]
 
-    def depth_slope(p, arm, value="early"):
-        series: dict[str, list] = {}
-        for d in depths:
-            for s, v in stats.seeds(rows, value, placement=p, model__n_layers=d, arm=arm).items():
-                series.setdefault(s, []).append(v)
-        return {s: stats.loglog_slope(depths, vs) for s, vs in series.items()}
-
-    whole, grad, response = (depth_slope("deepnorm", "SGD", v) for v in ("step1", "g0", per_unit_step))
+    whole, grad, response = (per_seed_depth_slope(rows, depths, "deepnorm", "SGD", v)
+                             for v in ("step1", "g0", per_unit_step))
     for seed in whole:
         assert math.isclose(whole[seed], grad[seed] + response[seed], rel_tol=1e-9)
     assert grad["0"] == pytest.approx(0.3) and response["0"] == pytest.approx(0.6)
-    table = gradient_table(rows, ["deepnorm"], depths, depth_slope)
+    table = gradient_table(rows, ["deepnorm"], depths)
     assert table.count("| deepnorm |") == 4 and re.search(r"\| 0\.600 ± \S+ \(n=3\) \|$", table.splitlines()[-1])
