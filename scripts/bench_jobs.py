@@ -46,8 +46,15 @@ def elapsed(overrides: list[str], folder: Path, jobs: int, parallel: bool) -> fl
     start = time.perf_counter()
     dirs = [folder / f"run{i}" for i in range(jobs)]
     if parallel:
-        for proc in [launch(overrides, d, 1) for d in dirs]:
-            finish(proc)
+        procs = [launch(overrides, d, 1) for d in dirs]
+        try:
+            for proc in procs:
+                finish(proc)
+        finally:  # one run failed: stop its siblings rather than leave them training into a deleted folder
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
     else:
         for d in dirs:
             finish(launch(overrides, d, jobs))
