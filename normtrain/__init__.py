@@ -6,7 +6,10 @@ stays a torch-only import.
 
 from __future__ import annotations
 
-from normtrain.version import __version__
+from normtrain.util import moved
+from normtrain.util.version import __version__
+
+moved.install()  # the modules' old names (normtrain.training, normtrain.atomic, ...) stay importable
 
 
 def compose(overrides: list[str] | None = None):
@@ -25,7 +28,7 @@ def build_model(cfg):
 
 def train(cfg, run_dir: str | None = None) -> dict:
     """Train one run; returns its summary (also written to ``<run_dir>/summary.json``)."""
-    from normtrain.training import train as _train
+    from normtrain.training.trainer import train as _train
 
     return _train(cfg, run_dir=run_dir)
 

@@ -25,9 +25,9 @@ import traceback
 from types import CodeType
 from typing import TYPE_CHECKING, NoReturn
 
-from normtrain.errors import NormtrainError
-from normtrain.numbers import number
-from normtrain.runlog import say
+from normtrain.util.errors import NormtrainError
+from normtrain.util.numbers import number
+from normtrain.util.runlog import say
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -37,7 +37,7 @@ def main(cfg: DictConfig) -> float | None:
     """Hydra's task function: one job, one run."""
     if StartUp.interrupted:  # a Ctrl-C that a library's start-up code swallowed (see StartUp)
         raise KeyboardInterrupt
-    from normtrain.training import train
+    from normtrain.training.trainer import train
 
     _warn_if_restarts_cannot_resume()
     try:
@@ -170,7 +170,7 @@ def _add_to_hydras_message(err: BaseException) -> None:
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
     from normtrain.config import unknown_key_problem
-    from normtrain.run_folder import write_error
+    from normtrain.training.run_folder import write_error
 
     cause = err.__cause__
     if _unwritable(err):
@@ -184,7 +184,7 @@ def _add_to_hydras_message(err: BaseException) -> None:
 
 def _unwritable(err: BaseException) -> bool:
     """A folder or disk that refused a write (Hydra's MissingConfigException is an OSError too, with no errno)."""
-    from normtrain.run_folder import USER_ERRNOS
+    from normtrain.training.run_folder import USER_ERRNOS
 
     return isinstance(err, OSError) and err.errno in USER_ERRNOS
 

@@ -11,12 +11,12 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from normtrain.errors import NormtrainError
+from normtrain.util.errors import NormtrainError
 
 
 def run_command(name: str, body: Callable[[], None]) -> NoReturn:
     """Run ``body`` and exit with the code its outcome deserves."""
-    from normtrain.run_folder import USER_ERRNOS
+    from normtrain.training.run_folder import USER_ERRNOS
 
     try:
         body()

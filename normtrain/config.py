@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from normtrain.errors import ConfigError
 from normtrain.loggers import BACKENDS
+from normtrain.util.errors import ConfigError
 
 if TYPE_CHECKING:  # the model (and torch) load on first validation, not on import: `normtrain --help` stays fast
     from normtrain.model import GPT, GPTConfig
@@ -119,7 +119,7 @@ class OptimSchema:
     warmup_steps: int = 50
     schedule: str = "cosine"
     min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio
-    warmup_overlaps: bool = False  # the warm-up ramp multiplies a schedule counted from step 0 (normtrain/optim.py)
+    warmup_overlaps: bool = False  # the warm-up ramp multiplies a schedule counted from step 0 (training/optim.py)
     grad_clip: float = 1.0  # 0 = off
     z_loss: float = 0.0  # coefficient of mean(log² Z) added to the loss; 0 = off
     independent_wd: bool = False  # per-step decay weight_decay × lr_t/lr (not lr_t × weight_decay)
@@ -137,7 +137,7 @@ class OptimSchema:
 
 @dataclass
 class RollbackSchema:
-    """``train.on_divergence=rollback``: what a rollback does (normtrain/rollback.py)."""
+    """``train.on_divergence=rollback``: what a rollback does (normtrain/training/rollback.py)."""
 
     skip_batches: int | None = None  # batches skipped after the checkpoint; null: through the diverged step
     max_retries: int = 3  # rollbacks per run; the next divergence stops the run as diverged
@@ -162,7 +162,7 @@ class TrainSchema:
     on_divergence: str = "stop"  # stop | rollback (to the last checkpoint, skipping the data that diverged)
     rollback: RollbackSchema = field(default_factory=RollbackSchema)
     resume: str = "auto"  # auto (the run folder's checkpoint, if any) | none | a path
-    allow_changes: list[str] = field(default_factory=list)  # experiment keys a resume may change (normtrain.resume)
+    allow_changes: list[str] = field(default_factory=list)  # experiment keys a resume may change (training/resume.py)
     compile: bool = False  # torch.compile the model (log steps run eagerly for the diagnostics)
     strategy: str = "ddp"  # under torchrun: ddp | fsdp
     progress: bool = True
@@ -372,7 +372,7 @@ def _catalog_problems(m: DictConfig, n: DictConfig, pl: DictConfig) -> list[str]
     if pl.post_fraction is not None:
         _number("placement.post_fraction", pl.post_fraction, 0 <= pl.post_fraction <= 1,
                 "the share of Post-LN blocks must lie in [0, 1]", p)
-    from normtrain.ngpt_rules import ngpt_model_problems
+    from normtrain.model.ngpt_rules import ngpt_model_problems
 
     m = _implied_model(m, pl)
     p += (_placement_key_problems(m, pl) + _qk_norm_problems(m, n) + _gain_problems(n) + _attention_problems(m, n)
@@ -537,7 +537,7 @@ def _qk_clip_problems(o: DictConfig, m: DictConfig) -> list[str]:
 
 def _muon_problems(o: DictConfig) -> list[str]:
     """Muon's keys: valid values, and set only with optim=muon (elsewhere they would be silently ignored)."""
-    from normtrain.optim import ADJUST_LR_FNS, MuonSettings
+    from normtrain.util.optimizers import ADJUST_LR_FNS, MuonSettings
 
     p: list[str] = []
     _number("optim.muon_lr", o.muon_lr, o.muon_lr > 0, "Muon's learning rate must be a finite number > 0", p)
@@ -558,7 +558,7 @@ def _muon_problems(o: DictConfig) -> list[str]:
 
 
 def _run_problems(t: DictConfig, mon: DictConfig) -> list[str]:
-    from normtrain.distributed import STRATEGIES
+    from normtrain.util.ranks import STRATEGIES
 
     p: list[str] = []
     for key in ("max_steps", "batch_size", "eval_batches"):
@@ -683,8 +683,8 @@ def validate(cfg: DictConfig, training: bool = True) -> None:
     """Raise one ConfigError listing every problem (model keys only when ``training`` is False)."""
     problems = _unknown_key_problems(cfg, training) + _model_problems(cfg)
     if training:
-        from normtrain.distributed import env_world_size
-        from normtrain.ngpt_rules import ngpt_training_problems
+        from normtrain.model.ngpt_rules import ngpt_training_problems
+        from normtrain.util.ranks import env_world_size
 
         world_size = env_world_size()
         problems += (_optim_problems(cfg.optim) + _qk_clip_problems(cfg.optim, cfg.model)
@@ -733,7 +733,7 @@ def build_model(cfg: DictConfig) -> GPT:
 def with_defaults(config: dict) -> dict:
     """A resolved config recorded by an earlier normtrain, with the keys the schema has gained since at their
     defaults and renamed values in today's spelling (``_canonical``): a key that did not exist then, or a value
-    spelt differently, is not a change of the experiment (``normtrain.resume``)."""
+    spelt differently, is not a change of the experiment (``normtrain.training.resume``)."""
     try:
         merged = OmegaConf.merge(OmegaConf.structured(NormtrainConfig), config)
     except Exception:  # a key since removed or retyped: compared as it is (and reported as a change)

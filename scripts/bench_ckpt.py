@@ -118,8 +118,8 @@ def worker(args: argparse.Namespace) -> None:
 
     import normtrain
     from normtrain.checkpoint import Checkpointer
-    from normtrain.distributed import init_distributed, wrap_model
-    from normtrain.optim import build_optimizer
+    from normtrain.training.distributed import init_distributed, wrap_model
+    from normtrain.training.optim import build_optimizer
 
     ctx = init_distributed("auto")
     cfg = normtrain.compose([*(TINY if args.tiny else SIZE), "model.vocab_size=256", *args.overrides])

@@ -43,7 +43,7 @@ HOOKED = ("activations", "residual_stats", "block_cos", "attn_entropy", "attn_lo
 def log_step_cost(switches: list[str], overrides: list[str], repeats: int) -> dict[str, list[float]]:
     """CPU seconds of a forward and backward pass with the hooks of ``switches`` (and the one read-back), and
     without, alternated ``repeats`` times after three warm-up pairs."""
-    from normtrain.monitor import Monitor
+    from normtrain.training.monitor import Monitor
 
     cfg = normtrain.compose(overrides)
     model = normtrain.build_model(cfg)

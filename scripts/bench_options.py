@@ -30,8 +30,8 @@ from bench_train import device_name, slug, synchronize, versions  # noqa: E402
 
 import normtrain  # noqa: E402
 from normtrain.config import validate  # noqa: E402
-from normtrain.optim import MuonSettings, build_optimizer  # noqa: E402
-from normtrain.qk_clip import QKClip  # noqa: E402
+from normtrain.training.optim import MuonSettings, build_optimizer  # noqa: E402
+from normtrain.training.qk_clip import QKClip  # noqa: E402
 
 REFERENCE = "pre"
 OPTIONS = (  # (row name, overrides on top of the default model)

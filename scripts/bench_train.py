@@ -9,7 +9,7 @@ Each variant (LayerNorm; RMSNorm with norm.impl=torch; RMSNorm with norm.impl=tr
 project's AdamW (fused on CUDA) under bf16 autocast, the step the training loop runs without its
 diagnostics: forward, backward, gradient clipping, update. After ``--warmup`` steps (compilation happens
 there) the next ``--steps`` are timed between two ``torch.cuda.synchronize()`` calls.
-MFU = tokens/s × FLOPs per token (``normtrain.flops``: 6N + 12·L·d·T) / the device's dense bf16 peak;
+MFU = tokens/s × FLOPs per token (``normtrain.training.flops``: 6N + 12·L·d·T) / the device's dense bf16 peak;
 it is left empty on a device whose peak is not known.
 """
 
@@ -30,9 +30,9 @@ import torch
 from torch._dynamo.utils import counters
 
 import normtrain
-from normtrain.flops import mfu, model_flops_per_token, peak_flops
-from normtrain.optim import build_optimizer
-from normtrain.provenance import code_state
+from normtrain.training.flops import mfu, model_flops_per_token, peak_flops
+from normtrain.training.optim import build_optimizer
+from normtrain.util.provenance import code_state
 
 VARIANTS = (  # (label, norm, norm.impl)
     ("LayerNorm", "layernorm", "torch"),

@@ -3,8 +3,8 @@
 Each mutant is a small text edit of one file of ``normtrain/`` (a gain swapped between two norms, a norm moved
 across RoPE or an activation, a scale off by one layer, ...). The script copies the package into a temporary
 folder, plants the edit there (never in the work tree), runs the tests that must catch it against the copy
-(``tests/model/test_formulas.py``; for the optimizer's split and QK-Clip ``tests/test_optim.py`` too; for nGPT its
-formula tests and the training-loop tests of its weight rule) and counts the mutant caught when a test fails.
+(``tests/model/test_formulas.py``; for the optimizer's split and QK-Clip ``tests/training/test_optim.py`` too; for
+nGPT its formula tests and the training-loop tests of its weight rule) and counts the mutant caught when a test fails.
 A survivor names a formula no test pins: add the test.
 
     python scripts/mutation_check.py               # every mutant; prints caught/planted and any survivor
@@ -33,9 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 NGPT_TESTS = ("tests/model/test_ngpt_formulas.py",)  # nGPT's formulas and its weight rule
-NGPT_LOOP_TESTS = ("tests/test_ngpt.py::test_ngpt_trains_on_the_sphere_logs_alpha_and_resumes_back_onto_it",
-                   "tests/test_ngpt.py::test_the_weight_rule_holds_right_after_a_rollback")
-OPTIM_TESTS = ("tests/model/test_formulas.py", "tests/test_optim.py")  # Muon's split, QK-Clip
+NGPT_LOOP_TESTS = ("tests/training/test_ngpt.py::test_ngpt_trains_on_the_sphere_logs_alpha_and_resumes_back_onto_it",
+                   "tests/training/test_ngpt.py::test_the_weight_rule_holds_right_after_a_rollback")
+OPTIM_TESTS = ("tests/model/test_formulas.py", "tests/training/test_optim.py")  # Muon's split, QK-Clip
 
 
 @dataclass(frozen=True)
@@ -122,14 +122,14 @@ MUTANTS: tuple[Mutant, ...] = (
       ("now = head_logit_max(q.detach(), k.detach(), self.softmax_scale)",
        "now = soft_cap(head_logit_max(q.detach(), k.detach(), self.softmax_scale), self.softcap)"),
       tests=OPTIM_TESTS),
-    m("qk-clip-exponents-swapped", SWAP, "qk_clip.py",
+    m("qk-clip-exponents-swapped", SWAP, "training/qk_clip.py",
       ("(attn.q_proj, self.alpha), (attn.k_proj, 1.0 - self.alpha)",
        "(attn.q_proj, 1.0 - self.alpha), (attn.k_proj, self.alpha)"), tests=OPTIM_TESTS),
-    m("qk-clip-heads-interleaved", FORM, "qk_clip.py",
+    m("qk-clip-heads-interleaved", FORM, "training/qk_clip.py",
       ("rows = g.repeat_interleave(attn.head_dim)", "rows = g.repeat(attn.head_dim)"), tests=OPTIM_TESTS),
-    m("qk-clip-gamma-inverted", FORM, "qk_clip.py", ("tau / s_max, torch.ones_like", "s_max / tau, torch.ones_like"),
-      tests=OPTIM_TESTS),
-    m("muon-takes-the-embedding-and-head", SWAP, "optim.py",
+    m("qk-clip-gamma-inverted", FORM, "training/qk_clip.py",
+      ("tau / s_max, torch.ones_like", "s_max / tau, torch.ones_like"), tests=OPTIM_TESTS),
+    m("muon-takes-the-embedding-and-head", SWAP, "training/optim.py",
       ("hidden = [p for p in params if p.dim() == 2 and id(p) not in io]",
        "hidden = [p for p in params if p.dim() == 2]"), tests=OPTIM_TESTS),
     m("emb-proj-only-on-the-input", STRUCT, "model/gpt.py",
@@ -160,7 +160,7 @@ MUTANTS: tuple[Mutant, ...] = (
     m("post-norm-before-the-add", MOVE, "model/placements/post.py",
       ("x = self.norm1.add_norm(self.attn(x), residual=self.scaled(x), alpha=self.alpha)[0]",
        "x = self.alpha * x + self.attn(self.norm1(x))")),
-    m("deepnorm-alpha-on-the-branch-layernorm", SCALE, "norms.py",
+    m("deepnorm-alpha-on-the-branch-layernorm", SCALE, "norms/__init__.py",
       ("s = x + residual if alpha == 1.0 else x + alpha * residual",
        "s = x + residual if alpha == 1.0 else alpha * x + residual")),
     m("deepnorm-alpha-on-the-branch-rmsnorm", SCALE, "ops/rmsnorm.py",
@@ -181,44 +181,46 @@ MUTANTS: tuple[Mutant, ...] = (
       ("((omega * x).float().var(correction=0)", "(x.float().var(correction=0)")),
     m("depth-scale-l-plus-one", DEPTH, "model/placements/base.py",
       ("build_norm(spec, dim, layer=self.layer + 1)", "build_norm(spec, dim, layer=self.layer + 2)")),
-    m("depth-scale-l-minus-one", DEPTH, "norms.py", ("layer**-0.5", "max(layer - 1, 1) ** -0.5")),
-    m("depth-scale-without-the-root", DEPTH, "norms.py", ("layer**-0.5", "1 / layer")),
+    m("depth-scale-l-minus-one", DEPTH, "norms/__init__.py", ("layer**-0.5", "max(layer - 1, 1) ** -0.5")),
+    m("depth-scale-without-the-root", DEPTH, "norms/__init__.py", ("layer**-0.5", "1 / layer")),
     m("depth-scale-on-the-final-norm", DEPTH, "model/gpt.py",
       ("build_norm(cfg.norm, cfg.d_model) if", "build_norm(cfg.norm, cfg.d_model, layer=cfg.n_layers) if")),
     m("mix-boundary-one-block-late", DEPTH, "model/placements/mix.py",
       ("layer < n_post_blocks(", "layer <= n_post_blocks(")),
     m("mix-ceil-not-floor", DEPTH, "model/placements/mix.py",
       ("math.floor(post_fraction * n_layers + 1e-9)", "math.ceil(post_fraction * n_layers - 1e-9)")),
-    m("dyt-alpha-after-tanh", FORM, "norms.py",
+    m("dyt-alpha-after-tanh", FORM, "norms/__init__.py",
       ("return torch.tanh(self.alpha * x)", "return self.alpha * torch.tanh(x)")),
-    m("dyt-beta-missing", FORM, "norms.py", ("torch.addcmul(self.bias, y, self.gain())", "y * self.gain()")),
-    m("derf-shift-outside-erf", FORM, "norms.py", (SQUASH_DERF, "return torch.erf(self.alpha * x) + self.shift")),
-    m("derf-alpha-scales-the-shift", FORM, "norms.py",
+    m("dyt-beta-missing", FORM, "norms/__init__.py", ("torch.addcmul(self.bias, y, self.gain())", "y * self.gain()")),
+    m("derf-shift-outside-erf", FORM, "norms/__init__.py",
+      (SQUASH_DERF, "return torch.erf(self.alpha * x) + self.shift")),
+    m("derf-alpha-scales-the-shift", FORM, "norms/__init__.py",
       (SQUASH_DERF, "return torch.erf(self.alpha * (x + self.shift))")),
-    m("derf-tanh-not-erf", FORM, "norms.py", (SQUASH_DERF, "return torch.tanh(self.alpha * x + self.shift)")),
-    m("zero-centred-gain-without-the-one", FORM, "norms.py",
+    m("derf-tanh-not-erf", FORM, "norms/__init__.py", (SQUASH_DERF, "return torch.tanh(self.alpha * x + self.shift)")),
+    m("zero-centred-gain-without-the-one", FORM, "norms/__init__.py",
       ('return 1 + w if self.gain_form == "zero_centred"', 'return w if self.gain_form == "zero_centred"')),
-    m("zero-centred-gain-starts-at-one", FORM, "norms.py",
+    m("zero-centred-gain-starts-at-one", FORM, "norms/__init__.py",
       ('init = 0.0 if spec.gain == "zero_centred" else 1.0', "init = 1.0")),
-    m("scalar-gain-ignored", FORM, "norms.py", ("else w.expand(self.dim).contiguous()", "else None")),
-    m("no-gain-keeps-the-bias", FORM, "norms.py", ("if shape and bias else None", "if bias else None")),
+    m("scalar-gain-ignored", FORM, "norms/__init__.py", ("else w.expand(self.dim).contiguous()", "else None")),
+    m("no-gain-keeps-the-bias", FORM, "norms/__init__.py", ("if shape and bias else None", "if bias else None")),
     m("qk-norm-gain-kept", FORM, "model/attention.py",
       ("spec = spec if qk_norm_gain else spec.without_gain()", "spec = spec")),
     m("softcap-without-the-outer-c", FORM, "model/softcap.py",
       ("return cap * torch.tanh(z / cap) if cap else z", "return torch.tanh(z / cap) if cap else z")),
     m("gate-silu-not-sigmoid", FORM, "model/attention.py", (GATE, GATE.replace("torch.sigmoid", "F.silu"))),
-    m("prmsnorm-k-floor", FORM, "norms.py", ("max(1, math.ceil(p * dim))", "max(1, int(p * dim))")),
-    m("prmsnorm-k-plus-one", FORM, "norms.py", ("max(1, math.ceil(p * dim))", "max(1, math.ceil(p * dim) + 1)")),
-    m("layernorm-bias-missing", FORM, "norms.py",
+    m("prmsnorm-k-floor", FORM, "norms/__init__.py", ("max(1, math.ceil(p * dim))", "max(1, int(p * dim))")),
+    m("prmsnorm-k-plus-one", FORM, "norms/__init__.py",
+      ("max(1, math.ceil(p * dim))", "max(1, math.ceil(p * dim) + 1)")),
+    m("layernorm-bias-missing", FORM, "norms/__init__.py",
       ("self.gain(), self.bias, self.eps)", "self.gain(), None, self.eps)")),
-    m("layernorm-eps-ignored", FORM, "norms.py",
+    m("layernorm-eps-ignored", FORM, "norms/__init__.py",
       ("self.gain(), self.bias, self.eps)", "self.gain(), self.bias, 1e-5)")),
     m("rmsnorm-eps-outside-the-root", FORM, "ops/rmsnorm.py",
       ("y = xf * torch.rsqrt(stat.pow(2).mean(-1, keepdim=True) + eps)",
        "y = xf / (stat.pow(2).mean(-1, keepdim=True).sqrt() + eps)")),
-    m("batchnorm-eps-ignored", FORM, "norms.py",
+    m("batchnorm-eps-ignored", FORM, "norms/__init__.py",
       ("nn.BatchNorm1d(dim, eps=spec.eps, affine=spec.affine)", "nn.BatchNorm1d(dim, affine=spec.affine)")),
-    m("causal-batchnorm-count-without-the-batch", FORM, "norms.py",
+    m("causal-batchnorm-count-without-the-batch", FORM, "norms/__init__.py",
       ("count = x.shape[0] * torch.arange(1,", "count = torch.arange(1,")),
     m("geglu-exact-gelu", FORM, "model/mlp.py", ('F.gelu(gate, approximate="tanh")', "F.gelu(gate)")),
     m("gelu-mlp-tanh-gelu", FORM, "model/mlp.py", ("F.gelu(self.up(x))", 'F.gelu(self.up(x), approximate="tanh")')),
@@ -301,10 +303,11 @@ MUTANTS: tuple[Mutant, ...] = (
        "ScaledVector(n_heads * head_dim, init=1.0, scale=1.0)"), tests=NGPT_TESTS),
     m("ngpt-logits-not-scaled", STRUCT, "model/gpt.py",
       ("logits = logits * self.logit_scale().to(logits.dtype)", "pass"), tests=NGPT_TESTS),
-    m("ngpt-weight-rule-skipped-after-a-step", STRUCT, "training.py",
+    m("ngpt-weight-rule-skipped-after-a-step", STRUCT, "training/trainer.py",
       ("        self.optimizer.step()\n        self.keep_weight_constraints()\n", "        self.optimizer.step()\n"),
       tests=NGPT_LOOP_TESTS),
-    m("ngpt-weight-rule-skipped-after-a-resume-or-rollback", STRUCT, "training.py",  # both restore through one place
+    # both restore through one place
+    m("ngpt-weight-rule-skipped-after-a-resume-or-rollback", STRUCT, "training/trainer.py",
       ("ckpt.restore(self.model, self.optimizer, state, self.ctx)\n        self.keep_weight_constraints()\n",
        "ckpt.restore(self.model, self.optimizer, state, self.ctx)\n"), tests=NGPT_LOOP_TESTS),
 )

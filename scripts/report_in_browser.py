@@ -39,7 +39,7 @@ def check(report: Path, screenshot: Path | None = None, full_page: bool = False,
     draws each figure again with the other scale type."""
     from playwright.sync_api import sync_playwright
 
-    from normtrain.pngs import palette_png
+    from normtrain.util.pngs import palette_png
 
     executable = find_chromium(chromium)
     if executable is None:

@@ -5,10 +5,10 @@ import pytest
 
 import normtrain
 from normtrain.config import to_container, validate, with_defaults
-from normtrain.errors import CheckpointError, ConfigError
 from normtrain.model.placements import PostNormBlock, PreNormBlock
 from normtrain.norms import DepthScaled, DyT
-from normtrain.resume import config_changes
+from normtrain.training.resume import config_changes
+from normtrain.util.errors import CheckpointError, ConfigError
 
 
 def test_new_keys_reach_the_model():

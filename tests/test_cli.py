@@ -143,8 +143,8 @@ def test_a_bug_in_a_job_still_exits_1_with_its_traceback(tiny_base, tmp_path):
     """An OmegaConf error raised inside a job is a bug, although Hydra raises the same class for a bad key."""
     script = ("import sys\n"
               "from omegaconf import OmegaConf\n"
-              "import normtrain.training\n"
-              "normtrain.training.train = lambda cfg: OmegaConf.create({}, flags={'struct': True}).missing\n"
+              "import normtrain.training.trainer\n"
+              "normtrain.training.trainer.train = lambda cfg: OmegaConf.create({}, flags={'struct': True}).missing\n"
               "from normtrain.cli import run\n"
               "sys.argv = ['normtrain', *sys.argv[1:]]\n"
               "run()\n")
@@ -158,7 +158,7 @@ def test_hydra_errors_are_user_errors_only_outside_a_job(monkeypatch):
     def bug(cfg):
         raise ConfigAttributeError("a bug in the job")
 
-    monkeypatch.setattr("normtrain.training.train", bug)
+    monkeypatch.setattr("normtrain.training.trainer.train", bug)
     with pytest.raises(ConfigAttributeError) as err:
         cli.main(None)
     assert not cli.hydra_user_error(err.value)  # it passed through the task function

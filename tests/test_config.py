@@ -10,8 +10,8 @@ from omegaconf.errors import ConfigKeyError
 
 import normtrain
 from normtrain.config import GROUP_SCHEMAS, compose, config_dir, validate
-from normtrain.errors import ConfigError
 from normtrain.norms import LayerNorm, RMSNorm
+from normtrain.util.errors import ConfigError
 
 GROUPS = ["model", "norm", "placement", "data", "optim", "logger"]
 

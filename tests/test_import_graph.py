@@ -1,5 +1,6 @@
-"""The package's import graph has no cycle: imports point down (ops/norms → model → data/monitor/... → training
-→ CLIs), so any module can be read, tested and imported without the ones above it.
+"""The package's import graph has no cycle and its imports point down the layers of STYLE.md (util → ops/norms →
+model → data/loggers/checkpoint → training/config → entry points), so any module can be read, tested and imported
+without the ones above it; the package root holds only the entry points and the config.
 
 Every import statement counts, the lazy ones inside functions too (a cycle through a lazy import still ties the
 two modules together: neither can change without the other), and those under ``if TYPE_CHECKING:`` as well.
@@ -11,6 +12,20 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "normtrain"
+
+# The package's floors: a module may import its own floor or lower ones. Its floor is its top-level package's (or
+# root module's); anything not named is an entry point (cli, commands, compare, reproduce, probe, export, prepare,
+# catalog, the package's __init__ and __main__).
+LAYERS = {
+    "util": 0,  # leaf helpers: import nothing of normtrain
+    "ops": 1, "norms": 1,  # pure torch/triton
+    "model": 2,  # builds from plain values or a small model config
+    "data": 3, "loggers": 3, "checkpoint": 3,  # each its own concern
+    "training": 4, "config": 4,  # the loop and the schemas; training reads config, never the other way
+}
+ENTRY_POINTS = 5
+SAME_FLOOR_ONE_WAY = {("config", "training")}  # (a, b): a must not import b, though they share a floor
+ROOT = {"__init__", "__main__", "cli", "commands", "config"}  # the root's modules: the entry points and the config
 
 
 def module_name(path: Path) -> str:
@@ -92,3 +107,39 @@ def test_the_import_graph_of_normtrain_has_no_cycle():
 def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def top(module: str) -> str:
+    """The top-level package or root module of a module: ``training`` for normtrain.training.trainer."""
+    return module.split(".")[1] if "." in module else "__init__"
+
+
+def floor(module: str) -> int:
+    return LAYERS.get(top(module), ENTRY_POINTS)
+
+
+def test_the_package_root_holds_only_the_entry_points_and_the_config():
+    modules = {p.stem for p in PACKAGE.glob("*.py")}
+    assert modules == ROOT, f"modules in normtrain/ beside the entry points and config: {sorted(modules - ROOT)}"
+    assert set(LAYERS) <= {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()} | modules
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """The imports of ``graph`` that point up a floor, or across one the wrong way."""
+    return [f"{a} (floor {floor(a)}) imports {b} (floor {floor(b)})" for a, targets in sorted(graph.items())
+            for b in sorted(targets) if floor(b) > floor(a) or (top(a), top(b)) in SAME_FLOOR_ONE_WAY]
+
+
+def test_imports_point_down_the_layers():
+    found = upward(import_graph())
+    assert not found, "imports pointing up:\n" + "\n".join(found)
+
+
+def test_the_layer_check_finds_an_upward_import():
+    assert floor("normtrain.util.atomic") == 0 and floor("normtrain.training.trainer") == 4
+    assert floor("normtrain.compare.runs") == ENTRY_POINTS and floor("normtrain") == ENTRY_POINTS
+    assert upward({"normtrain.loggers.csv": {"normtrain.training.rollback", "normtrain.util.events"},
+                   "normtrain.config": {"normtrain.training.optim", "normtrain.model"},
+                   "normtrain.training.trainer": {"normtrain.config"}, "normtrain.cli": {"normtrain.training"}}) == [
+        "normtrain.config (floor 4) imports normtrain.training.optim (floor 4)",
+        "normtrain.loggers.csv (floor 3) imports normtrain.training.rollback (floor 4)"]

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 # What a command of the CLI imports before its first line of work (python -X importtime -m normtrain ...).
-PRELOAD = ("torch", "normtrain.cli", "normtrain.training", "hydra.main", "hydra._internal.utils",
+PRELOAD = ("torch", "normtrain.cli", "normtrain.training.trainer", "hydra.main", "hydra._internal.utils",
            "hydra.core.override_parser.overrides_parser", "logging.config", "torch.distributed.checkpoint")
 
 

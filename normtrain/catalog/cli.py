@@ -32,7 +32,7 @@ def parser() -> argparse.ArgumentParser:
 
 def update(path: str) -> None:
     """Rewrite ``path``'s catalog block with every kind's table."""
-    from normtrain.errors import NormtrainError
+    from normtrain.util.errors import NormtrainError
 
     file = Path(path)
     try:
@@ -41,7 +41,7 @@ def update(path: str) -> None:
     except (OSError, ValueError) as err:
         raise NormtrainError(f"cannot update {path}: {err}") from None
     if new != document:
-        from normtrain.atomic import write_text
+        from normtrain.util.atomic import write_text
 
         write_text(file, new)
     print(f"normtrain-catalog: {path}: catalog table {'updated' if new != document else 'already up to date'}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import textwrap
 
 from normtrain.catalog.entries import CHOICES, KINDS, Choice
-from normtrain.markdown import table
+from normtrain.util.markdown import table
 
 BEGIN = ("<!-- normtrain-catalog:begin: generated from normtrain/catalog/entries.py by "
          "`normtrain-catalog --update README.md`; edit the entries, not this table -->")

@@ -30,7 +30,7 @@ from normtrain.checkpoint.full import (
 )
 from normtrain.checkpoint.sharded import DCP_NAME, LATEST, MANIFEST, ShardedCheckpoint, ShardedWriter, latest_folder
 from normtrain.checkpoint.state import all_finite, digest, unwrap
-from normtrain.errors import ConfigError
+from normtrain.util.errors import ConfigError
 
 Checkpoint = FullCheckpoint | ShardedCheckpoint
 

@@ -14,10 +14,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from normtrain.atomic import atomic_write
 from normtrain.checkpoint.state import HOW, all_finite, digest, is_fsdp, rng_states, set_rng_states, unwrap
-from normtrain.errors import CheckpointError, first_line
-from normtrain.optim import optimizers_of
+from normtrain.util.atomic import atomic_write
+from normtrain.util.errors import CheckpointError, first_line
+from normtrain.util.optimizers import optimizers_of
 
 CKPT_NAME = "ckpt.pt"
 

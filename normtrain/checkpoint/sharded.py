@@ -38,11 +38,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from normtrain.atomic import atomic_write, write_json
 from normtrain.checkpoint.state import HOW, all_finite, merge, rng_states, set_rng_states, split_tensors, unwrap
-from normtrain.errors import CheckpointError
-from normtrain.hashing import blocks
-from normtrain.optim import optimizers_of
+from normtrain.util.atomic import atomic_write, write_json
+from normtrain.util.errors import CheckpointError
+from normtrain.util.hashing import blocks
+from normtrain.util.optimizers import optimizers_of
 
 DCP_NAME = "ckpt.dcp"
 LATEST = "LATEST"

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from normtrain.distributed import local
+from normtrain.util.ranks import local
 
 HOW = "start over with train.resume=none, or point train.resume at another checkpoint"  # ends every refusal
 

@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from normtrain.atomic import write_text
 from normtrain.compare import page, paper, probe, report, specs, vega
 from normtrain.compare.figdata import MIN_POINTS
 from normtrain.compare.groups import group_runs
 from normtrain.compare.labels import LabelError, label_runs, unique_slugs
 from normtrain.compare.runs import Run, load_runs
+from normtrain.util.atomic import write_text
 
 PROG = "normtrain-compare"
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from normtrain.compare.groups import Group
 from normtrain.compare.runs import HEAD_KEY, LAYER_KEY, Run
-from normtrain.spread import mean_sd
+from normtrain.util.spread import mean_sd
 
 DIGITS = 4
 MAX_POINTS = 500  # per line series; a longer one is thinned evenly (its first and last points kept)
@@ -130,7 +130,7 @@ def stack(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, 
 
 def aggregate(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
     """Per step over the series that have a finite value there: mean, min, max, sample sd (``std``, the one spread
-    of normtrain/spread.py) and their count."""
+    of normtrain/util/spread.py) and their count."""
     steps, table = stack(series)
     finite = np.isfinite(table)
     keep = finite.any(axis=0)

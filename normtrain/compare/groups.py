@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from normtrain.compare.runs import Run, natural_key
-from normtrain.dotted import flatten
+from normtrain.util.dotted import flatten
 
 PLACEMENT_ORDER = ("post", "pre", "deepnorm")
 NORM_ORDER = ("layernorm", "rmsnorm", "prmsnorm")

@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from normtrain.compare.runs import Run
-from normtrain.dotted import flatten, under
-from normtrain.numbers import short_exponent
+from normtrain.util.dotted import flatten, under
+from normtrain.util.numbers import short_exponent
 
 # Keys that say where or how verbosely a run wrote, never what it trained: left out of labels and tables.
 IGNORED = ("logger", "data.cache_dir", "run_dir", "train.progress", "train.resume", "train.ckpt_every")

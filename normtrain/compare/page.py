@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from normtrain.atomic import write_text
 from normtrain.compare import report, specs, vega
 from normtrain.compare.groups import Group
 from normtrain.compare.runs import Run
+from normtrain.util.atomic import write_text
 
 STATIC = Path(__file__).parent / "static"
-OUTCOMES = {  # summary flags shown as badges (normtrain/outcome.py has the rules)
+OUTCOMES = {  # summary flags shown as badges (normtrain/training/outcome.py has the rules)
     "collapsed": "stalled on the unigram line: learned token frequencies only",
     "undertrained": "on or above the unigram line but still falling: too short, not broken",
 }

@@ -25,8 +25,8 @@ from normtrain.compare import figdata, specs
 from normtrain.compare.groups import Group
 from normtrain.compare.labels import shortened
 from normtrain.compare.runs import Run
-from normtrain.pngs import write_png
-from normtrain.spread import mean_sd
+from normtrain.util.pngs import write_png
+from normtrain.util.spread import mean_sd
 
 WIDTH, PANEL = 820, 300  # pixels (before SCALE) of a full-width chart ("container" in the page), of a panel
 SCALE = 1  # pixels per Vega pixel: the sizes matplotlib drew at 100 dpi; 2 is sharper, and 3-4 times slower

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from normtrain.atomic import write_csv as write_csv_file
 from normtrain.compare.labels import format_value, short_names
 from normtrain.compare.runs import Run, natural_key
-from normtrain.dotted import flatten
-from normtrain.markdown import table
-from normtrain.numbers import number
+from normtrain.util.atomic import write_csv as write_csv_file
+from normtrain.util.dotted import flatten
+from normtrain.util.markdown import table
+from normtrain.util.numbers import number
 
 STATUS_RANK = {"completed": 0, "diverged": 2, "failed": 3}  # anything else (running, incomplete, interrupted): 1
 
@@ -38,7 +38,7 @@ class Column:
     key: str  # CSV header
     title: str  # Markdown / HTML header
     value: Callable[[Run], Any]
-    decimals: int | None = None  # floats through normtrain.numbers with these decimals; None: as labels show them
+    decimals: int | None = None  # floats through normtrain.util.numbers with these decimals; None: as labels show them
 
 
 class MetricError(ValueError):
@@ -106,7 +106,7 @@ def columns(keys: Sequence[str], runs: Sequence[Run] = ()) -> list[Column]:
 
 
 def cell(value: Any, decimals: int | None) -> str:
-    """A table cell: a result as every normtrain table shows numbers (normtrain.numbers), a config value as its
+    """A table cell: a result as every normtrain table shows numbers (normtrain.util.numbers), a config value as its
     label shows it."""
     if isinstance(value, float) and decimals is not None:
         return number(value, decimals, missing="—")

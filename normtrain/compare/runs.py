@@ -53,7 +53,7 @@ class Run:
 
     @property
     def rollbacks(self) -> list[dict[str, Any]]:
-        """The run's rollbacks (normtrain/rollback.py): summary.json's record, or, from a run killed before it
+        """The run's rollbacks (normtrain/training/rollback.py): summary.json's record, or, from a run killed before it
         wrote one, metrics.jsonl's event rows."""
         recorded = self.summary.get("rollbacks")
         if isinstance(recorded, list) and recorded:

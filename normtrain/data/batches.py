@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from normtrain.errors import DataError
+from normtrain.util.errors import DataError
 
 
 class BatchSampler:

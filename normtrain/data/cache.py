@@ -2,7 +2,7 @@
 
 A byte corpus's entry is ``<cache>/corpora/<fingerprint>/``, a shard folder (``normtrain.data.shards``) that
 ``normtrain.data.corpus`` builds and checks; ``normtrain-prepare`` writes its folders the same way. Every file is
-written atomically (``normtrain.atomic``: a temporary name first, moved into place with ``os.replace``).
+written atomically (``normtrain.util.atomic``: a temporary name first, moved into place with ``os.replace``).
 
 Temporary names carry their writer's pid and a tag of the pid namespace it lives in, so the next load
 can sweep what a killed builder left without touching the files of a builder that is still running.
@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
-from normtrain.atomic import atomic_file
-from normtrain.hashing import feed
+from normtrain.util.atomic import atomic_file
+from normtrain.util.hashing import feed
 
 
 def cache_root(cache_dir: str | None = None) -> Path:
@@ -95,7 +95,7 @@ _TEMP = re.compile(r"\..+\.(?P<scope>[0-9a-f]{8})\.(?P<pid>\d+)\.[0-9a-f]{8}\.tm
 
 
 def _tag(pid: int | None = None) -> str:
-    """The tag of a builder's temporary files, ``.<name>.<scope>.<pid>.<random>.tmp`` (normtrain.atomic): whose
+    """The tag of a builder's temporary files, ``.<name>.<scope>.<pid>.<random>.tmp`` (normtrain.util.atomic): whose
     they are, so that ``sweep`` removes only those of dead builders in this pid namespace."""
     return f"{_SCOPE}.{pid or os.getpid()}."
 

@@ -17,8 +17,8 @@ from normtrain.data import cache, documents, sources
 from normtrain.data.encode import write_shards
 from normtrain.data.shards import META, TokenCorpus, load_shards
 from normtrain.data.tokenizer import SEPARATOR, ByteTokenizer
-from normtrain.errors import DataError
-from normtrain.runlog import say
+from normtrain.util.errors import DataError
+from normtrain.util.runlog import say
 
 CORPORA = ("python_stdlib", "local_text", "tokens")
 # Bump when the tokens change (separator, decoding, split rule) so old caches are not reused; not for the layout

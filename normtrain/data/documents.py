@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from normtrain.data import hub, sources
 from normtrain.data.pieces import Documents, Piece, file_pieces, in_val
-from normtrain.errors import DataError
+from normtrain.util.errors import DataError
 
 # File extensions read through a datasets builder rather than as text.
 BUILDERS = {".parquet": "parquet", ".arrow": "arrow", ".jsonl": "json", ".json": "json", ".csv": "csv",

@@ -22,9 +22,9 @@ from normtrain.data import cache
 from normtrain.data.pieces import Documents, Piece
 from normtrain.data.shards import COUNTS, FORMAT, META, SPLITS, TOKENIZER, token_dtype
 from normtrain.data.tokenizer import HFTokenizer, Tokenizer
-from normtrain.errors import DataError
-from normtrain.progress import make_progress
-from normtrain.version import __version__
+from normtrain.util.errors import DataError
+from normtrain.util.progress import make_progress
+from normtrain.util.version import __version__
 
 BATCH_BYTES = 8 << 20  # text per tokenizer call: enough documents to keep every core busy
 FLUSH_TOKENS = 1 << 22

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from normtrain.data.pieces import Documents, row_pieces
-from normtrain.errors import DataError, first_line
+from normtrain.util.errors import DataError, first_line
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 

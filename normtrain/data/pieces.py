@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from normtrain.data import cache
-from normtrain.errors import DataError
+from normtrain.util.errors import DataError
 
 PIECE_BYTES = 1 << 20
 

@@ -26,8 +26,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from normtrain.errors import DataError
-from normtrain.hashing import feed
+from normtrain.util.errors import DataError
+from normtrain.util.hashing import feed
 
 FORMAT = 1
 META = "meta.json"

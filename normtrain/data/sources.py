@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from normtrain.errors import DataError
+from normtrain.util.errors import DataError
 
 # Whole folders of the stdlib that are not "the library": test suites, the IDLE app, third-party
 # packages and bytecode. ``lib2to3/tests`` is covered by "tests".

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from normtrain.errors import DataError, first_line
+from normtrain.util.errors import DataError, first_line
 
 # Text files hold no NUL (a file with one in its first 8 KB is skipped as binary), so NUL is an
 # unambiguous end-of-document token, where b"\n\n" would look like any blank line in the code.

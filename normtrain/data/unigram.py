@@ -4,7 +4,8 @@ On byte-level text a model that predicts nothing but the byte distribution reach
 the train split's byte frequencies on the evaluation windows (about 3.38 nats on the Python standard
 library). A loss that stalls there looks like convergence on a curve but means the model learned nothing
 of the context, so every run records this number (``unigram_val_loss``); a run whose final loss does not beat
-it by more than ``COLLAPSE_MARGIN`` is *on the line* (normtrain/outcome.py then tells collapsed from undertrained).
+it by more than ``COLLAPSE_MARGIN`` is *on the line* (normtrain/training/outcome.py then tells collapsed from
+undertrained).
 """
 
 from __future__ import annotations

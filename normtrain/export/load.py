@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 from normtrain.checkpoint import CKPT_NAME, DCP_NAME
-from normtrain.errors import CheckpointError
 from normtrain.export.hf import ARCHITECTURES
 from normtrain.export.run import gpt_config, run_model
 from normtrain.export.writer import RECORD, WEIGHTS
 from normtrain.model import GPT
+from normtrain.util.errors import CheckpointError
 
 
 def load(path: str | Path) -> GPT:

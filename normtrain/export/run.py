@@ -10,8 +10,8 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from normtrain.checkpoint import CKPT_NAME, DCP_NAME, find_checkpoint
-from normtrain.errors import CheckpointError, ConfigError, first_line
 from normtrain.model import GPT, GPTConfig, NormSpec
+from normtrain.util.errors import CheckpointError, ConfigError, first_line
 
 
 def run_model(run_dir: str | Path) -> tuple[GPT, dict[str, Any]]:

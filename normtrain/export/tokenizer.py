@@ -83,7 +83,7 @@ def _from_tiktoken(name: str) -> tuple[str | None, str]:
     except ImportError:
         return None, f"not exported: converting tiktoken:{name} needs transformers and tiktoken installed"
     from normtrain.data.tokenizer import tiktoken_encoding
-    from normtrain.errors import DataError
+    from normtrain.util.errors import DataError
 
     try:
         encoding = tiktoken_encoding(name)

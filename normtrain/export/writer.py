@@ -17,13 +17,13 @@ from typing import Any
 
 import torch
 
-from normtrain.atomic import atomic_write
-from normtrain.errors import DataError
 from normtrain.export.architecture import Architecture
 from normtrain.export.hf import choose, nearest
 from normtrain.export.run import run_model
 from normtrain.export.tokenizer import eot_id, tokenizer_files
 from normtrain.model import GPT
+from normtrain.util.atomic import atomic_write
+from normtrain.util.errors import DataError
 
 WEIGHTS, RECORD, HF_CONFIG = "model.safetensors", "normtrain.json", "config.json"
 FILES = (WEIGHTS, RECORD, HF_CONFIG, "tokenizer.json", "tokenizer_config.json")

@@ -15,8 +15,8 @@ HEAD_KEY = re.compile(r"^(?P<prefix>.+)/layer_(?P<layer>\d+)/head_(?P<head>\d+)$
 
 class Logger(Protocol):
     """A backend: ``log`` one row of metrics at a step; ``rollback`` when the run went back to a checkpoint (the
-    record of normtrain/rollback.py: the rows logged next restart at its ``restored_step``); ``finish`` once at the
-    end, even when the run fails (so files are flushed and remote runs closed)."""
+    record of normtrain/training/rollback.py: the rows logged next restart at its ``restored_step``); ``finish`` once at
+    the end, even when the run fails (so files are flushed and remote runs closed)."""
 
     def log(self, metrics: dict[str, Any], step: int) -> None: ...
 

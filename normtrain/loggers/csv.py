@@ -9,9 +9,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from normtrain.atomic import atomic_write
 from normtrain.loggers.base import before_resume
-from normtrain.rollback import event_row
+from normtrain.util.atomic import atomic_write
+from normtrain.util.events import event_row
 
 
 def _cell(value: Any) -> Any:

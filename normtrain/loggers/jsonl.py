@@ -7,15 +7,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from normtrain.atomic import atomic_write, json_safe
 from normtrain.loggers.base import before_resume
-from normtrain.rollback import event_row
+from normtrain.util.atomic import atomic_write, json_safe
+from normtrain.util.events import event_row
 
 
 class JsonlLogger:
     """One JSON object per logged step, flushed as it is written.
 
-    The file is only ever appended to, so it keeps what happened. After a rollback (normtrain/rollback.py) it
+    The file is only ever appended to, so it keeps what happened. After a rollback (normtrain/training/rollback.py) it
     holds the abandoned attempt's rows (the spike itself), then the rollback's event row (``"event":
     "rollback"``, at the diverged step), then the rows trained again from the restored step: a step may appear
     more than once, and its last row is the one the run kept. Readers that draw the run's curve skip event rows

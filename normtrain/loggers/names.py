@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from normtrain.dotted import under
+from normtrain.util.dotted import under
 
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 IN_LABEL = ("placement", "norm", "model.n_layers")  # already in <placement>-<norm>-L<layers>

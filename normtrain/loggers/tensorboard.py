@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from normtrain.loggers.base import LAYER_KEY, finite_numbers
-from normtrain.rollback import event_row
+from normtrain.util.events import event_row
 
 
 class TensorBoardLogger:

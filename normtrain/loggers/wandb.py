@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from normtrain.atomic import write_text
 from normtrain.loggers.base import LAYER_KEY, finite_numbers
-from normtrain.rollback import event_row
-from normtrain.runlog import say
+from normtrain.util.atomic import write_text
+from normtrain.util.events import event_row
+from normtrain.util.runlog import say
 
 DEFAULT_HOST = "https://api.wandb.ai"
 

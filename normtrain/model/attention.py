@@ -32,7 +32,7 @@ The 2023–2026 catalog adds, all off by default:
   head_scale              NormFormer's learned γ_h (init 1) on head h's output, after the gate and before W_O
                           (set by ``placement=normformer``)
 
-``track_logit_max`` (set by QK-Clip, normtrain/qk_clip.py) keeps each head's max logit before any cap
+``track_logit_max`` (set by QK-Clip, normtrain/training/qk_clip.py) keeps each head's max logit before any cap
 (``head_logit_max``) of the forward passes that build a graph, in ``logit_max``, until ``take_logit_max``: off,
 the forward pass does no extra work.
 """

@@ -2,8 +2,8 @@
 pairs, and the share of them a soft-cap saturates.
 
 ``head_logit_max`` is the one definition of a head's max logit: the monitor's ``attn_logit_max/layer_i`` and
-QK-Clip's S_max (normtrain/qk_clip.py) both read it. Taken before the cap because a cap hides exactly the growth
-QK-Clip is there to contain (Kimi K2: the max pre-softmax logit).
+QK-Clip's S_max (normtrain/training/qk_clip.py) both read it. Taken before the cap because a cap hides exactly the
+growth QK-Clip is there to contain (Kimi K2: the max pre-softmax logit).
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from normtrain.errors import first_line
 from normtrain.ops.rmsnorm import rms_norm
+from normtrain.util.errors import first_line
 
 ATOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 5e-2}
 GPU_TYPES = ("cuda",)  # devices where auto tries Triton (tests add "cpu" to run the check in the interpreter)

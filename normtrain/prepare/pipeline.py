@@ -20,7 +20,7 @@ from normtrain.data.documents import open_documents
 from normtrain.data.encode import write_shards
 from normtrain.data.pieces import Documents
 from normtrain.data.tokenizer import Tokenizer, load_tokenizer, train_bpe
-from normtrain.errors import DataError
+from normtrain.util.errors import DataError
 
 BPE_TRAIN_BYTES = 1 << 30  # the BPE learns from at most this much of the training split
 DEFAULT_BPE_VOCAB = 4096

@@ -12,7 +12,7 @@ from normtrain.compare import paper
 from normtrain.compare import probe as charts
 from normtrain.compare.groups import Group
 from normtrain.compare.runs import Run
-from normtrain.numbers import number
+from normtrain.util.numbers import number
 
 
 def pictures(result: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -17,8 +17,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from normtrain.checkpoint import CKPT_NAME
-from normtrain.errors import NormtrainError
 from normtrain.model import GPT
+from normtrain.util.errors import NormtrainError
 
 RUN_MARKERS = ("summary.json", "metrics.jsonl", CKPT_NAME, ".hydra")
 
@@ -54,7 +54,7 @@ class ProbeRun:
 
 def load_probe_run(run_dir: str | Path, device: str = "auto", batch_size: int | None = None) -> ProbeRun:
     """The run at ``run_dir``, ready to probe: ProbeError for anything that is not a probe-able run folder."""
-    from normtrain.distributed import pick_device
+    from normtrain.training.distributed import pick_device
 
     path = Path(run_dir).expanduser()
     summary = _summary(path)
@@ -108,7 +108,7 @@ def eval_windows(run: ProbeRun, batch_size: int) -> list[tuple[torch.Tensor, tor
     batches of ``batch_size``. A corpus whose fingerprint differs from the run's gives a note, not a refusal."""
     from normtrain.config import global_batch
     from normtrain.data import eval_starts, eval_window_count, load_corpus, window_batches
-    from normtrain.errors import DataError
+    from normtrain.util.errors import DataError
 
     d, t = run.config.data, run.config.train
     try:

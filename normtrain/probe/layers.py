@@ -17,8 +17,8 @@ from functools import partial
 import torch
 from torch import nn
 
-from normtrain.monitor import block_cosine, stream_absmax, stream_rms
 from normtrain.probe.inputs import ProbeRun
+from normtrain.training.monitor import block_cosine, stream_absmax, stream_rms
 
 
 @contextmanager
@@ -58,8 +58,8 @@ class StreamStats:
 
 def eval_loss(run: ProbeRun) -> float:
     """Mean loss per token over the run's validation windows: the training loop's own evaluation."""
-    from normtrain.distributed import DistContext
-    from normtrain.training import evaluate
+    from normtrain.training.distributed import DistContext
+    from normtrain.training.trainer import evaluate
 
     loss = evaluate(run.model, run.batches, run.autocast, DistContext(device=run.device))
     run.model.eval()  # evaluate hands the model back in training mode

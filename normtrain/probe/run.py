@@ -7,12 +7,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from normtrain.atomic import write_json
 from normtrain.compare.runs import PROBE_DIR, PROBE_FORMAT, PROBE_JSON  # where compare looks for it
 from normtrain.probe import figures
 from normtrain.probe.inputs import load_probe_run
 from normtrain.probe.layers import anatomy, skip_losses
 from normtrain.probe.norm_curves import norm_curves
+from normtrain.util.atomic import write_json
 
 SKIP_MEANS = ("block i replaced by the identity: the stream that enters it leaves it unchanged (for placements "
               "that norm the stream after the add, such as Post-LN, that norm is skipped with the block)")

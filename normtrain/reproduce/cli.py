@@ -50,7 +50,7 @@ def make_plan(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
               fresh: bool = False, progress: bool = True, jobs: int | None = None) -> Plan:
     """Validate the request and expand the experiment's grid."""
     from normtrain.config import validate
-    from normtrain.errors import NormtrainError
+    from normtrain.util.errors import NormtrainError
 
     if name not in EXPERIMENTS:
         raise ReproduceError(f"unknown experiment {name!r}; allowed: {', '.join(EXPERIMENTS)} (or 'all')")
@@ -110,7 +110,7 @@ def reproduce(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
               overrides: Sequence[str] = (), out: str | Path | None = None, runs_dir: str | Path | None = None,
               fresh: bool = False, progress: bool = True, jobs: int | None = None) -> dict[str, Any]:
     """Run experiment ``name`` end to end; returns what ``result.json`` holds plus ``readme`` (its path)."""
-    from normtrain.provenance import code_state
+    from normtrain.util.provenance import code_state
 
     plan = make_plan(name, scale, seeds, smoke, overrides, out, runs_dir, fresh, progress, jobs)
     exp = EXPERIMENTS[name]()

@@ -132,7 +132,7 @@ def fc2_gradients(overrides: list[str]) -> list[float]:
     import normtrain
     from normtrain.config import compose
     from normtrain.data import BatchSampler, load_corpus
-    from normtrain.training import seed_everything
+    from normtrain.training.trainer import seed_everything
 
     cfg = compose(overrides)
     d = cfg.data

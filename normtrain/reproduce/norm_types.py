@@ -18,10 +18,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from normtrain.provenance import code_state_at_start
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, curve_points, present, train_grid
 from normtrain.reproduce.writeup import markdown_table, unigram_of
+from normtrain.util.provenance import code_state_at_start
 
 NORM_ORDER = ("layernorm", "rmsnorm", "prmsnorm")
 REPEATS, WARMUP_STEPS, TIMED_STEPS = 7, 5, 20  # whole-step timing: repeats × (untimed, timed) steps per norm
@@ -88,7 +88,7 @@ class TrainingStep:
 
         import normtrain
         from normtrain.data import BatchSampler, load_corpus
-        from normtrain.optim import build_optimizer
+        from normtrain.training.optim import build_optimizer
 
         torch.manual_seed(cfg.train.seed)
         device = torch.device("cuda" if cfg.train.device == "cuda" else "cpu")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from normtrain.numbers import number
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.runner import (
     PLACEMENT_ORDER,
@@ -18,6 +17,7 @@ from normtrain.reproduce.runner import (
     validation_batches,
 )
 from normtrain.reproduce.writeup import markdown_table
+from normtrain.util.numbers import number
 
 if TYPE_CHECKING:
     import torch
@@ -153,7 +153,7 @@ def output_changes(overrides: list[str]) -> dict[str, float]:
 
     import normtrain
     from normtrain.config import compose
-    from normtrain.training import seed_everything
+    from normtrain.training.trainer import seed_everything
 
     cfg = compose(overrides)
     x = validation_batches(cfg)[0][0]

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 
 from normtrain.compare.runs import Run
-from normtrain.numbers import number
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.probing import profile_text, profile_values
 from normtrain.reproduce.runner import (
@@ -28,7 +27,8 @@ from normtrain.reproduce.runner import (
     present,
 )
 from normtrain.reproduce.writeup import markdown_table, unigram_of
-from normtrain.spread import mean_sd
+from normtrain.util.numbers import number
+from normtrain.util.spread import mean_sd
 
 TRAINS = ("pre", "peri")  # the reference arms of the guard
 

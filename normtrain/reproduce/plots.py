@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from normtrain.numbers import number
+from normtrain.util.numbers import number
 
 # One colour per placement across all figures (and the same order as the tables).
 PLACEMENT_COLORS = {"post": "#d62728", "pre": "#1f77b4", "deepnorm": "#2ca02c", "peri": "#9467bd",
@@ -37,7 +37,7 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3
 
 
 def save(fig, path: Path) -> None:
-    from normtrain.pngs import write_png
+    from normtrain.util.pngs import write_png
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})  # no version string (or URL) in it

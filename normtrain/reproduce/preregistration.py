@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from normtrain.numbers import number
-from normtrain.provenance import git
+from normtrain.util.numbers import number
+from normtrain.util.provenance import git
 
 OPS = {">=": lambda v, t: v >= t, "<=": lambda v, t: v <= t, ">": lambda v, t: v > t, "<": lambda v, t: v < t,
        "between": lambda v, t: t[0] <= v <= t[1]}

@@ -40,8 +40,8 @@ def fresh(run_dir: Path) -> bool:
 
 
 def _probe(_overrides: list[str], run_dir: str) -> None:
-    from normtrain.errors import NormtrainError
     from normtrain.probe import probe
+    from normtrain.util.errors import NormtrainError
 
     probe_path(Path(run_dir)).unlink(missing_ok=True)  # a stale probe of an earlier run of this folder never counts
     try:

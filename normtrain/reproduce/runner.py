@@ -162,7 +162,7 @@ class Findings:
 
 
 def code_of(code: dict | None) -> dict[str, Any]:
-    """A run's ``code_commit`` and ``code_dirty`` columns (normtrain/provenance.py)."""
+    """A run's ``code_commit`` and ``code_dirty`` columns (normtrain/util/provenance.py)."""
     code = code or {}
     return {"code_commit": code.get("code_commit"), "code_dirty": code.get("code_dirty")}
 
@@ -174,7 +174,7 @@ def describe(combo: dict[str, str]) -> str:
 def map_grid(plan: Plan, fn: Callable[[list[str], str], Any], combos: Sequence[dict[str, str]]) -> list[Any]:
     """``fn(overrides, run_dir)`` for each combo, in the combos' order: ``plan.jobs`` at a time in single-threaded
     worker processes (``fn`` must be a module-level function), or one after the other in this process."""
-    from normtrain.progress import Lines, make_progress
+    from normtrain.util.progress import Lines, make_progress
 
     bar = make_progress(len(combos), 0, plan.name, plan.progress, every_s=30.0)  # a bar, or a line every 30 s
     results: list[Any] = [None] * len(combos)
@@ -209,7 +209,7 @@ def measure_grid(plan: Plan, fn: Callable[[list[str]], Any]) -> list[dict[str, A
     long) and reused like a finished run when the config is the same, so a rerun recomputes only the analysis."""
     from functools import partial
 
-    from normtrain.atomic import write_json
+    from normtrain.util.atomic import write_json
 
     combos = plan.combos()
     records: list[dict[str, Any] | None] = [reused_measurement(plan, c) for c in combos]
@@ -225,7 +225,7 @@ def _measured(fn: Callable[[list[str]], Any], overrides: list[str], _run_dir: st
     from datetime import datetime, timezone
 
     from normtrain.config import compose, to_container
-    from normtrain.provenance import code_state_at_start
+    from normtrain.util.provenance import code_state_at_start
 
     started, t0 = datetime.now(timezone.utc).isoformat(timespec="seconds"), time.time()
     value = fn(overrides)
@@ -262,7 +262,7 @@ def single_threaded() -> None:
 def train_run(overrides: list[str], run_dir: str, keep_checkpoint: bool) -> None:
     """Train one run of a grid into ``run_dir`` (a fresh folder); the checkpoint is dropped unless kept."""
     from normtrain.config import compose
-    from normtrain.training import train
+    from normtrain.training.trainer import train
 
     train(compose(overrides), run_dir=run_dir)
     if not keep_checkpoint:
@@ -309,12 +309,12 @@ def same_run(old: dict[str, Any], new: dict[str, Any]) -> bool:
 
     Keys added to the schema after the run take their defaults (``normtrain.config.with_defaults``: a new key's
     default reproduces the runs made before it existed); where the run is logged (logger, progress, cache:
-    ``normtrain.resume.BOOKKEEPING``) does not matter, and a newer monitor switch the run predates only means a
+    ``normtrain.training.resume.BOOKKEEPING``) does not matter, and a newer monitor switch the run predates only means a
     diagnostic it did not log. Everything else must match.
     """
     from normtrain.config import with_defaults
-    from normtrain.dotted import flatten, under
-    from normtrain.resume import BOOKKEEPING
+    from normtrain.training.resume import BOOKKEEPING
+    from normtrain.util.dotted import flatten, under
 
     before, after = flatten(with_defaults(old)), flatten(new)
     keys = {k for k in set(before) | set(after) if not under(k, BOOKKEEPING)}

@@ -11,8 +11,8 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from normtrain.numbers import number
-from normtrain.spread import mean_sd
+from normtrain.util.numbers import number
+from normtrain.util.spread import mean_sd
 
 SEED = "train.seed"
 
@@ -39,7 +39,7 @@ def median(values: Iterable[float | None]) -> float | None:
 
 
 def spread(values: Iterable[float | None]) -> str:
-    """``2.531 ± 0.021 (n=3)``: mean ± sample sd (normtrain/spread.py); infinite values (a diverged run in a
+    """``2.531 ± 0.021 (n=3)``: mean ± sample sd (normtrain/util/spread.py); infinite values (a diverged run in a
     penalty) are counted apart."""
     values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     inf = sum(1 for v in values if math.isinf(v))
@@ -136,7 +136,7 @@ def paired(a: dict[str, float | None], b: dict[str, float | None], op: Callable[
 
 
 def counts(rows: list[dict[str, Any]]) -> dict[str, int]:
-    """How many runs, and how many of them diverged, collapsed or ended undertrained (normtrain/outcome.py)."""
+    """How many runs, and how many of them diverged, collapsed or ended undertrained (normtrain/training/outcome.py)."""
     return {"n": len(rows), "diverged": sum(r.get("status") == "diverged" for r in rows),
             "collapsed": sum(bool(r.get("collapsed")) for r in rows),
             "undertrained": sum(bool(r.get("undertrained")) for r in rows)}

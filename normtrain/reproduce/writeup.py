@@ -21,12 +21,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from normtrain import atomic, markdown
-from normtrain.atomic import write_json
-from normtrain.numbers import number
 from normtrain.reproduce import stats
 from normtrain.reproduce.preregistration import CheckResult, Registration, judge, preregistered, verdict
 from normtrain.reproduce.runner import SEED_AXIS, Experiment, Findings, Plan
+from normtrain.util import atomic, markdown
+from normtrain.util.atomic import write_json
+from normtrain.util.numbers import number
 
 BEGIN, END = "<!-- reproduce:begin -->", "<!-- reproduce:end -->"
 MARK = {True: "yes", False: "**no**", None: "n/a"}
@@ -215,7 +215,7 @@ def results_section(findings: Findings, result: dict[str, Any], figures: list[st
     baseline = (f"Unigram baseline: **{number(unigram)} nats**: the cross-entropy of the train split's byte "
                 "frequencies on the same validation windows. A run that ends on it (within 0.05 nats, or above) "
                 "and has stopped falling is *collapsed*; one that ends there still falling is *undertrained* "
-                "(normtrain/outcome.py)."
+                "(normtrain/training/outcome.py)."
                 if unigram is not None else "")
     cells = result.get("cells")
     totals = ""

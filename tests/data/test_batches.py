@@ -7,7 +7,7 @@ import torch
 
 from normtrain.data import BatchSampler, eval_starts, window_batches
 from normtrain.data.batches import global_state
-from normtrain.errors import DataError
+from normtrain.util.errors import DataError
 
 TOKENS = np.random.default_rng(0).integers(0, 256, 5_000, dtype=np.uint8)
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from normtrain.atomic import temp_path
 from normtrain.data import cache, load_corpus
+from normtrain.util.atomic import temp_path
 
 BUILDER = Path(__file__).with_name("builder.py")
 ENTRY = ["meta.json", "train.bin", "train_counts.npy", "val.bin"]

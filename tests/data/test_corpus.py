@@ -12,7 +12,7 @@ from normtrain.data import CORPORA, load_corpus
 from normtrain.data.documents import split_by_file
 from normtrain.data.sources import local_text
 from normtrain.data.tokenizer import SEPARATOR
-from normtrain.errors import DataError
+from normtrain.util.errors import DataError
 
 
 def _tree(root, n_files=40):

@@ -6,7 +6,7 @@ import pytest
 
 import normtrain.data.pieces as pieces_of
 from normtrain.data.documents import open_documents
-from normtrain.errors import DataError
+from normtrain.util.errors import DataError
 
 
 def test_long_documents_stream_in_pieces_cut_after_a_newline(tmp_path, monkeypatch):

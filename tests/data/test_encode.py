@@ -45,7 +45,7 @@ def test_a_folder_of_mixed_encodings_is_its_files_bytes_joined(tmp_path):
 
 
 def test_a_build_shows_its_progress_in_bytes_and_a_cache_hit_nothing(tmp_path, capfd):
-    """Outside a terminal (here) the progress is a plain line of normtrain.progress, not tqdm's frames."""
+    """Outside a terminal (here) the progress is a plain line of normtrain.util.progress, not tqdm's frames."""
     path = tmp_path / "one.txt"
     path.write_bytes(UTF8)
     load_corpus("local_text", str(path), cache_dir=str(tmp_path / "cache"), progress=True)

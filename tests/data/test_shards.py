@@ -8,7 +8,7 @@ import pytest
 from normtrain.data import shards
 from normtrain.data.encode import ShardWriter
 from normtrain.data.shards import token_dtype
-from normtrain.errors import DataError
+from normtrain.util.errors import DataError
 
 
 def test_the_writer_puts_separators_between_documents_only():

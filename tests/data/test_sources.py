@@ -5,7 +5,7 @@ from pathlib import PurePosixPath
 import pytest
 
 from normtrain.data import sources
-from normtrain.errors import DataError
+from normtrain.util.errors import DataError
 
 
 def _tree(root, files: dict[str, bytes]):

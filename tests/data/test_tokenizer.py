@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from normtrain.data.tokenizer import ByteTokenizer, load_tokenizer, tiktoken_encoding, train_bpe
-from normtrain.errors import DataError
+from normtrain.util.errors import DataError
 
 TEXTS = ["def f(x):\n    return x + 1\n", "héllo wörld ✓ " * 20, "class A:\n    pass\n" * 30]
 

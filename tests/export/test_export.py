@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import normtrain
-from normtrain.errors import DataError
 from normtrain.export import export_run
+from normtrain.util.errors import DataError
 
 pytestmark = pytest.mark.slow
 needs_hf = pytest.mark.extras("hf")  # transformers: the from_pretrained checks; the rest exports without it

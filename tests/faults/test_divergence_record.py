@@ -8,8 +8,8 @@ from fault_helpers import rows, summary
 
 import normtrain
 from normtrain.checkpoint import CKPT_NAME, all_finite, digest, load_checkpoint, save_checkpoint
-from normtrain.errors import CheckpointError
 from normtrain.model import GPT
+from normtrain.util.errors import CheckpointError
 
 
 def poison_loss_at(monkeypatch, step: int) -> None:

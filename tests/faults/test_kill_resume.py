@@ -15,7 +15,7 @@ from fault_helpers import comparable, run_victim, summary
 
 import normtrain
 from normtrain.checkpoint import CKPT_NAME, load_checkpoint
-from normtrain.run_folder import LOCK_NAME
+from normtrain.training.run_folder import LOCK_NAME
 
 pytestmark = pytest.mark.slow
 

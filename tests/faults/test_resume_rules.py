@@ -8,7 +8,7 @@ from fault_helpers import comparable, summary
 
 import normtrain
 from normtrain.checkpoint import CKPT_NAME
-from normtrain.errors import CheckpointError
+from normtrain.util.errors import CheckpointError
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from fault_helpers import comparable, rows, run_victim, summary
 
 import normtrain
 from normtrain.checkpoint import CKPT_NAME, load_checkpoint
-from normtrain.optim import lr_at
+from normtrain.training.optim import lr_at
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,8 @@ from fault_helpers import VICTIM, comparable, run_victim, summary
 
 import normtrain
 from normtrain.checkpoint import CKPT_NAME, load_checkpoint
-from normtrain.errors import RunFolderError
-from normtrain.run_folder import LOCK_NAME
+from normtrain.training.run_folder import LOCK_NAME
+from normtrain.util.errors import RunFolderError
 
 
 def start_long_run(overrides, run_dir) -> subprocess.Popen:

@@ -13,7 +13,7 @@ Faults (n counts from 1 within this process):
   dcp_partial   SIGKILL inside the n-th sharded (DCP) save, once this rank's shard file is on disk, cut to half
 Under torchrun, "rank" (in "fault") picks the one rank that injects, and only the group's first attempt does
 (TORCHELASTIC_RESTART_COUNT 0), so a group restarted by ``torchrun --max-restarts`` runs clean.
-Then it hands over to the real CLI (``normtrain.cli.run``) when "cli" is true, else calls normtrain.train.
+Then it hands over to the real CLI (``normtrain.cli.run``) when "cli" is true, else calls normtrain.training.
 """
 
 from __future__ import annotations
@@ -44,9 +44,11 @@ def counter(n: int):
 def inject(kind: str, n: int) -> None:
     import torch
 
-    from normtrain import atomic, loggers, run_folder
+    from normtrain import loggers
     from normtrain.checkpoint import full as checkpoint_full
     from normtrain.data import batches
+    from normtrain.training import run_folder
+    from normtrain.util import atomic
 
     hit = counter(n)
     if kind == "step":

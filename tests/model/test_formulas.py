@@ -15,7 +15,7 @@ from formulas import EPS, FINAL_NORM, Model, P, Params, logits, norm
 
 from normtrain.model import GPT, GPTConfig, NormSpec
 from normtrain.norms import build_norm
-from normtrain.qk_clip import QKClip
+from normtrain.training.qk_clip import QKClip
 
 D, H, T, B = 16, 2, 6, 2
 NORM_TYPES = ["layernorm", "rmsnorm", "prmsnorm", "dyt", "derf", "batchnorm", "batchnorm_causal"]

@@ -16,7 +16,7 @@ from formulas import EPS, Params, linear, rope
 from test_formulas import assert_same_function, leaves
 
 from normtrain.model import GPT, GPTConfig, NGPTBlock, NormSpec
-from normtrain.optim import MuonSettings, build_optimizer
+from normtrain.training.optim import MuonSettings, build_optimizer
 
 D, H, T, B = 16, 2, 6, 2
 ALPHA_INIT, S_INIT = 0.05, 1.0  # §2.6: α_A,init = α_M,init = 0.05; s_qk, s_u, s_ν, s_z init 1

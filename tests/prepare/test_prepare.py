@@ -11,7 +11,7 @@ from prepare_helpers import prepare_quietly, run_prepare_cli
 from normtrain.data import load_corpus
 from normtrain.data.pieces import in_val
 from normtrain.data.shards import load_shards
-from normtrain.errors import DataError
+from normtrain.util.errors import DataError
 
 
 def test_byte_shards_are_the_byte_corpus(shard_dirs, text_corpus, tmp_path):

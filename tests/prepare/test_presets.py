@@ -8,8 +8,8 @@ import pytest
 
 import normtrain
 from normtrain.config import config_dir, validate
-from normtrain.errors import ConfigError
 from normtrain.prepare.cli import parser
+from normtrain.util.errors import ConfigError
 
 PRESETS = sorted(p.stem for p in (Path(config_dir()) / "data").glob("*.yaml")
                  if "prepare:\n" in p.read_text() and p.stem != "tokens")

@@ -12,7 +12,7 @@ import pytest
 
 import normtrain
 from normtrain.data import shards as shard_format
-from normtrain.errors import CheckpointError, ConfigError
+from normtrain.util.errors import CheckpointError, ConfigError
 
 pytestmark = pytest.mark.slow
 

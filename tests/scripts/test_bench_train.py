@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from normtrain.provenance import code_state
+from normtrain.util.provenance import code_state
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_train.py"
 
