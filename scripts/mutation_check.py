@@ -218,6 +218,8 @@ MUTANTS: tuple[Mutant, ...] = (
     m("rmsnorm-eps-outside-the-root", FORM, "ops/rmsnorm.py",
       ("y = xf * torch.rsqrt(stat.pow(2).mean(-1, keepdim=True) + eps)",
        "y = xf / (stat.pow(2).mean(-1, keepdim=True).sqrt() + eps)")),
+    m("rmsnorm-eps-dropped-in-torchs-fused-op", FORM, "ops/rmsnorm.py",
+      ("return F.rms_norm(x, (x.shape[-1],), weight, eps)", "return F.rms_norm(x, (x.shape[-1],), weight)")),
     m("batchnorm-eps-ignored", FORM, "norms/__init__.py",
       ("nn.BatchNorm1d(dim, eps=spec.eps, affine=spec.affine)", "nn.BatchNorm1d(dim, affine=spec.affine)")),
     m("causal-batchnorm-count-without-the-batch", FORM, "norms/__init__.py",

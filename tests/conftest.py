@@ -34,7 +34,7 @@ TINY = [
 def missing_extras(names: list[str]) -> list[str]:
     """The optional extras among ``names`` whose packages are not installed. The extras and their packages are
     read from normtrain's installed metadata, so pyproject.toml's [project.optional-dependencies] is the one list."""
-    requires = [Requirement(r) for r in metadata.requires("normtrain") or []]
+    requires = [Requirement(r) for r in project_requires()]
     missing = []
     for name in names:
         packages = [r for r in requires  # those a marker ties to this extra (not triton's sys_platform)
@@ -44,6 +44,19 @@ def missing_extras(names: list[str]) -> list[str]:
         if not all(installed(r) for r in packages):
             missing.append(name)
     return missing
+
+
+def project_requires() -> list[str]:
+    """normtrain's requirements with their extras' markers: from the installed metadata, or, where the checkout
+    runs uninstalled (a GPU machine that puts it on PYTHONPATH: scripts/gpu_check.py), from pyproject.toml."""
+    try:
+        return metadata.requires("normtrain") or []
+    except metadata.PackageNotFoundError:
+        import tomllib  # Python >= 3.11; an installed normtrain never gets here
+
+        project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+        return [*project["dependencies"], *(f'{r}; extra == "{name}"' for name, reqs
+                                            in project["optional-dependencies"].items() for r in reqs)]
 
 
 def installed(requirement: Requirement) -> bool:

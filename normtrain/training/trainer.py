@@ -264,7 +264,8 @@ class Trainer:
         reason go to the log, as a warning when the check failed, and to summary.json's ``norm_impl``."""
         t, device = self.cfg.train, self.ctx.device
         dtypes = (torch.float32, torch.bfloat16) if device.type == "cuda" and t.autocast else (torch.float32,)
-        choice = guard_norms(model, self.cfg.norm.impl, device, t.batch_size * self.cfg.model.seq_len, dtypes)
+        choice = guard_norms(model, self.cfg.norm.impl, device, t.batch_size * self.cfg.model.seq_len, dtypes,
+                             compiled=t.compile)
         if choice.fallback and self.ctx.is_main:
             say(f"normtrain: warning: {choice.why}")
         else:

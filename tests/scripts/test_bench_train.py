@@ -41,16 +41,19 @@ def test_tiny_cpu_run_writes_json_and_table(tmp_path):
     commit = code["code_commit"] and code["code_commit"][:7]
     assert (report["git_commit"], report["code_dirty"]) == (commit, code["code_dirty"])
     rows = {(r["norm"], r["impl"], r["mode"]): r for r in report["results"]}
-    assert len(rows) == 6
-    for key in [("layernorm", "torch", "eager"), ("layernorm", "torch", "compiled"),
-                ("rmsnorm", "torch", "eager"), ("rmsnorm", "torch", "compiled")]:
+    assert len(rows) == 7
+    for key in [("layernorm", "torch", "eager"), ("layernorm", "torch", "compiled"), ("rmsnorm", "torch", "eager"),
+                ("rmsnorm", "torch", "compiled"), ("rmsnorm", "auto", "eager"), ("rmsnorm", "auto", "compiled")]:
         row = rows[key]
         assert row["status"] == "ok" and row["tokens_per_s"] > 0 and row["flops_per_token"] > 0, row
         assert row["mfu"] is None  # no peak for a CPU: no MFU rather than a wrong one
+        assert row["rounds"] == 1 and row["tokens_per_s_min"] == row["tokens_per_s"]
     assert rows[("rmsnorm", "torch", "compiled")]["graph_breaks"] == 0
-    assert rows[("rmsnorm", "triton", "eager")]["status"] == "skipped"
+    assert rows[("rmsnorm", "triton", "compiled")]["status"] == "skipped"
+    assert set(report["ratios"]) == {f"auto / torch RMSNorm, {m}" for m in ("eager", "compiled")} | {
+        f"auto RMSNorm / LayerNorm, {m}" for m in ("eager", "compiled")}
     table = out.with_suffix(".md").read_text()
-    assert "| RMSNorm (torch) | compiled |" in table
+    assert "| RMSNorm (torch: F.rms_norm) | compiled |" in table and "| auto / torch RMSNorm, eager |" in table
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
