@@ -81,6 +81,7 @@ class PlacementSchema:
     head_scale: bool | None = None  # normformer only (its YAML sets the paper's true): γ_h per head before W_O
     post_act_norm: bool | None = None  # normformer only (true): a norm after the MLP's activation
     resid_scale: bool | None = None  # normformer only (false): a learned λ ⊙ on the MLP's shortcut
+    streams: int | None = None  # mhc only (its YAML sets 4): the number n of parallel residual streams
     gpas: bool = False  # GPAS after each residual add: x − SiLU(a)·sg(x), a per block, init 0
 
 
@@ -372,6 +373,8 @@ def _catalog_problems(m: DictConfig, n: DictConfig, pl: DictConfig) -> list[str]
     if pl.post_fraction is not None:
         _number("placement.post_fraction", pl.post_fraction, 0 <= pl.post_fraction <= 1,
                 "the share of Post-LN blocks must lie in [0, 1]", p)
+    _at_least("placement.streams", pl.streams, 1, p, " (the number n of residual streams mHC carries; the paper's "
+              "is 4, and 1 is one stream with gated input and output)")
     from normtrain.model.ngpt_rules import ngpt_model_problems
 
     m = _implied_model(m, pl)
@@ -386,7 +389,7 @@ def _catalog_problems(m: DictConfig, n: DictConfig, pl: DictConfig) -> list[str]
 
 # Keys of one placement only, which sets them in its YAML; null elsewhere.
 PLACEMENT_KEYS = {"post_fraction": "mix", "first_pre": "hybrid", "head_scale": "normformer",
-                  "post_act_norm": "normformer", "resid_scale": "normformer"}
+                  "post_act_norm": "normformer", "resid_scale": "normformer", "streams": "mhc"}
 
 
 def _implied_model(m: DictConfig, pl: DictConfig) -> DictConfig:

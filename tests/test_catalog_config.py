@@ -112,6 +112,10 @@ def test_sandwich_is_peri_by_another_name():
     (["placement=mix", "placement.post_fraction=nan"], "placement.post_fraction=nan"),
     (["placement=pre", "placement.post_fraction=0.5"],
      "placement.post_fraction=0.5 applies to placement=mix only, not placement=pre"),
+    (["placement=mhc", "placement.streams=0"], "placement.streams=0: must be at least 1 (the number n of residual "
+     "streams mHC carries; the paper's is 4, and 1 is one stream with gated input and output)"),
+    (["placement=pre", "placement.streams=2"], "placement.streams=2 applies to placement=mhc only, not placement=pre"),
+    (["placement=mhc", "placement.alpha=2"], "α scales the shortcut before the norm, which only deepnorm, post"),
     (["norm=batchnorm", "model.qk_norm=true"],
      "model.qk_norm=per_head normalizes each token's query and key, which norm=batchnorm cannot (its statistics "
      "mix positions); allowed: derf, dyt, l2, layernorm, prmsnorm, rmsnorm"),
@@ -125,8 +129,8 @@ def test_sandwich_is_peri_by_another_name():
     (["model.qk_norm=both"], "model.qk_norm='both' is not known; allowed: none, per_head, full (true = per_head, "
      "false = none)"),
     (["placement=rezero", "norm.depth_scaled=true"], "norm.depth_scaled=true: placement=rezero holds no norm to "
-     "scale; placements with norms: admin, b2t, deepnorm, hybrid, mix, normformer, peri, post, pre, reorder, "
-     "resi_dual, subln"),
+     "scale; placements with norms: admin, b2t, deepnorm, hybrid, mhc, mix, normformer, peri, post, pre, "
+     "reorder, resi_dual, subln"),
     (["norm=dyt", "norm.alpha_init=0"], "norm.alpha_init=0.0: DyT's and Derf's initial α must be a finite number > 0"),
     (["optim.z_loss=-1e-4"], "optim.z_loss=-0.0001: the z-loss coefficient must be a finite number >= 0"),
     (["monitor.spike_window=1"], "monitor.spike_window=1: must be at least 2"),

@@ -131,8 +131,8 @@ def test_a_bad_option_in_a_sweep_exits_2_before_any_job(tiny, tmp_path):
 @slow
 def test_help_and_cfg_still_work(tmp_path):
     proc = run_cli(["--help"], cwd=tmp_path, timeout=120)
-    placements = ("placement: admin, b2t, deepnorm, hybrid, mix, ngpt, none, normformer, peri, post, pre, reorder, "
-                  "resi_dual, rezero, sandwich, subln")
+    placements = ("placement: admin, b2t, deepnorm, hybrid, mhc, mix, ngpt, none, normformer, peri, post, pre, "
+                  "reorder, resi_dual, rezero, sandwich, subln")
     assert proc.returncode == 0 and placements in proc.stdout, proc.stdout + proc.stderr
     proc = run_cli(["--cfg", "job", "placement=post"], cwd=tmp_path, timeout=120)
     assert proc.returncode == 0 and "name: post" in proc.stdout, proc.stderr

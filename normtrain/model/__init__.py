@@ -7,6 +7,7 @@ from normtrain.model.placements import (
     AdminBlock,
     Block,
     DeepNormBlock,
+    MHCBlock,
     MixNormBlock,
     NGPTBlock,
     NoNormBlock,
@@ -21,4 +22,4 @@ from normtrain.norms import NORMS, NormSpec
 
 __all__ = ["GPT", "GPTConfig", "PLACEMENTS", "NORMS", "NormSpec", "Block", "PreNormBlock", "PostNormBlock",
            "DeepNormBlock", "SubLNBlock", "AdminBlock", "PeriNormBlock", "ReorderedNormBlock", "MixNormBlock",
-           "ReZeroBlock", "NoNormBlock", "NGPTBlock"]
+           "ReZeroBlock", "NoNormBlock", "NGPTBlock", "MHCBlock"]

@@ -48,6 +48,7 @@ class GPTConfig:
     head_scale: bool = True  # normformer: a learned scale per head on the heads' output, before W_O
     post_act_norm: bool = True  # normformer: a norm after the MLP's activation
     resid_scale: bool = False  # normformer: a learned per-feature scale on the MLP's shortcut
+    streams: int = 4  # mhc: the number n of parallel residual streams
     gpas: bool = False  # every placement with a residual add: x − SiLU(a)·sg(x) (GPAS)
     qk_norm: str = "none"  # none | per_head | full: a norm (of the ``norm`` type) on queries and keys
     qk_norm_at: str = "before_rope"  # before_rope | after_rope

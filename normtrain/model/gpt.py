@@ -97,10 +97,10 @@ class GPT(nn.Module):
             x = x + self.pos_emb(torch.arange(idx.shape[1], device=idx.device))
         if self.emb_in is not None:
             x = self.emb_in(x)
-        x = self.placement.stream_in(x)
+        x = self.placement.stream_in(x, self.cfg)
         for block in self.blocks:
             x = block(x)
-        x = self.placement.stream_out(x, self.final_norm)
+        x = self.placement.stream_out(x, self.final_norm, self.cfg)
         return x if self.emb_out is None else self.emb_out(x)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, hidden_only: bool = False):

@@ -23,6 +23,9 @@ Metrics (i counts blocks from 0):
   update/layer_i                       ‖Δθ‖/‖θ‖ of block i's parameters for this step's update
   ngpt_alpha_attn/layer_i,             nGPT only: mean |α_A| and |α_M| of block i (its two update step sizes), as
   ngpt_alpha_mlp/layer_i               the step's forward pass used them (``Block.layer_diagnostics``)
+  act_rms/stream_j/layer_i,            mHC only: act_rms and act_absmax of stream j alone (``Block.streams``); the
+  act_absmax/stream_j/layer_i          mean H_pre, H_post per stream and H_res's diagonal and gain, as the block
+  mhc_*/…/layer_i                      reports them (``MHCBlock.layer_diagnostics``)
   update/output_change                 ‖F(x,θ_t) − F(x,θ_0)‖ per token on a fixed probe batch (DeepNet Fig. 4)
   update/output_kl                     KL(p_θ0 ‖ p_θt) per token of the output distributions on that batch
   update/stream_change                 ‖F_t − F_0‖ / ‖F_0‖ over the probe batch, F the residual stream before the
@@ -58,8 +61,10 @@ SCALARS = {"loss": "train/loss", "grad_total": "grad_norm/total", "output_change
            "logit_change": "update/logit_change", "log_z": "output/log_z", "logit_max": "output/logit_max",
            "z_loss": "train/z_loss", "output_cap_sat": "output/softcap_saturation"}
 HEADS = {"attn_head_logit_max": "attn_logit_max"}  # (block, head) values: <prefix>/layer_i/head_j
+# (block, stream) values, a block's parallel streams (mHC): <prefix>/stream_j/layer_i, one per-layer family a stream
+STREAMS = {"act_rms_stream": "act_rms", "act_absmax_stream": "act_absmax"}
 # reduced across ranks by max; every other value by mean
-MAXIMA = ("attn_logit_max", "attn_head_logit_max", "logit_max", "act_absmax")
+MAXIMA = ("attn_logit_max", "attn_head_logit_max", "logit_max", "act_absmax", "act_absmax_stream")
 # Monitor's on/off keywords, each named as the ``monitor.*`` config key that sets it
 SWITCHES = ("grad_norms", "activations", "attn_entropy", "update_ratio", "attn_logit_max", "attn_logit_max_heads",
             "output_log_z", "output_logit_max", "residual_stats", "block_cos", "cap_saturation")
@@ -175,7 +180,7 @@ class LayerRecorder:
     def block_input(self, _module, args) -> None:
         self.add("resid_norm", args[0].detach().float().norm(dim=-1).mean())
 
-    def block_output(self, _module, args, out) -> None:
+    def block_output(self, module, args, out) -> None:
         out = out.detach().float()
         if self.activations:
             self.add("act_mean", out.mean())
@@ -185,6 +190,9 @@ class LayerRecorder:
             self.add("act_absmax", stream_absmax(out))
         if self.block_cos:
             self.add("block_cos", block_cosine(args[0], out))
+        if self.residual_stats and hasattr(module, "streams") and (streams := module.streams(out)) is not None:
+            self.add("act_rms_stream", torch.stack([stream_rms(s) for s in streams]))  # mHC's n streams, each alone
+            self.add("act_absmax_stream", torch.stack([stream_absmax(s) for s in streams]))
 
     def attn_input(self, module, args) -> None:
         stats = module.logit_stats(args[0][:1].detach())  # one explicit T×T pass for all
@@ -379,6 +387,7 @@ class Monitor:
         """One host transfer: the metrics of the last log step, and the divergence step (or None)."""
         names = list(self._values)
         n_heads = {n: self._values[n].shape[-1] for n in names if n in HEADS}
+        n_streams = {n: self._values[n].shape[-1] for n in names if n not in HEADS and self._values[n].dim() == 2}
         diverged = self._first_divergence()
         if self.all_reduce is not None and names:
             for op in ("mean", "max"):
@@ -398,7 +407,10 @@ class Monitor:
             elif name in HEADS:
                 h = n_heads[name]
                 metrics.update({f"{HEADS[name]}/layer_{i // h}/head_{i % h}": v for i, v in enumerate(chunk)})
-            else:
-                metrics.update({f"{PREFIXES[name]}/layer_{i}": v for i, v in enumerate(chunk)})
+            elif name in n_streams:  # (block, stream): the recorder's, or a block's own (layer_diagnostics)
+                k, prefix = n_streams[name], STREAMS.get(name, name)
+                metrics.update({f"{prefix}/stream_{i % k}/layer_{i // k}": v for i, v in enumerate(chunk)})
+            else:  # a block's own diagnostics are named as their prefix
+                metrics.update({f"{PREFIXES.get(name, name)}/layer_{i}": v for i, v in enumerate(chunk)})
         self._values.clear()
         return metrics, (int(values[-1]) if values[-1] != float("inf") else None)

@@ -126,6 +126,7 @@ class Model:
     resid_scale: bool = False  # NormFormer: λ ⊙ on the MLP's shortcut
     gpas: bool = False  # GPAS: g(x) = x − SiLU(a)·sg(x) at each residual add
     emb_proj: bool = False  # OSP: x_0 = P_in·E[idx], logits = W_head·P_out·h (two untied d × d matrices)
+    streams: int = 4  # mHC: n, the residual streams each token carries
 
     def N(self, prm: dict[str, torch.Tensor], x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
         return norm(self.norm, x, prm, self.gain) * scale
@@ -218,6 +219,9 @@ class Model:
         if placement == "b2t":  # x_a = N(x + Attn(x)); y = N(x_a + FFN(x_a) + x) (Takase et al. 2023)
             xa = N("norm1", g(x) + A(x))
             return N("norm2", g(xa) + M(xa) + g(x))
+        if placement == "mhc":  # x ← H_res·x + H_postᵀ·F(N(H_pre·x)) at each sublayer, on n streams
+            x = mhc_layer(p["attn_hc"], x, self.streams, lambda h: A(N("norm1", h)), g)
+            return mhc_layer(p["mlp_hc"], x, self.streams, lambda h: M(N("norm2", h)), g)
         if placement == "resi_dual":  # x ← N(x + F(x)), d ← d + F(x): the pair (x, d) side by side
             xs, d = x.chunk(2, dim=-1)
             f = A(xs)
@@ -255,11 +259,54 @@ class Model:
         return g(z + M(z))
 
 
+# ---------------------------------------------------------------- mHC (Xie et al. 2025, arXiv:2512.24880)
+
+MHC_EPS = 1e-6  # the reference code's floor (Megatron-LM, transformers' DeepSeek-V4): H_pre, Sinkhorn entries, sums
+MHC_RMS_EPS = 1e-6  # ε of RMSNorm(vec x_l), inside the root
+MHC_ITERS = 20  # t_max (§4.2)
+
+
+def sinkhorn_knopp(h: torch.Tensor, iters: int = MHC_ITERS, eps: float = MHC_EPS) -> torch.Tensor:
+    """Eq. 9 on each n × n matrix (the last two dimensions): M⁰ = exp(H̃), then t_max times M ← T_r(T_c(M)), T_c
+    dividing every column by its sum and T_r every row by its sum, each sum plus ε, except the first T_c's,
+    whose result is floored by + ε instead (as the reference code's softmax + ε)."""
+    m = torch.exp(h)
+    for t in range(iters):
+        col = m.sum(dim=-2, keepdim=True)
+        m = m / (col + eps) if t else m / col + eps  # T_c
+        m = m / (m.sum(dim=-1, keepdim=True) + eps)  # T_r
+    return m
+
+
+def mhc_mappings(prm: dict[str, torch.Tensor], x: torch.Tensor, n: int):
+    """Eq. 7–8 for each token of x (B, T, n·d) = vec(x_l): x̃ = RMSNorm(vec x_l) without a gain; [H̃_pre, H̃_post,
+    vec H̃_res] = α ⊙ (x̃ φ) + b, φ's columns in that order (``prm["weight"]`` is φᵀ, an nn.Linear's), mat(·) row
+    by row; H_pre = σ(H̃_pre) + ε, H_post = 2σ(H̃_post), H_res = Sinkhorn-Knopp(H̃_res)."""
+    xt = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + MHC_RMS_EPS)
+    proj = xt @ prm["weight"].T  # x̃ φ: (B, T, 2n + n²)
+    a, b = prm["alpha"], prm["bias"]
+    h_pre = a[0] * proj[..., :n] + b[:n]
+    h_post = a[1] * proj[..., n:2 * n] + b[n:2 * n]
+    h_res = a[2] * proj[..., 2 * n:].reshape(*x.shape[:-1], n, n) + b[2 * n:].reshape(n, n)
+    return torch.sigmoid(h_pre) + MHC_EPS, 2 * torch.sigmoid(h_post), sinkhorn_knopp(h_res)
+
+
+def mhc_layer(prm: dict[str, torch.Tensor], x: torch.Tensor, n: int, F, g) -> torch.Tensor:
+    """Eq. 3: x_{l+1} = H_res x_l + H_postᵀ F(H_pre x_l) per token, x_l the n × d matrix of streams (stream j in
+    features j·d … (j+1)·d − 1 of x); ``F`` includes the Pre-LN norm; ``g`` GPAS on the result."""
+    B, T, nd = x.shape
+    xs = x.reshape(B, T, n, nd // n)
+    pre, post, res = mhc_mappings(prm, x, n)
+    f = F(torch.einsum("btj,btjd->btd", pre, xs))  # the 1 × n H_pre times the n × d x_l
+    out = torch.einsum("btij,btjd->btid", res, xs) + torch.einsum("bti,btd->btid", post, f)  # H_postᵀ is n × 1
+    return g(out.reshape(B, T, nd))
+
+
 # Which placements end in a norm before the LM head (the papers' models): Pre-LN's family does, Post-LN's does not
 # (ResiDual's final norm is on its dual stream only).
 FINAL_NORM = {"pre": True, "subln": True, "peri": True, "reorder": True, "post": False, "deepnorm": False,
               "admin": False, "rezero": False, "none": False, "hybrid": True, "normformer": True, "b2t": False,
-              "resi_dual": True}
+              "resi_dual": True, "mhc": True}
 
 
 def n_post_blocks(post_fraction: float, L: int) -> int:
@@ -285,8 +332,12 @@ def logits(m: Model, p: Params, idx: torch.Tensor, placement: str, L: int, depth
         kinds[0] = "pre"
     if placement == "resi_dual":
         x = torch.cat((x, x), dim=-1)
+    if placement == "mhc":  # every stream starts as the embedding
+        x = torch.cat([x] * m.streams, dim=-1)
     for i, kind in enumerate(kinds):
         x = m.block(kind, p.block(i), x, L, i + 1, depth_scaled)
+    if placement == "mhc":  # the mean of the streams (Megatron-LM's output_contract), then the final norm
+        x = torch.stack(x.chunk(m.streams, dim=-1)).mean(0)
     if placement == "resi_dual":
         xs, d = x.chunk(2, dim=-1)
         x = xs + m.N(p["final_norm"], d)

@@ -53,8 +53,8 @@ def test_no_bias_by_default():
 
 def test_unknown_placement_lists_allowed():
     with pytest.raises(ValueError,
-                       match="allowed: admin, b2t, deepnorm, hybrid, mix, ngpt, none, normformer, peri, post, pre, "
-                             "reorder, resi_dual, rezero, subln"):
+                       match="allowed: admin, b2t, deepnorm, hybrid, mhc, mix, ngpt, none, normformer, peri, post, "
+                             "pre, reorder, resi_dual, rezero, subln"):
         tiny(placement="sandwich")
 
 

@@ -9,6 +9,7 @@
   normformer.py  normformer (NormFormer: Pre-LN, head scale, post-attention and post-activation norms)
   resi_dual.py   resi_dual (ResiDual: a Post-LN stream and a summed dual stream)
   ngpt.py        ngpt (nGPT: the normalized Transformer on the hypersphere)
+  mhc.py         mhc (mHC: n residual streams mixed by a doubly stochastic matrix)
 
 GPAS (``placement.gpas``) is in every block (``Block.scaled``, ``base.py``).
 
@@ -17,6 +18,7 @@ Adding a placement means one class (``@register_placement``) and one YAML in ``c
 
 from normtrain.model.placements.base import PLACEMENTS, Block, register_placement
 from normtrain.model.placements.hybrid import HybridNormBlock
+from normtrain.model.placements.mhc import MHCBlock
 from normtrain.model.placements.mix import MixNormBlock
 from normtrain.model.placements.ngpt import NGPTBlock
 from normtrain.model.placements.normformer import NormFormerBlock
@@ -29,4 +31,4 @@ from normtrain.model.placements.resi_dual import ResiDualBlock
 __all__ = ["PLACEMENTS", "Block", "register_placement", "PreNormBlock", "SubLNBlock", "PostNormBlock",
            "DeepNormBlock", "AdminBlock", "PeriNormBlock", "ReorderedNormBlock", "MixNormBlock", "ReZeroBlock",
            "NoNormBlock", "NormFreeBlock", "HybridNormBlock", "NormFormerBlock", "B2TBlock", "ResiDualBlock",
-           "NGPTBlock"]
+           "NGPTBlock", "MHCBlock"]

@@ -72,14 +72,19 @@ class Block(nn.Module):
         return cfg
 
     @staticmethod
-    def stream_in(x: torch.Tensor) -> torch.Tensor:
-        """The stream the first block receives from the embedding ``x`` (ResiDual: two copies)."""
+    def stream_in(x: torch.Tensor, cfg: GPTConfig) -> torch.Tensor:
+        """The stream the first block receives from the embedding ``x`` (ResiDual: two copies; mHC: n)."""
         return x
 
     @staticmethod
-    def stream_out(x: torch.Tensor, final_norm: nn.Module | None) -> torch.Tensor:
+    def stream_out(x: torch.Tensor, final_norm: nn.Module | None, cfg: GPTConfig) -> torch.Tensor:
         """The hidden state the LM head reads from the last block's stream ``x``."""
         return x if final_norm is None else final_norm(x)
+
+    def streams(self, x: torch.Tensor) -> list[torch.Tensor] | None:
+        """The parallel residual streams that this block's stream ``x`` holds (mHC), for the monitor's statistics
+        per stream; None for a single stream."""
+        return None
 
     def scaled(self, x: torch.Tensor) -> torch.Tensor:
         """GPAS's g(x) = x − SiLU(a)·sg(x) (the module's docstring), or x itself without GPAS."""

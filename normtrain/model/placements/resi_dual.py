@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from normtrain.model.config import GPTConfig
 from normtrain.model.placements.base import Block, register_placement
 
 
@@ -31,11 +32,11 @@ class ResiDualBlock(Block):
     uses_alpha = False
 
     @staticmethod
-    def stream_in(x: torch.Tensor) -> torch.Tensor:
+    def stream_in(x: torch.Tensor, cfg: GPTConfig) -> torch.Tensor:
         return torch.cat((x, x), dim=-1)
 
     @staticmethod
-    def stream_out(x: torch.Tensor, final_norm: nn.Module | None) -> torch.Tensor:
+    def stream_out(x: torch.Tensor, final_norm: nn.Module | None, cfg: GPTConfig) -> torch.Tensor:
         post, dual = x.chunk(2, dim=-1)
         return post + final_norm(dual)
 
