@@ -44,6 +44,7 @@ OPTIONS = (  # (row name, overrides on top of the default model)
     ("b2t", ["placement=b2t"]),
     ("resi_dual", ["placement=resi_dual"]),
     ("ngpt", ["experiment=ngpt"]),
+    ("mhc", ["placement=mhc"]),
     ("gpas", ["placement.gpas=true"]),
     ("derf", ["norm=derf"]),
     ("gain_zero_centred", ["norm.gain=zero_centred"]),

@@ -36,6 +36,7 @@ NGPT_TESTS = ("tests/model/test_ngpt_formulas.py",)  # nGPT's formulas and its w
 NGPT_LOOP_TESTS = ("tests/training/test_ngpt.py::test_ngpt_trains_on_the_sphere_logs_alpha_and_resumes_back_onto_it",
                    "tests/training/test_ngpt.py::test_the_weight_rule_holds_right_after_a_rollback")
 OPTIM_TESTS = ("tests/model/test_formulas.py", "tests/training/test_optim.py")  # Muon's split, QK-Clip
+MHC_TESTS = ("tests/model/test_mhc_formulas.py",)  # mHC's mappings, Sinkhorn, block and model
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,8 @@ OUT = "return self.out_proj(y if self.inner_norm is None else self.inner_norm(y)
 CAPPED = "scores = soft_cap(attention_logits(q, k, self.softmax_scale), self.softcap)"
 MASKED = 'torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)'
 SQUASH_DERF = "return torch.erf(self.alpha * x + self.shift)"
+MHC_RES = "res = sinkhorn((a_res * h_res + b_res).unflatten(-1, (n, n)))"
+MHC_WRITE = "return res @ streams + post.unsqueeze(-1) * out.to(streams.dtype).unsqueeze(-2)"
 
 MUTANTS: tuple[Mutant, ...] = (
     m("pre-gains-swapped", SWAP, "model/placements/pre.py",
@@ -312,6 +315,41 @@ MUTANTS: tuple[Mutant, ...] = (
     m("ngpt-weight-rule-skipped-after-a-resume-or-rollback", STRUCT, "training/trainer.py",
       ("ckpt.restore(self.model, self.optimizer, state, self.ctx)\n        self.keep_weight_constraints()\n",
        "ckpt.restore(self.model, self.optimizer, state, self.ctx)\n"), tests=NGPT_LOOP_TESTS),
+    # mHC (placement=mhc): its mappings, the Sinkhorn projection and the stream update
+    m("mhc-h-res-transposed", FORM, "model/hyper_connections.py",
+      (MHC_WRITE, MHC_WRITE.replace("res @ streams", "res.mT @ streams")), tests=MHC_TESTS),
+    m("mhc-h-post-without-the-2", SCALE, "model/hyper_connections.py",
+      ("post = 2 * torch.sigmoid(", "post = torch.sigmoid("), tests=MHC_TESTS),
+    m("mhc-h-pre-softmax-not-sigmoid", FORM, "model/hyper_connections.py",
+      ("pre = torch.sigmoid(a_pre * h_pre + b_pre) + EPS", "pre = torch.softmax(a_pre * h_pre + b_pre, -1) + EPS"),
+      tests=MHC_TESTS),
+    m("mhc-alpha-scales-the-static-bias", SCALE, "model/hyper_connections.py",
+      (MHC_RES, MHC_RES.replace("a_res * h_res + b_res", "a_res * (h_res + b_res)")), tests=MHC_TESTS),
+    m("mhc-alphas-swapped", SWAP, "model/hyper_connections.py",
+      ("a_pre, a_post, a_res = self.alpha", "a_post, a_pre, a_res = self.alpha"), tests=MHC_TESTS),
+    m("mhc-stream-not-rms-normed", FORM, "model/hyper_connections.py",
+      ("h = self.phi(x) * torch.rsqrt(mean_square + RMS_EPS)", "h = self.phi(x)"), tests=MHC_TESTS),
+    m("mhc-sinkhorn-rows-first", FORM, "model/hyper_connections.py",
+      ("soft = torch.softmax(logits, dim=0)", "soft = torch.softmax(logits, dim=1)"),
+      ("for dim in (0, 1) if t else (1,):", "for dim in (1, 0) if t else (0,):"), tests=MHC_TESTS),
+    m("mhc-sinkhorn-one-iteration-short", DEPTH, "model/hyper_connections.py",
+      ("for t in range(iters):\n            for dim", "for t in range(iters - 1):\n            for dim"),
+      tests=MHC_TESTS),
+    m("mhc-sinkhorn-gradient-misses-the-sum", FORM, "model/hyper_connections.py",
+      ("g = (g - (g * y).sum(dim, keepdim=True)) * r", "g = g * r"), tests=MHC_TESTS),
+    m("mhc-sinkhorn-gradient-skips-the-softmax", FORM, "model/hyper_connections.py",
+      ("return soft * (g - (g * soft).sum(0, keepdim=True)), None, None", "return g, None, None"), tests=MHC_TESTS),
+    m("mhc-mlp-reads-the-attention-mappings", SWAP, "model/placements/mhc.py",
+      ("self.sublayer(x, self.mlp_hc, self.norm2, self.mlp)", "self.sublayer(x, self.attn_hc, self.norm2, self.mlp)"),
+      tests=MHC_TESTS),
+    m("mhc-sublayer-input-not-normed", STRUCT, "model/placements/mhc.py",
+      ("out = f(norm(read(pre, streams)))", "out = f(read(pre, streams))"), tests=MHC_TESTS),
+    m("mhc-streams-summed-at-the-exit", FORM, "model/placements/mhc.py",
+      ("x.unflatten(-1, (cfg.streams, -1)).mean(dim=-2)", "x.unflatten(-1, (cfg.streams, -1)).sum(dim=-2)"),
+      tests=MHC_TESTS),
+    m("mhc-only-the-first-stream-gets-the-embedding", FORM, "model/placements/mhc.py",
+      ("return x.repeat(*([1] * (x.dim() - 1)), cfg.streams)",
+       "return torch.cat([x] + [torch.zeros_like(x)] * (cfg.streams - 1), dim=-1)"), tests=MHC_TESTS),
 )
 
 

@@ -147,6 +147,16 @@ PLACEMENTS = (
            (P.LOSHCHILOV_2024_NGPT,), (NGPT_CODE,),
            note="no weight decay, no warm-up; NVIDIA's README says the claimed 4–20× speed-up is inflated by bf16 "
                 "parameter storage hurting the baseline"),
+    Choice("placement", "mHC (manifold-constrained hyper-connections)", "placement=mhc", "n streams per token; "
+           "each sublayer: x ← H_res·x + H_postᵀ·F(N(H_pre·x)), from x̃ = RMSNorm(vec x): H_pre = σ(α·x̃φ + b), "
+           "H_post = 2σ(α·x̃φ + b), H_res = Sinkhorn-Knopp(α·mat(x̃φ) + b), 20 iterations (doubly stochastic); "
+           "streams start as copies of the embedding, their mean meets the final norm", (P.XIE_2025_MHC, P.ZHU_2024_HC),
+           (Code("NVIDIA/Megatron-LM", "megatron/core/transformer/hyper_connection.py"),
+            Code("huggingface/transformers", "src/transformers/models/deepseek_v4/modeling_deepseek_v4.py")),
+           ("DeepSeek-V4",),
+           note="n = placement.streams = 4, α init 0.01 (the paper); φ Xavier-uniform, b = 0, ε = 1e-6 guards and the "
+                "mean at the exit from Megatron-LM, where the paper is silent; DeepSeek-V4 exits through learned "
+                "weights instead"),
     Choice("placement", "GPAS", "placement.gpas=true", "after each residual add x ← x − SiLU(a)·sg(x), a scalar a "
            "per layer, init 0: the forward stream shrinks, the gradient passes unscaled", (P.CHEN_2025_GPAS,),
            (Code("dandingsky/GPAS"),), note="on every placement with a residual add"),

@@ -67,6 +67,9 @@ XIE_2023_RESIDUAL = Paper("Xie et al.", 2023, "ResiDual: Transformer with Dual R
                           arxiv="2304.14802")
 LOSHCHILOV_2024_NGPT = Paper("Loshchilov, Hsieh, Sun & Ginsburg", 2024, "nGPT: Normalized Transformer with "
                              "Representation Learning on the Hypersphere", "ICLR 2025", "2410.01131")
+XIE_2025_MHC = Paper("Xie, Wei, Cao et al. (DeepSeek-AI)", 2025, "mHC: Manifold-Constrained Hyper-Connections",
+                     arxiv="2512.24880")
+ZHU_2024_HC = Paper("Zhu et al.", 2024, "Hyper-Connections", "ICLR 2025", "2409.19606")
 CHEN_2025_GPAS = Paper("Chen, Xu et al.", 2025, "GPAS: Accelerating Convergence of LLM Pretraining via "
                        "Gradient-Preserving Activation Scaling", "NeurIPS 2025", "2506.22049")
 

@@ -18,7 +18,8 @@ ROPE_BASE = 10000.0  # normtrain.model.attention.Rotary's base
 HANDLED = {"n_layers", "d_model", "n_heads", "seq_len", "vocab_size", "mlp", "d_ff", "pos", "bias", "emb_std",
            "norm", "placement", "alpha", "beta", "qk_norm",
            "post_fraction",  # read by placement=mix only, which no mapping here accepts
-           "first_pre", "head_scale", "post_act_norm", "resid_scale"}  # hybrid's and normformer's (idem)
+           "first_pre", "head_scale", "post_act_norm", "resid_scale",  # hybrid's and normformer's (idem)
+           "streams"}  # mhc's (idem)
 # NormSpec fields that change the model when set; every mapping needs them off.
 NORM_OPTIONS = ("depth_scaled",)
 DEFAULTS, NORM_DEFAULTS = GPTConfig(), NormSpec()

@@ -45,7 +45,7 @@ def sinkhorn(logits: torch.Tensor, iters: int = SINKHORN_ITERS, eps: float = EPS
 
 class _SinkhornKnopp(torch.autograd.Function):
     """``sinkhorn`` on the matrices' entries moved to the front, (n, n, …): each normalization then sweeps
-    contiguous rows of tokens (four times faster on a CPU than n × n blocks token by token).
+    contiguous rows of tokens (several times faster on a CPU than n × n blocks token by token).
 
     A normalization y = m·r, r = 1/(Σ m + ε) summed along one axis, has the gradient r·(g − Σ g⊙y) along that
     axis: two passes over the entries where autograd's division takes five. The forward keeps each y and r.

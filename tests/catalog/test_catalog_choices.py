@@ -27,7 +27,7 @@ SETTINGS = {
     "model": {"n_layers", "d_model", "n_heads", "seq_len", "mlp", "d_ff", "pos", "bias", "emb_std", "vocab_size"},
     "norm": {"name", "eps", "impl", "p", "alpha_init",
              "affine"},  # affine=false is the older spelling of norm.gain=none
-    "placement": {"name", "alpha", "beta", "post_fraction", "head_scale", "post_act_norm", "resid_scale"},
+    "placement": {"name", "alpha", "beta", "post_fraction", "head_scale", "post_act_norm", "resid_scale", "streams"},
     "optim": {"name", "lr", "betas", "eps", "weight_decay", "warmup_steps", "schedule", "min_lr_ratio",
               "warmup_overlaps", "grad_clip", "momentum", "qk_clip_alpha", "muon_lr", "muon_momentum",
               "muon_nesterov", "muon_ns_steps", "muon_weight_decay", "adjust_lr_fn"},

@@ -59,6 +59,7 @@ def test_each_class_is_chosen_for_exactly_its_architecture(hf_class):
     (dict(placement="normformer", mlp="swiglu", norm=RMS), "LlamaForCausalLM", "placement=normformer (needs pre)"),
     (dict(placement="b2t", mlp="swiglu", norm=RMS), "LlamaForCausalLM", "placement=b2t (needs pre)"),
     (dict(placement="resi_dual", mlp="geglu", norm=RMS), "Gemma2ForCausalLM", "placement=resi_dual (needs peri)"),
+    (dict(placement="mhc", mlp="swiglu", norm=RMS, streams=2), "LlamaForCausalLM", "placement=mhc (needs pre)"),
     (dict(placement="pre", mlp="swiglu", norm=RMS, gpas=True), "LlamaForCausalLM",
      "placement.gpas=true (not in LlamaForCausalLM)"),
 ])

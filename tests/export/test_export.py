@@ -192,10 +192,12 @@ def test_catalog_options_transformers_lacks_fall_back_to_normtrains_format(optio
      "placement=hybrid (needs pre); model.v_norm=true (not in Qwen3ForCausalLM)"),
     (["placement=resi_dual", "placement.gpas=true"], "the nearest is LlamaForCausalLM, 2 differences: "
      "placement=resi_dual (needs pre); placement.gpas=true (not in LlamaForCausalLM)"),
+    (["placement=mhc", "placement.streams=3"], "the nearest is LlamaForCausalLM, the one difference: placement=mhc "
+     "(needs pre)"),
 ])
 def test_the_2023_2026_placements_export_in_normtrains_format_naming_the_nearest(overrides, nearest, tiny, tmp_path):
     """No transformers class has them: normtrain's format, the nearest class and its differences named, and the
-    model back from it computes the same logits (ResiDual's two streams, GPAS's gates included)."""
+    model back from it computes the same logits (ResiDual's two streams, GPAS's gates, mHC's n included)."""
     from normtrain.export.cli import summary
 
     ours = trained([*tiny, "norm=rmsnorm", "model.mlp=swiglu", *overrides], tmp_path / "run")
