@@ -35,16 +35,18 @@ class MHCBlock(Block):
     paper's); n = 1 is a plain residual with gates σ and 2σ on the sublayer's input and output.
 
     Where each choice comes from (the paper, arXiv v1, and the reference code where the paper is silent):
-      - eq. 3, 7, 8, 9; t_max = 20 and α initialized to 0.01 (Table 5): the paper; both reference codes agree.
+      - eq. 3, 7, 8, 9; t_max = 20 and α initialized to 0.01 (Table 5): the paper; both reference codes agree
+        (transformers' class as of 5.24, which the tests compare with; an earlier version of it had σ + ε for
+        H_post and σ instead of exp before the Sinkhorn iterations, not the paper's).
       - F is Pre-LN inside: N (the configured norm, ``norm=…``) on the collapsed input H_pre·x_l, as the pre-norm
         Transformer the paper analyses (§3.2; Table 3 stores RMSNorm(H_pre x_l)) and both reference codes do.
       - φ Xavier-uniform, b = 0: Megatron-LM (the paper does not say). So every token starts at H_pre ≈ ½,
         H_post ≈ 1 and H_res ≈ 1/n everywhere; transformers' normal(0.02) init is a placeholder for loading
         DeepSeek-V4's checkpoints.
       - ε = 1e-6 on H_pre and in the Sinkhorn iterations: both reference codes; the paper writes none.
-      - the RMSNorm of vec(x_l) as √(mean(x²) + ε), ε = 1e-6 inside the root: transformers (and Megatron-LM's GLM
-        variant); Megatron-LM's default divides by rms + ε instead and the paper's eq. 15 writes no ε. We keep the
-        RMSNorm the paper names in eq. 7.
+      - the RMSNorm of vec(x_l) as √(mean(x²) + ε), ε = 1e-6 inside the root: transformers (and Megatron-LM's
+        single-pass path); Megatron-LM's default divides by rms + ε instead and the paper's eq. 15 writes no ε. We
+        keep the RMSNorm the paper names in eq. 7.
       - the way in, every stream a copy of the embedding: both reference codes. The way out, the mean of the
         streams before the final norm: Megatron-LM's ``output_contract`` (the paper does not say). DeepSeek-V4 in
         transformers collapses with learned sigmoid weights instead (its ``HyperHead``, a model's own design).
