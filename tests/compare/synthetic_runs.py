@@ -25,7 +25,7 @@ def config(placement: str, norm: str, layers: int, seed: int) -> dict:
 
 
 def rows(rng: np.random.Generator, layers: int, steps: int, every: int, eval_every: int, scale: float,
-         diverge_at: int | None) -> list[dict]:
+         diverge_at: int | None, factor: float = 1.0) -> list[dict]:
     out = []
     for step in range(0, steps + 1, every):
         dead = diverge_at is not None and step >= diverge_at
@@ -33,7 +33,7 @@ def rows(rng: np.random.Generator, layers: int, steps: int, every: int, eval_eve
         row = {"step": step, "train/loss": loss, "lr": 1e-3 * min(1, (step + 1) / 10), "tokens_per_s": 1e4 + step}
         if step % eval_every == 0:
             row["val/loss"] = loss + 0.1
-        draws = 10 ** rng.uniform(-3, 0, size=(len(PREFIXES), layers)) * np.arange(1, layers + 1)
+        draws = factor * 10 ** rng.uniform(-3, 0, size=(len(PREFIXES), layers)) * np.arange(1, layers + 1)
         for prefix, values in zip(PREFIXES, draws.tolist(), strict=True):
             for i, value in enumerate(values):
                 row[f"{prefix}/layer_{i}"] = math.nan if dead else value if prefix != "act_mean" else value - 0.5
@@ -74,9 +74,11 @@ def many_runs(n_placements: int, n_norms: int, depth: int, n_seeds: int, steps: 
 def write_sweep(root: Path, placements=("pre", "post"), norms=("layernorm", "rmsnorm"), depths=(4,),
                 seeds=(0, 1, 2), steps: int = 60, every: int = 5, eval_every: int = 20,
                 diverged=("post", "rmsnorm", 1), collapsed=("post", "layernorm"),
-                undertrained=("pre", "rmsnorm", 2)) -> list[Path]:
+                undertrained=("pre", "rmsnorm", 2), exploded=()) -> list[Path]:
     """One run folder per combination; the run ``diverged`` (placement, norm, seed) diverges half-way, the
-    runs of ``collapsed`` (placement, norm) are marked collapsed and the run ``undertrained`` undertrained."""
+    runs of ``collapsed`` (placement, norm) are marked collapsed and the run ``undertrained`` undertrained. The run
+    ``exploded`` (placement, norm, seed) blows up from the start, as ``placement=none`` does at depth 16 and lr 3e-2
+    (a loss near 10⁴, per-layer values 10⁸ times the others'), and diverges at its third logged step."""
     rng = np.random.default_rng(0)
     folders = []
     for p in placements:
@@ -85,8 +87,10 @@ def write_sweep(root: Path, placements=("pre", "post"), norms=("layernorm", "rms
                 for seed in seeds:
                     folder = root / f"{len(folders)}_{p}-{n}-L{layers}"
                     folder.mkdir(parents=True)
-                    at = steps // 2 if (p, n, seed) == tuple(diverged) else None
-                    logged = rows(rng, layers, steps, every, eval_every, 3.0 if p == "post" else 2.0, at)
+                    blown = (p, n, seed) == tuple(exploded)
+                    at = 2 * every if blown else steps // 2 if (p, n, seed) == tuple(diverged) else None
+                    logged = rows(rng, layers, steps, every, eval_every,
+                                  9490.0 if blown else 3.0 if p == "post" else 2.0, at, 1e8 if blown else 1.0)
                     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in logged))
                     record = summary(p, n, layers, seed, logged, steps, at, (p, n) == tuple(collapsed),
                                      (p, n, seed) == tuple(undertrained))
