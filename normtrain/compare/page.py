@@ -102,21 +102,21 @@ def _figure(fig: specs.Figure) -> str:
             f'<div class="chart"></div><figcaption>{e(fig.caption)}</figcaption></figure>')
 
 
-def probed_runs(runs: Sequence[Run]) -> str:
-    """Which runs the probe's figures show: each with its group's swatch, its seed, the step its checkpoint is from
-    and the full model's eval loss (the figures show no others)."""
+def probed_runs(groups: Sequence[Group], total: int) -> str:
+    """Which runs the probe's figures show, in the groups' order: each with its group's swatch, its seed, the step
+    its checkpoint is from and the full model's eval loss (the figures show no others)."""
     e = html.escape
     items = []
-    for run in (r for r in runs if r.probe):
+    for run in (r for g in groups for r in g.runs if r.probe):
         step, loss = run.probe.get("step"), run.probe.get("val_loss")
         facts = [f"seed {e(seed_list([run]))}", *([f"step {step}"] if isinstance(step, int) else []),
                  *([f"eval loss {number(loss, 4)}"] if isinstance(loss, (int, float)) else [])]
         items.append(f'<li><span class="swatch" style="background:{e(run.color or "#999")}"></span>{e(run.label)} '
                      f'<small>({", ".join(facts)})</small></li>')
-    return f'<p class="lead">Probed runs ({len(items)} of {len(runs)}):</p><ul class="probed">{"".join(items)}</ul>'
+    return f'<p class="lead">Probed runs ({len(items)} of {total}):</p><ul class="probed">{"".join(items)}</ul>'
 
 
-def _sections(figures: Sequence[specs.Figure], runs: Sequence[Run] = ()) -> str:
+def _sections(figures: Sequence[specs.Figure], groups: Sequence[Group] = (), total: int = 0) -> str:
     probes = [f for f in figures if f.id.startswith("fig-probe-")]
     maps = [f for f in figures if f.id.endswith("-map")]
     profiles = [f for f in figures if f.id.endswith("-profile")]
@@ -130,7 +130,7 @@ def _sections(figures: Sequence[specs.Figure], runs: Sequence[Run] = ()) -> str:
                                        ("Per-head diagnostics by block and head", heads, False, ""),
                                        ("Other logged values", rest, True, ""),
                                        ("The trained models, probed (normtrain-probe)", probes, False,
-                                        probes and probed_runs(runs))):
+                                        probes and probed_runs(groups, total))):
         if group:
             body = "".join(map(_figure, group))
             parts.append(f"<h2>{html.escape(heading)}</h2>{lead}"
@@ -182,7 +182,7 @@ def render(runs: Sequence[Run], cols: Sequence[report.Column], groups: Sequence[
     ]
     if page.notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(n)}</li>" for n in page.notes) + "</ul>")
-    parts += ['<p id="figures-state" hidden></p>', _sections(page.figures, runs)]
+    parts += ['<p id="figures-state" hidden></p>', _sections(page.figures, groups, len(runs))]
     if page.pngs:
         links = ", ".join(f'<a href="{e(p)}">{e(p)}</a>' for p in page.pngs)
         parts.append(f"<h2>Figures for papers</h2><p>The same data as PNG files beside this page: {links}.</p>")

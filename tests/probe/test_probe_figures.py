@@ -7,6 +7,7 @@ import io
 import json
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 
@@ -91,3 +92,32 @@ def test_probe_pngs_are_drawn_in_the_run_s_colour(tmp_path):
 
 def test_a_model_without_norms_has_no_norm_curves_png(tmp_path):
     assert list(figures.pictures({**probe_result(tmp_path), "norms": []})) == ["skip_loss.png", "stream.png"]
+
+
+def test_the_report_names_the_probed_runs_and_its_legends_only_their_groups(tmp_path):
+    """Issue 38: the skip-loss legend had no swatches and listed groups nobody probed; no seed was shown."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "compare"))
+    from synthetic_runs import write_sweep
+
+    folders = write_sweep(tmp_path / "sweep", placements=("pre", "post", "deepnorm"), norms=("rmsnorm",), seeds=(0, 1),
+                          diverged=(), collapsed=(), undertrained=())  # two seeds each; deepnorm not probed
+    probed = [f for f in folders if f.name.startswith(("1_", "2_"))]  # pre's seed 1, post's seed 0
+    for folder in probed:
+        (folder / "probe").mkdir()
+        (folder / "probe" / "probe.json").write_text(json.dumps({**probe_result(folder), "step": 60}))
+    sweep_page = write_report(folders, tmp_path / "report.html").read_text()
+    data = json.loads(re.search(r'id="normtrain-data">(.*?)</script>', sweep_page, re.S)[1])
+    specs = {f["id"]: f["spec"] for f in data["figures"]}
+
+    skip = specs["fig-probe-skip"]["encoding"]["color"]
+    assert skip["legend"]["symbolType"] == "square" and skip["scale"]["domain"] == ["post", "pre"]
+    norms = specs["fig-probe-norms"]["spec"]["layer"][0]["encoding"]
+    assert norms["color"]["legend"]["symbolType"] == "circle"
+    assert {"run", "seed"} <= {t["field"] for t in norms["tooltip"]}
+    assert {(r["run"], r["seed"]) for r in data["datasets"]["probe:layers"]} == {("pre · seed=1", "1"),
+                                                                                 ("post · seed=0", "0")}
+    listed = re.search(r'Probed runs \(2 of 6\):</p><ul class="probed">(.*?)</ul>', sweep_page)[1]
+    assert re.findall(r'background:(#[0-9a-f]+)"></span>([^<]+) <small>\(seed (\d)', listed) == [
+        ("#4e79a7", "post · seed=0", "0"), ("#f28e2b", "pre · seed=1", "1")]
