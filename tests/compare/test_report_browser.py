@@ -115,14 +115,14 @@ def test_line_tooltips_name_the_group_the_curve_and_the_seed(tmp_path):
     require_browser()
     report = write_report(exploded_sweep(tmp_path / "sweep"), tmp_path / "report.html")
     mean = loss_record(report, "pre", "train")
-    seed0, seed1 = (loss_record(report, "pre", "train", "loss:runs", seed=s) for s in ("0", "1"))
-    apart = max(range(len(seed0["step"])), key=lambda i: abs(seed0["v"][i] - seed1["v"][i]))
     one = write_report(write_sweep(tmp_path / "one", seeds=(3,), diverged=(), collapsed=(), undertrained=()),
                        tmp_path / "one.html")
     with browser["opened"](report) as session:
         page = session.page
         tip = browser["tooltip"](page, "fig-loss", mean["step"][6], mean["mean"][6])
         assert (tip["group"], tip["curve"], tip["seeds"], tip["step"]) == ("pre", "train", "0, 1", str(mean["step"][6]))
+        seed0, seed1 = (loss_record(report, "pre", "train", "loss:runs", seed=s) for s in ("0", "1"))
+        apart = max(range(len(seed0["step"])), key=lambda i: abs(seed0["v"][i] - seed1["v"][i]))
         redrawn(page, "fig-loss", "input[name=seeds]")  # 'each seed': a seed's own line answers for itself
         tip = browser["tooltip"](page, "fig-loss", seed0["step"][apart], seed0["v"][apart])
         assert (tip["group"], tip["curve"], tip["run"], tip["seed"]) == ("pre", "train", "pre · seed=0", "0"), tip
