@@ -28,10 +28,11 @@ class Figure:
     log: bool = False  # the scale type it opens with
     scale: str = "y"  # the Vega scale the log switch changes ("y", or "color" for heatmaps: every panel's)
     domains: dict[str, list[float]] = field(default_factory=dict)  # fixed domains per scale type (none: the spec's)
+    switch: bool = True  # whether the page offers the log switch (bars from zero have no log form)
 
     def meta(self) -> dict[str, Any]:
         return {"id": self.id, "spec": self.spec, "uses": self.uses, "log": self.log, "scale": self.scale,
-                "domains": self.domains}
+                "domains": self.domains, "switch": self.switch}
 
 
 def slug(text: str) -> str:

@@ -96,9 +96,9 @@ def _figure(fig: specs.Figure) -> str:
     e = html.escape
     checked = " checked" if fig.log else ""
     scale = "colour" if fig.scale == "color" else "y"
+    switch = f'<label><input type="checkbox" class="log"{checked}> log {scale} scale</label> · ' if fig.switch else ""
     return (f'<figure class="figure" id="{e(fig.id)}" data-state="waiting"><h3>{e(fig.title)}</h3>'
-            f'<div class="tools"><label><input type="checkbox" class="log"{checked}> log {scale} scale</label> · '
-            f"{e(fig.hint)}</div>"
+            f'<div class="tools">{switch}{e(fig.hint)}</div>'
             f'<div class="chart"></div><figcaption>{e(fig.caption)}</figcaption></figure>')
 
 

@@ -74,7 +74,7 @@ def skip_figure(groups: Sequence[Group]) -> Figure:
                "the stream passes through unchanged), minus the full model's: which blocks the trained model uses. "
                "One bar per probed run, in its group's colour.")
     return Figure("fig-probe-skip", "Probe: eval loss with each block skipped", caption, spec, ["probe:layers"],
-                  hint="hover a bar for its values")
+                  hint="hover a bar for its values", switch=False)  # bars start at 0; a skip can lower the loss
 
 
 def stream_figure(key: str, title: str, unit: str, log: bool, groups: Sequence[Group]) -> Figure:

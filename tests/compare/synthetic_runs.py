@@ -1,7 +1,8 @@
 """Hand-made run folders with every kind of metric a report must show: today's diagnostics, the new ones of the
 catalog issue (``attn_logit_max/layer_i`` and per head ``attn_logit_max/layer_i/head_j``, ``output/log_z``,
 ``train/z_loss``, a prefix nobody knows yet),
-seeds, a diverged run, a collapsed one and the unigram baseline."""
+seeds, a diverged run, a collapsed one and the unigram baseline; and a probe.json as normtrain-probe writes it
+(``probe_result``, also tests/probe's)."""
 
 from __future__ import annotations
 
@@ -97,3 +98,19 @@ def write_sweep(root: Path, placements=("pre", "post"), norms=("layernorm", "rms
                     (folder / "summary.json").write_text(json.dumps(record))
                     folders.append(folder)
     return folders
+
+
+XS = [i / 10 - 3 for i in range(61)]
+
+
+def norm(name: str, alpha: float) -> dict:
+    return {"name": name, "kind": "rmsnorm", "layer": 0, "x": [0.9 * x for x in XS], "n_pairs": len(XS),
+            "y": [math.tanh(alpha * x) for x in XS], "curve": {"x": XS, "y": [math.tanh(alpha * x) for x in XS]},
+            "fit": {"alpha": alpha, "gamma": 1.0, "r2": 0.99, "r2_line": 0.9}}
+
+
+def probe_result(run_dir) -> dict:
+    layers = [{"layer": i, "skip_val_loss": 2.34567 + d, "skip_delta": d, "block_cos": 0.5 + 0.1 * i,
+               "act_rms": 1.5 * (i + 1), "act_absmax": 10.0 * (i + 1)} for i, d in enumerate((0.7, 0.2, 0.05))]
+    return {"format": 1, "run_dir": str(run_dir), "label": "pre-rmsnorm-L3", "val_loss": 2.34567, "layers": layers,
+            "norms": [norm("blocks.0.norm1", 0.8), norm("final_norm", 1.5)]}

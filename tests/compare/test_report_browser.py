@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from synthetic_runs import write_sweep
+from synthetic_runs import probe_result, write_sweep
 
 from normtrain.compare import compare, write_report
 
@@ -48,11 +48,14 @@ def check(report: Path, screenshot: Path, **kwargs) -> dict:
 def test_a_fresh_report_draws_every_figure(tmp_path):
     require_browser()
     sweep = tmp_path / "sweep"
-    write_sweep(sweep)
+    probed = write_sweep(sweep)[0]
+    (probed / "probe").mkdir()
+    (probed / "probe" / "probe.json").write_text(json.dumps(probe_result(probed)))  # the probe's figures too
     result = compare([str(sweep)], out=tmp_path / "cmp")
     report = tmp_path / "cmp" / "report.html"
     drawn = check(report, tmp_path / "report.png", full_page=True, toggle=True)
-    assert len(drawn["figures"]) >= 20 and drawn["table_rows"] == len(result.runs) == 12
+    assert len(drawn["figures"]) >= 25 and drawn["table_rows"] == len(result.runs) == 12
+    assert {"fig-probe-skip", "fig-probe-norms"} <= {f["id"] for f in drawn["figures"]}
 
 
 @pytest.mark.slow

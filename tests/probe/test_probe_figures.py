@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,20 +14,8 @@ import numpy as np
 from normtrain.compare import paper, write_report
 from normtrain.probe import figures
 
-XS = [i / 10 - 3 for i in range(61)]
-
-
-def norm(name: str, alpha: float) -> dict:
-    return {"name": name, "kind": "rmsnorm", "layer": 0, "x": [0.9 * x for x in XS], "n_pairs": len(XS),
-            "y": [math.tanh(alpha * x) for x in XS], "curve": {"x": XS, "y": [math.tanh(alpha * x) for x in XS]},
-            "fit": {"alpha": alpha, "gamma": 1.0, "r2": 0.99, "r2_line": 0.9}}
-
-
-def probe_result(run_dir) -> dict:
-    layers = [{"layer": i, "skip_val_loss": 2.34567 + d, "skip_delta": d, "block_cos": 0.5 + 0.1 * i,
-               "act_rms": 1.5 * (i + 1), "act_absmax": 10.0 * (i + 1)} for i, d in enumerate((0.7, 0.2, 0.05))]
-    return {"format": 1, "run_dir": str(run_dir), "label": "pre-rmsnorm-L3", "val_loss": 2.34567, "layers": layers,
-            "norms": [norm("blocks.0.norm1", 0.8), norm("final_norm", 1.5)]}
+sys.path.insert(0, str(Path(__file__).parents[1] / "compare"))
+from synthetic_runs import probe_result, write_sweep  # noqa: E402 - hand-made run folders, shared with compare's tests
 
 
 def run_folder(root, result: dict):
@@ -96,11 +84,6 @@ def test_a_model_without_norms_has_no_norm_curves_png(tmp_path):
 
 def test_the_report_names_the_probed_runs_and_its_legends_only_their_groups(tmp_path):
     """Issue 38: the skip-loss legend had no swatches and listed groups nobody probed; no seed was shown."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parents[1] / "compare"))
-    from synthetic_runs import write_sweep
-
     folders = write_sweep(tmp_path / "sweep", placements=("pre", "post", "deepnorm"), norms=("rmsnorm",), seeds=(0, 1),
                           diverged=(), collapsed=(), undertrained=())  # two seeds each; deepnorm not probed
     probed = [f for f in folders if f.name.startswith(("1_", "2_"))]  # pre's seed 1, post's seed 0

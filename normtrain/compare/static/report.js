@@ -28,7 +28,7 @@ function withScale(vg, name, log, domains) {
 
 async function render(fig, datasets) {
   const box = document.getElementById(fig.id);
-  const log = box.querySelector("input.log").checked;
+  const log = box.querySelector("input.log")?.checked ?? fig.log;  // a figure without the switch keeps its scale
   const spec = JSON.parse(JSON.stringify(fig.spec));
   spec.datasets = Object.fromEntries(fig.uses.map((name) => [name, datasets[name]]));
   spec.params = (spec.params || []).map((p) => (p.name === "logscale" ? { ...p, value: log } : p));
@@ -75,7 +75,7 @@ async function main() {
   new Function(await unpack(document.getElementById("normtrain-vega").textContent))();
   for (const fig of data.figures) {
     const box = document.getElementById(fig.id);
-    box.querySelector("input.log").addEventListener("change", () => render(fig, data.datasets));
+    box.querySelector("input.log")?.addEventListener("change", () => render(fig, data.datasets));
     await render(fig, data.datasets);
   }
   document.body.dataset.state = "done";
