@@ -6,7 +6,8 @@
   validation.py .... ``validate``: every problem of a config at once, one ConfigError (exit 2)
   model_checks.py .. the model groups' checks (model, norm, placement), alone and against each other
   rules.py ......... the one-key rules the checks share (finite, at least, one of, a positive scale)
-  names.py ......... what a misspelt key probably meant
+  names.py ......... what a misspelt key or an unknown group option probably meant
+  sweep.py ......... a multirun's jobs, each composed and validated before the first starts
 
 Every name this package held when it was one module (``normtrain.config``) is still importable from here.
 """
@@ -24,7 +25,7 @@ from normtrain.config.compose import (
     with_defaults,
 )
 from normtrain.config.model_checks import PLACEMENT_KEYS, QK_MIN_FEATURES
-from normtrain.config.names import unknown_key_problem
+from normtrain.config.names import unknown_key_problem, unknown_option_problem
 from normtrain.config.schema import (
     CKPT_FORMATS,
     DEVICES,
@@ -61,5 +62,5 @@ __all__ = [
     "DebugSchema", "LoggerSchema", "ModelSchema", "MonitorSchema", "NormSchema", "NormtrainConfig", "OptimSchema",
     "PlacementSchema", "PrepareSchema", "RollbackSchema", "TrainSchema", "build_model", "checkpoint_format",
     "compose", "config_dir", "global_batch", "model_config", "problems", "register_configs", "to_container",
-    "unknown_key_problem", "validate", "vocab_size", "with_defaults",
+    "unknown_key_problem", "unknown_option_problem", "validate", "vocab_size", "with_defaults",
 ]

@@ -26,6 +26,14 @@ def config_dir() -> str:
     raise FileNotFoundError(f"normtrain's configs/ folder was not found next to {package}")
 
 
+def group_options() -> dict[str, list[str]]:
+    """Each shipped config group (a folder of YAML files: ``norm``, ``placement``, ...) and its options; Hydra's
+    own groups (``hydra/...``) left out."""
+    root = Path(config_dir())
+    return {folder.name: sorted(f.stem for f in folder.glob("*.yaml")) for folder in sorted(root.iterdir())
+            if folder.is_dir() and folder.name != "hydra"}
+
+
 def register_configs() -> None:
     from hydra.core.config_store import ConfigStore
 

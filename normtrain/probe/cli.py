@@ -47,7 +47,9 @@ def main(argv: list[str] | None = None) -> None:
 
     from normtrain.commands import run_command
 
-    run_command("normtrain-probe", body)
+    run_command("normtrain-probe", body, checkpoint_advice="The probe reads the run's final weights from that file: "
+                "probe another run folder, or train this run again (its summary.json holds the config) to write a "
+                "readable checkpoint")
 
 
 if __name__ == "__main__":

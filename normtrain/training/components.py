@@ -60,4 +60,5 @@ def monitor_for(model: torch.nn.Module, params: list, cfg: DictConfig, ctx: Dist
     return Monitor(raw.blocks, params, mon.every, mon.divergence_factor, probe=probe,
                    all_reduce=ctx.all_reduce if ctx.enabled else None,
                    spike_window=mon.spike_window if mon.spike_score else None,
-                   output_softcap=cfg.model.logit_softcap, **{k: mon[k] for k in SWITCHES})
+                   output_softcap=cfg.model.logit_softcap, last_step=cfg.train.max_steps - 1,
+                   **{k: mon[k] for k in SWITCHES})

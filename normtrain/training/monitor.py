@@ -110,7 +110,7 @@ def _squares(tensors: list[torch.Tensor], owners: torch.Tensor, n_layers: int) -
 
 
 class Monitor:
-    """Collects the diagnostics above on log steps (every ``every`` steps)."""
+    """Collects the diagnostics above on log steps (every ``every`` steps, and the last step)."""
 
     def __init__(self, blocks: Sequence[nn.Module], params: Sequence[nn.Parameter], every: int,
                  divergence_factor: float, *, grad_norms: bool = True, activations: bool = True,
@@ -119,8 +119,9 @@ class Monitor:
                  all_reduce: Callable[[torch.Tensor, str], torch.Tensor] | None = None,
                  attn_logit_max: bool = True, attn_logit_max_heads: bool = True, output_log_z: bool = True,
                  output_logit_max: bool = True, spike_window: int | None = 1000, residual_stats: bool = True,
-                 block_cos: bool = True, cap_saturation: bool = True, output_softcap: float = 0.0):
-        self.blocks, self.params, self.every = list(blocks), list(params), every
+                 block_cos: bool = True, cap_saturation: bool = True, output_softcap: float = 0.0,
+                 last_step: int | None = None):
+        self.blocks, self.params, self.every, self.last_step = list(blocks), list(params), every, last_step
         self.grad_norms, self.update_ratio, self.attn_logit_max_heads = grad_norms, update_ratio, attn_logit_max_heads
         self.output_log_z, self.output_logit_max = output_log_z, output_logit_max
         self.cap_saturation, self.output_softcap = cap_saturation, output_softcap
@@ -172,7 +173,9 @@ class Monitor:
         return self.spikes.summary()
 
     def is_log_step(self, step: int) -> bool:
-        return step % self.every == 0
+        """Every ``every``-th step, and the run's last (``last_step``): the curves and per-layer diagnostics end
+        where training ends, not up to ``every`` - 1 steps before it."""
+        return step % self.every == 0 or step == self.last_step
 
     @contextmanager
     def capture(self, step: int) -> Iterator[None]:

@@ -23,6 +23,8 @@ Each guarantee of the run record lives in one place:
   one global batch on any world size  ``BatchSampler`` draws it, ``TrainStep.accumulate`` makes up the micro-batches
   a model's weight rule holds ....... ``TrainStep.keep_weight_constraints`` after every update, resume and rollback
                                       (nGPT's unit-norm matrices: ``GPT.after_optimizer_step``)
+  the last step is measured ......... ``Monitor.is_log_step``: the final step is a log step (train curve, per-layer
+                                      diagnostics), whatever ``monitor.every`` is
   final writes survive signals ...... ``Trainer.run``: ``finish`` runs shielded from signals
   user errors of the file system .... ``train`` (exit 2 through RunFolderError)
 """
@@ -39,7 +41,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
-from normtrain.checkpoint import Checkpoint, Checkpointer, unwrap
+from normtrain.checkpoint import Checkpoint, Checkpointer, UnusableCheckpoint, unwrap
 from normtrain.config import checkpoint_format, global_batch, model_config, validate, vocab_size
 from normtrain.data import BatchSampler
 from normtrain.data.batches import global_state
@@ -53,6 +55,7 @@ from normtrain.training.debug import FaultInjector
 from normtrain.training.distributed import DistContext, autocast_for, init_distributed, wrap_model
 from normtrain.training.evaluation import Evaluation, evaluate
 from normtrain.training.flops import model_flops_per_token
+from normtrain.training.optim import schedule_warnings
 from normtrain.training.outcome import outcome, tail_trend
 from normtrain.training.preemption import StopRequested
 from normtrain.training.reporting import Throughput, build_loggers, hydra_run_dir, run_folder_path, run_label
@@ -67,6 +70,7 @@ from normtrain.util.runlog import log, say
 # the names this module held before its phases moved out (normtrain.training.trainer.evaluate, ...)
 __all__ = ["Throughput", "Trainer", "build_loggers", "evaluate", "hydra_run_dir", "run_label", "seed_everything",
            "train"]
+RESUME_ADVICE = "Start over with train.resume=none, or point train.resume at another checkpoint"
 
 
 def seed_everything(seed: int) -> None:
@@ -169,7 +173,7 @@ class Trainer:
     def warn(self) -> None:
         """Settings that run but confound what the run measures, said once (rank 0) before it starts."""
         if self.ctx.is_main:
-            for line in ngpt_warnings(self.cfg):
+            for line in ngpt_warnings(self.cfg) + schedule_warnings(self.cfg.optim, self.cfg.train.max_steps):
                 say(f"normtrain: warning: {line}")
 
     def guard_norms(self, model: GPT) -> Choice:
@@ -195,11 +199,15 @@ class Trainer:
 
     def resume(self) -> None:
         """Continue from a checkpoint whose experiment matches this config (or refuse with exit 2), in either
-        format and on any number of processes."""
-        point = ResumePoint.find(self.cfg.train.resume, self.run_dir, self.ctx, self.experiment())
+        format and on any number of processes. A checkpoint that cannot be used says what it is, and what to do."""
+        try:
+            point = ResumePoint.find(self.cfg.train.resume, self.run_dir, self.ctx, self.experiment())
+            if point is not None:
+                self.restore(point.ckpt, point.state)
+        except UnusableCheckpoint as err:
+            raise err.advised(RESUME_ADVICE) from None
         if point is None:
             return
-        self.restore(point.ckpt, point.state)
         self.policy.records = list(point.state.get("rollbacks", []))
         self.resumes = point.history(self.ctx.world_size)
         self.summary["started_at"] = point.state.get("started_at", self.summary["started_at"])  # the first start
