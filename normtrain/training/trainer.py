@@ -191,9 +191,9 @@ class Trainer:
     def recorded_divergence(self) -> dict[str, Any] | None:
         """A folder whose run diverged is a result: resuming it returns that record instead of re-training."""
         previous = self.ctx.broadcast(self.folder.previous_summary if self.cfg.train.resume == "auto" else None)
-        return diverged_record(previous, self.experiment(), self.run_dir)
+        return diverged_record(previous, self.own_experiment(), self.run_dir)
 
-    def experiment(self) -> dict[str, Any]:
+    def own_experiment(self) -> dict[str, Any]:
         """This run's experiment, as a checkpoint must share it to be resumed (normtrain/training/resume.py)."""
         return experiment(self.summary["config"], self.ctx.world_size, self.corpus.fingerprint, self.vocab_size)
 
@@ -201,7 +201,7 @@ class Trainer:
         """Continue from a checkpoint whose experiment matches this config (or refuse with exit 2), in either
         format and on any number of processes. A checkpoint that cannot be used says what it is, and what to do."""
         try:
-            point = ResumePoint.find(self.cfg.train.resume, self.run_dir, self.ctx, self.experiment())
+            point = ResumePoint.find(self.cfg.train.resume, self.run_dir, self.ctx, self.own_experiment())
             if point is not None:
                 self.restore(point.ckpt, point.state)
         except UnusableCheckpoint as err:
