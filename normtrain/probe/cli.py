@@ -40,7 +40,9 @@ def main(argv: list[str] | None = None) -> None:
 
     from normtrain.commands import run_command
 
-    run_command("normtrain-probe", lambda: probe_path(args))
+    run_command("normtrain-probe", lambda: probe_path(args), checkpoint_advice="The probe reads the run's final "
+                "weights from that file: probe another run folder, or train this run again (its summary.json holds "
+                "the config) to write a readable checkpoint")
 
 
 def probe_path(args: argparse.Namespace) -> None:

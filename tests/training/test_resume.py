@@ -86,7 +86,7 @@ def test_compile_with_monitor_does_not_recompile(tiny, tmp_path):
     cfg = normtrain.compose([*tiny, "train.max_steps=12", "monitor.every=3", "train.compile=true"])
     summary = normtrain.train(cfg, run_dir=tmp_path)
     assert summary["status"] == "completed"
-    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])  # 4 log steps, one graph
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])  # 5 log steps (the last, 11), one graph
     assert "grad_norm/layer_1" in rows(tmp_path)[0] and "act_std/layer_1" in rows(tmp_path)[3]
     state = load_checkpoint(tmp_path / CKPT_NAME)
     assert not any(k.startswith("_orig_mod.") for k in state["model"])

@@ -25,7 +25,7 @@ def test_tiny_run_writes_metrics_and_summary(tiny, tmp_path):
     assert (tmp_path / "ckpt.pt").is_file()
 
     rows = read_metrics(tmp_path)
-    assert [r["step"] for r in rows] == [0, 5, 10, 15, 20, 25, 30, 35, 40]
+    assert [r["step"] for r in rows] == [0, 5, 10, 15, 20, 25, 30, 35, 39, 40]  # 39: the last step is a log step
     first = rows[0]
     for key in ["train/loss", "lr", "grad_norm/total", "val/loss", "val/bpb"]:
         assert key in first
@@ -42,6 +42,18 @@ def test_tiny_run_writes_metrics_and_summary(tiny, tmp_path):
     assert vals[-1] < vals[0] - 1.0, vals  # ln 256 ≈ 5.5 at init; a tiny model learns bytes quickly
     assert summary["final_val_loss"] == vals[-1] and summary["best_val_loss"] == min(vals)
     assert summary["final_val_bpb"] == pytest.approx(vals[-1] / math.log(2))
+
+
+def test_the_last_step_is_a_log_step_whatever_monitor_every_is(tiny, tmp_path):
+    """80 steps logged every 10 used to end the train curve and every per-layer value at step 70."""
+    normtrain.train(normtrain.compose([*tiny, "train.max_steps=23", "monitor.every=10", "train.eval_every=0"]),
+                    run_dir=tmp_path)
+    rows = read_metrics(tmp_path)
+    assert [r["step"] for r in rows] == [0, 10, 20, 22, 23]  # 23: the final evaluation
+    last = rows[3]
+    for key in ("train/loss", "grad_norm/total", "grad_norm/layer_1", "act_rms/layer_1", "update/layer_1",
+                "attn_entropy/layer_1", "update/output_change", "output/log_z", "tokens_per_s"):
+        assert math.isfinite(last[key]), key
 
 
 def test_huge_lr_diverges_as_a_result(tiny, tmp_path):
@@ -91,7 +103,7 @@ def test_summary_records_the_unigram_baseline_and_tells_collapsed_from_undertrai
                                                "train.eval_every=0"]), run_dir=tmp_path / "stuck")
     assert (stuck["collapsed"], stuck["undertrained"], stuck["loss_trend"]["falling"]) == (True, False, False)
     record = json.loads((tmp_path / "stuck" / "summary.json").read_text())
-    assert record["collapsed"] is True and record["loss_trend"]["tail_points"] == 6
+    assert record["collapsed"] is True and record["loss_trend"]["tail_points"] == 7  # 48, 50, ..., 58 and 59
 
 
 def test_eval_windows_fix_one_val_set_across_batch_sizes(tiny, tmp_path):
