@@ -61,7 +61,7 @@ from normtrain.training.distributed import DistContext, grad_sync, init_distribu
 from normtrain.training.flops import mfu, model_flops_per_token, peak_flops
 from normtrain.training.monitor import SWITCHES, Monitor
 from normtrain.training.optim import MuonSettings, build_optimizer, lr_at, set_lr
-from normtrain.training.outcome import outcome, tail_trend
+from normtrain.training.outcome import labels, tail_trend
 from normtrain.training.preemption import StopRequested
 from normtrain.training.qk_clip import QKClip
 from normtrain.training.resume import config_changes
@@ -69,7 +69,7 @@ from normtrain.training.rollback import RollBack, RollbackPolicy
 from normtrain.training.run_folder import USER_ERRNOS, RunFolder, write_error
 from normtrain.training.zloss import log_partition, z_loss
 from normtrain.util.progress import interactive, make_progress
-from normtrain.util.provenance import code_state_at_start
+from normtrain.util.provenance import code_state_at_start, execution_state
 from normtrain.util.runlog import log, say
 
 LN2 = math.log(2)
@@ -176,6 +176,7 @@ class Trainer:
         self.stop = StopRequested()
         self.steps_done, self.in_step, self.val_losses, self.resumes = 0, False, [], []
         self.train_losses: list[tuple[int, float]] = []  # (step, train/loss) at log steps: the run's trend
+        self.val_steps: list[int] = []  # the step of each val loss: the curve the run's labels read
         self.checkpointer: Checkpointer | None = None
 
     # --- set-up and resume
@@ -254,7 +255,7 @@ class Trainer:
             "norm_impl": self.norm_impl.as_dict(), "corpus": self.corpus.describe(),
             "eval_windows": self.n_eval_windows, "unigram_val_loss": self.unigram_val_loss, "collapsed": False,
             "undertrained": False, "loss_trend": None,
-            "code": code_state_at_start(),
+            "code": code_state_at_start(), "execution": execution_state(ctx.device),
             "started_at": datetime.fromtimestamp(self.started, timezone.utc).isoformat(timespec="seconds"),
             "config": to_container(cfg),
         }
@@ -349,6 +350,7 @@ class Trainer:
         self.monitor.load_state_dict(state["monitor"])
         self.steps_done, self.val_losses = state["step"], list(state["val_losses"])
         self.train_losses = [tuple(p) for p in state.get("train_losses", [])]  # none in older checkpoints
+        self.val_steps = list(state.get("val_steps", []))  # none in older ones: the labels then read no curve
 
     def init_from_data(self) -> None:
         """A data-dependent init (Admin's ω, ``GPT.data_init``) on a fresh run, never on a resumed one (its
@@ -514,6 +516,7 @@ class Trainer:
         loss = evaluate(self.model, self.val_batches, self.autocast, self.ctx)
         self.throughput.exclude(time.perf_counter() - t0)
         self.val_losses.append(loss)
+        self.val_steps.append(self.steps_done)
         self.bar.set_postfix_str(f"val {loss:.3f}", refresh=False)
         return {"val/loss": loss, "val/bpb": self.bpb(loss)}
 
@@ -568,7 +571,8 @@ class Trainer:
             return False
         self.checkpointer.save(self.model, self.optimizer, {
             "step": self.steps_done, "sampler": self.sampler.state_dict(), "monitor": self.monitor.state_dict(),
-            "val_losses": self.val_losses, "train_losses": self.train_losses, "config": self.summary["config"],
+            "val_losses": self.val_losses, "val_steps": self.val_steps, "train_losses": self.train_losses,
+            "config": self.summary["config"],
             "world_size": self.ctx.world_size,
             "global_batch_size": self.global_batch, "corpus_fingerprint": self.corpus.fingerprint,
             "vocab_size": self.vocab_size, "resumes": self.resumes, "rollbacks": self.policy.records,
@@ -597,7 +601,11 @@ class Trainer:
         last = self.val_losses[-1] if self.val_losses else None
         final = None if self.summary["status"] == "diverged" or last is None or not math.isfinite(last) else last
         trend = tail_trend([s for s, _ in self.train_losses], [v for _, v in self.train_losses], self.steps_done)
-        self.summary.update(outcome(final, self.summary["unigram_val_loss"], trend), loss_trend=trend.as_dict())
+        paired = len(self.val_steps) == len(self.val_losses)  # a checkpoint from before val_steps: no curve
+        curve = list(zip(self.val_steps, self.val_losses, strict=True)) if paired else []
+        judged = labels(curve, self.summary["unigram_val_loss"], self.cfg.train.max_steps,
+                        diverged=self.summary["status"] == "diverged")
+        self.summary.update(judged.as_dict(), loss_trend=trend.as_dict())
         self.summary.update(steps=self.steps_done, final_val_loss=final,
                             final_val_bpb=None if final is None else self.bpb(final),
                             last_finite_val_loss=finite[-1] if finite else None,
