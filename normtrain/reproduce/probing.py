@@ -25,7 +25,7 @@ def probe_runs(plan: Plan, combos: list[dict[str, str]]) -> list[dict[str, Any] 
     """The probe of each combo's run, in the combos' order; None where the run left nothing to probe (a run that
     diverged without a finite checkpoint). The runs must have kept their checkpoints."""
     todo = [c for c in combos if not fresh(plan.run_dir(c))]
-    map_grid(plan, _probe, todo)
+    map_grid(plan, _probe, todo, "probes of trained models", "probe")
     found = []
     for combo in combos:
         path = probe_path(plan.run_dir(combo))

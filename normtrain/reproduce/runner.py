@@ -2,8 +2,8 @@
 
 An experiment's settings live in ``configs/experiment/NAME.yaml`` (a ``@package _global_`` preset)
 and its grid in that file's ``hydra.sweeper.params``, so ``normtrain -m experiment=NAME`` and
-``normtrain-reproduce NAME`` run the same jobs. ``--scale gpu`` adds the experiment's own overrides
-(wider, deeper, longer) and may replace grid axes; ``--smoke`` shrinks everything to a few steps.
+``normtrain-reproduce NAME`` run the same jobs. ``--scale gpu`` grows the model and spends a budget of
+minutes on steps and seeds (normtrain/reproduce/gpu_plan.py); ``--smoke`` shrinks everything to a few steps.
 
 ``--jobs N`` runs N of the grid's runs at a time, each in its own process with one torch thread: the models
 here are so small that a second thread buys little, while two single-threaded runs use both cores of a small
@@ -25,7 +25,9 @@ from typing import Any, ClassVar
 from omegaconf import DictConfig
 
 from normtrain.compare.runs import Run, load_run
+from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.preregistration import Registration
+from normtrain.training.outcome import Labels, labels
 
 SCALES = ("cpu", "gpu")
 SEED_AXIS = "train.seed"
@@ -33,14 +35,6 @@ SMOKE_OVERRIDES = ["train.max_steps=4", "train.eval_every=0", "train.eval_batche
                    "monitor.every=2"]
 PLACEMENT_ORDER = ("post", "pre", "deepnorm", "peri", "reorder", "mix", "subln", "admin", "rezero",
                    "none")  # the order of rows and lines in every table and figure
-
-
-@dataclass(frozen=True)
-class Scale:
-    """Overrides for every run, and grid axes that replace the YAML's (values in Hydra sweep syntax)."""
-
-    overrides: tuple[str, ...] = ()
-    grid: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -60,6 +54,20 @@ class Plan:
     reused_s: float = 0.0  # wall time of the runs reused from an earlier invocation (counted in the total)
     keep: Callable[[dict[str, str]], bool] | None = None  # the experiment's filter on the grid's product
     jobs: int = 1  # runs at a time, each in its own single-threaded process (1: in this process)
+    deadline: float | None = None  # time.monotonic() after which no run starts (the GPU scale's budget)
+    budget: Any = None  # the GPU scale's plan (normtrain.reproduce.gpu.GpuPlan), None at cpu
+
+    def phase(self, text: str) -> None:
+        """One line when a phase of the invocation starts, so no phase is silent (with progress on)."""
+        if self.progress:
+            from normtrain.util.runlog import say
+
+            say(f"normtrain-reproduce: {self.name}: {text}")
+
+    def out_of_time(self) -> bool:
+        import time
+
+        return self.deadline is not None and time.monotonic() >= self.deadline
 
     def combos(self) -> list[dict[str, str]]:
         axes = list(self.grid)
@@ -114,7 +122,7 @@ class Experiment:
     paper: ClassVar[str]  # short citation for tables, e.g. "Xiong et al. 2020, Fig. 3"
     reference: ClassVar[str]  # paper and figure/table, in Markdown
     method: ClassVar[str]  # how we test it, in Markdown
-    gpu: ClassVar[Scale] = Scale()
+    gpu_recipe: ClassVar[Recipe] = Recipe()  # how the model grows at --scale gpu (normtrain/reproduce/gpu_scale.py)
     keep_checkpoints: ClassVar[bool] = False
 
     def keeps(self, combo: dict[str, str]) -> bool:
@@ -127,7 +135,7 @@ class Experiment:
 
     def measure(self, plan: Plan) -> list[dict[str, Any]]:
         """Train every run of the grid and return one row per run (its axes plus ``self.row``)."""
-        return [{**combo, **self.row(run, combo)} for combo, run in train_grid(plan, self.keep_checkpoints)]
+        return read_rows(plan, train_grid(plan, self.keep_checkpoints), self.row)
 
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
         s = run.summary
@@ -135,10 +143,11 @@ class Experiment:
         return {"status": s.get("status"), "diverged_at_step": s.get("diverged_at_step"),
                 "final_val_loss": s.get("final_val_loss"), "best_val_loss": s.get("best_val_loss"),
                 "initial_val_loss": losses[0].item() if losses.size else None,
-                "unigram_val_loss": s.get("unigram_val_loss"), "collapsed": s.get("collapsed"),
-                "undertrained": s.get("undertrained"), "tail_drop": (s.get("loss_trend") or {}).get("tail_drop"),
+                "unigram_val_loss": s.get("unigram_val_loss"),
+                **label_columns(run_labels(s, list(zip(steps.tolist(), losses.tolist(), strict=True)))),
+                "tail_drop": (s.get("loss_trend") or {}).get("tail_drop"),
                 "wall_time_s": s.get("wall_time_s"), "started_at": s.get("started_at"), "device": s.get("device"),
-                **code_of(s.get("code")), "val_curve": curve_text(steps, losses)}
+                **execution_of(s.get("execution")), **code_of(s.get("code")), "val_curve": curve_text(steps, losses)}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         raise NotImplementedError
@@ -161,43 +170,108 @@ class Findings:
         return "repeats" if quantity in self.repeats else "seeds"
 
 
+def run_labels(summary: dict[str, Any], curve: list[tuple[int, float]]) -> Labels:
+    """A run's labels (normtrain/training/outcome.py) from its validation curve, computed here for every run, so
+    runs trained before the labels existed get them too (their few evaluations may leave ``undertrained``
+    unknown)."""
+    last = ((summary.get("config") or {}).get("train") or {}).get("max_steps") or summary.get("steps") or 0
+    return labels(curve, summary.get("unigram_val_loss"), int(last), diverged=summary.get("status") == "diverged")
+
+
+def label_columns(found: Labels) -> dict[str, Any]:
+    """The runs.csv columns of a run's labels."""
+    return {"collapsed": found.collapsed, "above_line": found.above_line, "plateaued": found.plateaued,
+            "left_line_at_step": found.left_line_at_step, "undertrained": found.undertrained,
+            "val_quarter_drop": found.quarter_drop}
+
+
+def execution_of(record: dict | None) -> dict[str, Any]:
+    """A run's ``threads``, ``deterministic`` and ``device_name`` columns (normtrain/util/provenance.py; empty for
+    runs made before they were recorded)."""
+    record = record or {}
+    return {"threads": record.get("threads"), "deterministic": record.get("deterministic_algorithms"),
+            "device_name": record.get("device_name")}
+
+
 def code_of(code: dict | None) -> dict[str, Any]:
     """A run's ``code_commit`` and ``code_dirty`` columns (normtrain/util/provenance.py)."""
     code = code or {}
     return {"code_commit": code.get("code_commit"), "code_dirty": code.get("code_dirty")}
 
 
+def read_rows(plan: Plan, done: list[tuple[dict[str, str], Run]], row: Callable[[Run, dict[str, str]], dict]
+              ) -> list[dict[str, Any]]:
+    """One row per trained run, with progress: reading a run's logs is quick, but an experiment's row may score
+    the trained model (BatchNorm's two ways), which takes seconds a run."""
+    from normtrain.util.progress import make_progress
+
+    plan.phase(f"reading {len(done)} trained runs")
+    bar = make_progress(len(done), 0, f"{plan.name}: reading runs", plan.progress, every_s=30.0, unit="run")
+    rows = []
+    try:
+        for combo, run in done:
+            rows.append({**combo, **row(run, combo)})
+            bar.update(1)
+    finally:
+        bar.close()
+    return rows
+
+
+class Unfinished(Exception):  # noqa: N818 (a state, not an error: the budget ran out first)
+    """The deadline stopped the invocation before every run of the plan was done; a later one continues."""
+
+    def __init__(self, done: int, total: int):
+        super().__init__(f"{done} of {total} runs done")
+        self.done, self.total = done, total
+
+
 def describe(combo: dict[str, str]) -> str:
     return " ".join(f"{k.split('.')[-1]}={v}" for k, v in combo.items())
 
 
-def map_grid(plan: Plan, fn: Callable[[list[str], str], Any], combos: Sequence[dict[str, str]]) -> list[Any]:
+def map_grid(plan: Plan, fn: Callable[[list[str], str], Any], combos: Sequence[dict[str, str]],
+             what: str = "runs", unit: str = "run") -> list[Any]:
     """``fn(overrides, run_dir)`` for each combo, in the combos' order: ``plan.jobs`` at a time in single-threaded
-    worker processes (``fn`` must be a module-level function), or one after the other in this process."""
+    worker processes (``fn`` must be a module-level function), or one after the other in this process. Past
+    ``plan.deadline`` no combo starts (its result stays None; the runs in flight finish)."""
     from normtrain.util.progress import Lines, make_progress
 
-    bar = make_progress(len(combos), 0, plan.name, plan.progress, every_s=30.0)  # a bar, or a line every 30 s
+    if not combos:
+        return []
+    plan.phase(f"{len(combos)} {what}, {min(plan.jobs, len(combos))} at a time")
+    bar = make_progress(len(combos), 0, f"{plan.name}: {what}", plan.progress, every_s=30.0, unit=unit)
     results: list[Any] = [None] * len(combos)
     try:
         if plan.jobs <= 1 or len(combos) <= 1:
             for i, combo in enumerate(combos):
+                if plan.out_of_time():
+                    break
                 if not isinstance(bar, Lines):
                     bar.set_postfix_str(describe(combo), refresh=True)
                 results[i] = fn(plan.overrides(combo), str(plan.run_dir(combo)))
                 bar.update(1)
             return results
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        with ProcessPoolExecutor(plan.jobs, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=single_threaded) as pool:
-            futures = {pool.submit(fn, plan.overrides(c), str(plan.run_dir(c))): i for i, c in enumerate(combos)}
-            for future in as_completed(futures):
-                results[futures[future]] = future.result()
-                bar.update(1)
-        return results
+        return _in_workers(plan, fn, combos, bar, results)
     finally:
         bar.close()
+
+
+def _in_workers(plan: Plan, fn: Callable[[list[str], str], Any], combos: Sequence[dict[str, str]], bar,
+                results: list[Any]) -> list[Any]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    with ProcessPoolExecutor(plan.jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=single_threaded) as pool:
+        futures = {pool.submit(fn, plan.overrides(c), str(plan.run_dir(c))): i for i, c in enumerate(combos)}
+        for future in as_completed(futures):
+            if not future.cancelled():
+                results[futures[future]] = future.result()
+                bar.update(1)
+            if plan.out_of_time():  # what has not started yet stays for the next invocation
+                for f in futures:
+                    f.cancel()
+    return results
 
 
 MEASUREMENT = "measurement.json"  # a forward-only experiment's result for one combo, in the combo's folder
@@ -214,9 +288,13 @@ def measure_grid(plan: Plan, fn: Callable[[list[str]], Any]) -> list[dict[str, A
     combos = plan.combos()
     records: list[dict[str, Any] | None] = [reused_measurement(plan, c) for c in combos]
     todo = [i for i, r in enumerate(records) if r is None]
-    for i, record in zip(todo, map_grid(plan, partial(_measured, fn), [combos[i] for i in todo]), strict=True):
-        write_json(plan.run_dir(combos[i]) / MEASUREMENT, record)
-        records[i] = record
+    for i, record in zip(todo, map_grid(plan, partial(_measured, fn), [combos[i] for i in todo], "measurements",
+                                        "measurement"), strict=True):
+        if record is not None:  # None: not started before the deadline
+            write_json(plan.run_dir(combos[i]) / MEASUREMENT, record)
+            records[i] = record
+    if left := sum(r is None for r in records):
+        raise Unfinished(len(records) - left, len(records))
     return records  # type: ignore[return-value]
 
 
@@ -278,7 +356,9 @@ def train_grid(plan: Plan, keep_checkpoints: bool = False) -> list[tuple[dict[st
     for combo in todo:
         if plan.run_dir(combo).exists():
             shutil.rmtree(plan.run_dir(combo))
-    map_grid(plan, partial(train_run, keep_checkpoint=keep_checkpoints), todo)
+    map_grid(plan, partial(train_run, keep_checkpoint=keep_checkpoints), todo, "training runs")
+    if left := sum(not (plan.run_dir(c) / "summary.json").is_file() for c in todo):
+        raise Unfinished(len(combos) - left, len(combos))  # the deadline came first: the next invocation goes on
     done = []
     for combo in combos:
         run = load_run(plan.run_dir(combo))
