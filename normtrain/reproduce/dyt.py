@@ -17,7 +17,7 @@ from typing import Any
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.probing import probe_runs
-from normtrain.reproduce.runner import Experiment, Findings, Plan, present, train_grid
+from normtrain.reproduce.runner import Experiment, Findings, Plan, present, read_rows, train_grid
 from normtrain.reproduce.writeup import markdown_table
 
 NORMS = ("layernorm", "rmsnorm", "dyt")
@@ -116,7 +116,7 @@ class DyT(Experiment):
     def measure(self, plan: Plan) -> list[dict[str, Any]]:
         """Train the grid, then probe the LayerNorm runs and DyT at each width's best α."""
         done = train_grid(plan, keep_checkpoints=True)
-        rows = [{**combo, **self.row(run, combo)} for combo, run in done]
+        rows = read_rows(plan, done, self.row)
         grid = Grid(rows)
         best = {w: grid.best_alpha(w) for w in grid.widths}
         probed = [i for i, r in enumerate(rows) if r["norm"] == "layernorm"

@@ -21,7 +21,7 @@ from typing import Any
 
 from normtrain.reproduce import plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
-from normtrain.reproduce.runner import Experiment, Findings, Plan, curve_points, present, train_grid
+from normtrain.reproduce.runner import Experiment, Findings, Plan, curve_points, present, read_rows, train_grid
 from normtrain.reproduce.writeup import markdown_table
 from normtrain.util.provenance import code_state_at_start
 
@@ -211,7 +211,7 @@ class NormTypes(Experiment):
         """Train the grid; then time (kept in ``self.timings`` for the analysis, and in timings.csv)."""
         import torch
 
-        rows = [{**combo, **self.row(run, combo)} for combo, run in train_grid(plan)]
+        rows = read_rows(plan, train_grid(plan), self.row)
         cfg = plan.compose(plan.combos()[0])
         device = "cuda" if torch.cuda.is_available() and cfg.train.device != "cpu" else "cpu"
         self.timings = [] if plan.fresh or plan.smoke else saved_timings(plan.out / "timings.csv", device)
