@@ -25,8 +25,10 @@ from normtrain.util.numbers import number
 
 STATIC = Path(__file__).parent / "static"
 OUTCOMES = {  # summary flags shown as badges (normtrain/training/outcome.py has the rules)
-    "collapsed": "stalled on the unigram line: learned token frequencies only",
-    "undertrained": "on or above the unigram line but still falling: too short, not broken",
+    "collapsed": "flat on the unigram line: learned token frequencies only",
+    "above_line": "ended above the unigram line, for whatever reason",
+    "plateaued": "sat on the unigram line for a while, then left it (summary: left_line_at_step)",
+    "undertrained": "validation loss still falling over the last quarter of the run: too short, not broken",
 }
 SEEDS_NOTE = ("Runs that differ only in their seed form a group: its line is the mean over the seeds, its band "
               "their min–max (or ± 1 sample sd over the seeds, n − 1), and 'each seed' draws every run.")

@@ -56,14 +56,13 @@ from normtrain.training.distributed import DistContext, autocast_for, init_distr
 from normtrain.training.evaluation import Evaluation, evaluate
 from normtrain.training.flops import model_flops_per_token
 from normtrain.training.optim import schedule_warnings
-from normtrain.training.outcome import outcome, tail_trend
 from normtrain.training.preemption import StopRequested
 from normtrain.training.reporting import Throughput, build_loggers, hydra_run_dir, run_folder_path, run_label
 from normtrain.training.resume import ResumePoint, diverged_record, experiment
 from normtrain.training.rollback import RollBack, RollbackPolicy
 from normtrain.training.run_folder import USER_ERRNOS, RunFolder, write_error
 from normtrain.training.step import TrainStep
-from normtrain.training.summary import first_summary
+from normtrain.training.summary import final_fields, first_summary
 from normtrain.util.progress import make_progress
 from normtrain.util.runlog import log, say
 
@@ -106,6 +105,7 @@ class Trainer:
         self.stop = StopRequested()
         self.steps_done, self.in_step, self.val_losses, self.resumes = 0, False, [], []
         self.train_losses: list[tuple[int, float]] = []  # (step, train/loss) at log steps: the run's trend
+        self.val_steps: list[int] = []  # the step of each val loss: the curve the run's labels read
         self.checkpointer: Checkpointer | None = None
         self.autocast = autocast_for(ctx.device, cfg.train.autocast)  # bf16 on CUDA (train.autocast)
 
@@ -224,6 +224,7 @@ class Trainer:
         self.monitor.load_state_dict(state["monitor"])
         self.steps_done, self.val_losses = state["step"], list(state["val_losses"])
         self.train_losses = [tuple(p) for p in state.get("train_losses", [])]  # none in older checkpoints
+        self.val_steps = list(state.get("val_steps", []))  # none in older ones: the labels then read no curve
 
     def init_from_data(self) -> None:
         """A data-dependent init (Admin's ω, ``GPT.data_init``) on a fresh run, never on a resumed one (its
@@ -310,6 +311,7 @@ class Trainer:
         loss = self.evaluation.loss(self.model, self.autocast)
         self.throughput.exclude(time.perf_counter() - t0)
         self.val_losses.append(loss)
+        self.val_steps.append(self.steps_done)
         self.bar.set_postfix_str(f"val {loss:.3f}", refresh=False)
         return {"val/loss": loss, "val/bpb": self.bpb(loss)}
 
@@ -360,7 +362,8 @@ class Trainer:
             return False
         self.checkpointer.save(self.model, self.optimizer, {
             "step": self.steps_done, "sampler": self.sampler.state_dict(), "monitor": self.monitor.state_dict(),
-            "val_losses": self.val_losses, "train_losses": self.train_losses, "config": self.summary["config"],
+            "val_losses": self.val_losses, "val_steps": self.val_steps, "train_losses": self.train_losses,
+            "config": self.summary["config"],
             "world_size": self.ctx.world_size,
             "global_batch_size": self.global_batch, "corpus_fingerprint": self.corpus.fingerprint,
             "vocab_size": self.vocab_size, "resumes": self.resumes, "rollbacks": self.policy.records,
@@ -384,17 +387,11 @@ class Trainer:
                     self.folder.write_summary(self.summary)
                 finally:
                     self.loggers.finish(self.summary)
+
     def finalize_summary(self) -> None:
-        finite = [v for v in self.val_losses if math.isfinite(v)]
-        last = self.val_losses[-1] if self.val_losses else None
-        final = None if self.summary["status"] == "diverged" or last is None or not math.isfinite(last) else last
-        trend = tail_trend([s for s, _ in self.train_losses], [v for _, v in self.train_losses], self.steps_done)
-        self.summary.update(outcome(final, self.summary["unigram_val_loss"], trend), loss_trend=trend.as_dict())
-        self.summary.update(steps=self.steps_done, final_val_loss=final,
-                            final_val_bpb=None if final is None else self.bpb(final),
-                            last_finite_val_loss=finite[-1] if finite else None,
-                            best_val_loss=min(finite) if finite else None,
-                            wall_time_s=round(time.time() - self.started, 3))
+        self.summary.update(final_fields(self.summary, self.val_steps, self.val_losses, self.train_losses,
+                                         self.steps_done, self.cfg.train.max_steps, self.bpb))
+        self.summary.update(wall_time_s=round(time.time() - self.started, 3))
         if self.summary["status"] != "failed":  # a failed device may not answer; the record stays readable
             self.summary.update(self.monitor.spike_summary())
 
