@@ -2,15 +2,20 @@
 
 Exit codes (INTERFACE.md): 0 for a completed or diverged run (divergence is a result, so a multirun goes on
 to its next job); 2 with a one-paragraph message for every user error, never a traceback; 130 when
-interrupted; 1 only for a bug, with its traceback. User errors surface in two places:
+interrupted; 1 only for a bug, with its traceback. User errors surface in three places:
 
   in a job .......... ``main`` prints a NormtrainError (a bad value, missing data, a held run folder), exits 2
   before any job .... Hydra composing the command line: an unknown option (``placement=sandwich``), a key the
-                      schema lacks (``model.n_layer=3``), bad override syntax, also in a ``-m`` sweep (Hydra
-                      composes every job of the sweep before it launches the first), or a run folder
-                      Hydra cannot write. ``run`` has Hydra raise rather than print, shows the message and
+                      schema lacks (``model.n_layer=3``), bad override syntax, or a run folder Hydra cannot
+                      write. ``run`` has Hydra raise rather than print, shows normtrain's message (every
+                      misspelt key and unknown option at once, each with a suggestion) or else Hydra's, and
                       exits 2 when the error did not come out of a job (``hydra_user_error``): the same
                       exception classes raised inside ``main`` are a bug (traceback, exit 1).
+  before a sweep .... ``-m``: every job composed and validated before the first starts, whatever the launcher
+                      (normtrain.config.sweep, a Hydra callback); a refusal lists each bad job, exits 2.
+
+Under torchrun every rank composes and validates the same config: rank 0 alone says what is wrong with it, and
+every rank exits 2 (torchrun then reports the failed workers and exits 1 itself, as it does for any failure).
 
 Hydra and torch are imported inside ``run``, so that Ctrl-C during start-up ends with one line and 130.
 """
@@ -21,16 +26,19 @@ import os
 import signal
 import sys
 import tempfile
+import time
 import traceback
 from types import CodeType
 from typing import TYPE_CHECKING, NoReturn
 
-from normtrain.util.errors import NormtrainError
+from normtrain.util.errors import ConfigError, NormtrainError
 from normtrain.util.numbers import number
 from normtrain.util.runlog import say
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
+
+RANK_0_GRACE_S = 60.0  # how long a rank > 0 waits for rank 0 to report the config error they share
 
 
 def main(cfg: DictConfig) -> float | None:
@@ -43,9 +51,11 @@ def main(cfg: DictConfig) -> float | None:
     try:
         summary = train(cfg)
     except NormtrainError as err:
+        if isinstance(err, ConfigError) and _rank() > 0:
+            _let_rank_0_say_it()  # every rank validates the same config: rank 0 says what is wrong with it, once
         say(f"normtrain: {err}")
         sys.exit(2)
-    if int(os.environ.get("RANK", "0")) == 0:
+    if _rank() == 0:
         say(f"normtrain: {summary['status']} after {summary['steps']} steps; final val loss "
             f"{number(summary['final_val_loss'], 4, missing='n/a')}; run folder {summary['run_dir']}")
     if summary["status"] == "interrupted":
@@ -53,12 +63,27 @@ def main(cfg: DictConfig) -> float | None:
     return summary["final_val_loss"]  # for Hydra sweepers that optimize a value
 
 
+def _rank() -> int:
+    """This process's rank under torchrun (0 alone)."""
+    return int(os.environ.get("RANK", "0") or 0)
+
+
+def _let_rank_0_say_it() -> NoReturn:
+    """Exit 2 without a word, on a rank > 0 that found the config error every rank finds, but not before rank 0
+    has said it: torchrun stops every worker as soon as one has failed, so a rank that left first could cut rank
+    0 off before its message. torchrun ends this wait once rank 0 has exited (SIGTERM: exit 2 here too); the
+    timeout only ends it if rank 0 never fails."""
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(2))
+    time.sleep(RANK_0_GRACE_S)
+    sys.exit(2)
+
+
 def _warn_if_restarts_cannot_resume() -> None:
     """Under ``torchrun --max-restarts=K`` a restarted group resumes the run folder's checkpoint, but only a folder
     given with hydra.run.dir is found again: the default one is named by the time of the start."""
     from hydra.core.hydra_config import HydraConfig
 
-    if int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") or 0) < 1 or int(os.environ.get("RANK", "0")) > 0:
+    if int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") or 0) < 1 or _rank() > 0:
         return
     if not any(o.startswith("hydra.run.dir=") for o in HydraConfig.get().overrides.hydra):
         say("normtrain: warning: torchrun --max-restarts without hydra.run.dir=PATH: a restarted group would start a "
@@ -80,14 +105,13 @@ def run() -> None:
             _interrupted(KeyboardInterrupt())
         if not hydra_user_error(err):
             raise  # a bug: its whole traceback, exit 1
-        if full_error_asked:
-            traceback.print_exc()
-        elif not _unwritable(err):
-            print(err, file=sys.stderr)  # Hydra's own message (the allowed options, ...)
-            if err.__cause__ is not None and "omegaconf" in type(err.__cause__).__module__:
-                print(err.__cause__, file=sys.stderr)
-        _add_to_hydras_message(err)
+        if _rank() > 0:  # under torchrun every rank composes the same command line: rank 0 says what is wrong
+            _let_rank_0_say_it()
+        _report_command_line_error(err, full_error_asked)
         sys.exit(2)
+    except BaseException as err:
+        _report_refused_sweep(err)
+        raise
 
 
 class StartUp:
@@ -135,7 +159,7 @@ def _quiet_non_zero_ranks() -> None:
     Each rank composes the config itself and would create its own time-stamped folder; the training
     loop then uses rank 0's folder on every rank.
     """
-    rank = int(os.environ.get("RANK", "0"))
+    rank = _rank()
     if rank > 0:
         scratch = os.path.join(tempfile.gettempdir(), f"normtrain-rank{rank}-{os.getpid()}")
         sys.argv += ["hydra.output_subdir=null", f"hydra.run.dir={scratch}",
@@ -162,24 +186,48 @@ def hydra_user_error(err: BaseException | None) -> bool:
     return isinstance(err, ValueError) and _raised_in_module(err).startswith("hydra.")
 
 
-def _add_to_hydras_message(err: BaseException) -> None:
-    """What Hydra's message leaves out. It answers ``model.n_layer=3`` with "To append to your config use
-    +model.n_layer=3", which would train the default depth (``validate`` refuses it): name the key that was
-    probably meant. It reports bad syntax without the override it is in: name that."""
+def _report_command_line_error(err: BaseException, full_error_asked: bool) -> None:
+    """One message for what Hydra stopped at. A misspelt key or an unknown group option gets normtrain's alone,
+    with every other such mistake of the command line (Hydra stops at the first): Hydra would answer
+    ``model.n_layer=3`` with "use +model.n_layer=3", which trains the default depth, and ``norm=groupnorm`` with
+    its search path and no suggestion. Bad syntax gets Hydra's message and the override it is in; anything else
+    (a wrong type, Hydra's own flags) Hydra's message."""
     from hydra.errors import OverrideParseException
-    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
-    from normtrain.config import unknown_key_problem
+    from normtrain.config.compose import group_options
+    from normtrain.config.names import composition_problem, override_problems
     from normtrain.training.run_folder import write_error
 
-    cause = err.__cause__
+    if full_error_asked:
+        traceback.print_exc()
     if _unwritable(err):
         print(f"normtrain: {write_error(err, err.filename or 'the run folder')}", file=sys.stderr)
-    elif isinstance(err, OverrideParseException):
+        return
+    own = None if isinstance(err, OverrideParseException) else composition_problem(err)
+    problems = [] if isinstance(err, OverrideParseException) else override_problems(_overrides(), group_options())
+    problems = list(dict.fromkeys([own, *problems] if own else problems))
+    if own is None and not full_error_asked:
+        print(err, file=sys.stderr)  # Hydra's own message
+        if err.__cause__ is not None and "omegaconf" in type(err.__cause__).__module__:
+            print(err.__cause__, file=sys.stderr)
+    if isinstance(err, OverrideParseException):
         print(f"normtrain: cannot parse the override {err.override!r}", file=sys.stderr)
-    elif isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and cause.full_key:
-        if problem := unknown_key_problem(cause.full_key):
-            print(f"normtrain: {problem}", file=sys.stderr)
+    elif problems:
+        print(f"normtrain: {ConfigError(problems)}", file=sys.stderr)
+
+
+def _report_refused_sweep(err: BaseException) -> None:
+    """A multirun whose jobs were checked before the first and refused (normtrain.config.sweep): the message of
+    every failing job, exit 2. Anything else passes on (SystemExit, a bug)."""
+    sweep = sys.modules.get("normtrain.config.sweep")  # a refusal comes from there: no import for other exits
+    if sweep is not None and isinstance(err, sweep.SweepRefused):
+        print(f"normtrain: {err.error}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _overrides() -> list[str]:
+    """The command line's overrides (``key=value``, ``group=option``), without Hydra's flags."""
+    return [arg for arg in sys.argv[1:] if "=" in arg and not arg.startswith("-")]
 
 
 def _unwritable(err: BaseException) -> bool:

@@ -308,12 +308,12 @@ MUTANTS: tuple[Mutant, ...] = (
        "ScaledVector(n_heads * head_dim, init=1.0, scale=1.0)"), tests=NGPT_TESTS),
     m("ngpt-logits-not-scaled", STRUCT, "model/gpt.py",
       ("logits = logits * self.logit_scale().to(logits.dtype)", "pass"), tests=NGPT_TESTS),
-    m("ngpt-weight-rule-skipped-after-a-step", STRUCT, "training/trainer.py",
+    m("ngpt-weight-rule-skipped-after-a-step", STRUCT, "training/step.py",
       ("        self.optimizer.step()\n        self.keep_weight_constraints()\n", "        self.optimizer.step()\n"),
       tests=NGPT_LOOP_TESTS),
     # both restore through one place
     m("ngpt-weight-rule-skipped-after-a-resume-or-rollback", STRUCT, "training/trainer.py",
-      ("ckpt.restore(self.model, self.optimizer, state, self.ctx)\n        self.keep_weight_constraints()\n",
+      ("ckpt.restore(self.model, self.optimizer, state, self.ctx)\n        self.update.keep_weight_constraints()\n",
        "ckpt.restore(self.model, self.optimizer, state, self.ctx)\n"), tests=NGPT_LOOP_TESTS),
     # mHC (placement=mhc): its mappings, the Sinkhorn projection and the stream update
     m("mhc-h-res-transposed", FORM, "model/hyper_connections.py",

@@ -104,19 +104,35 @@ def test_unknown_group_option_lists_choices(tiny_base, tmp_path):
 
 
 @slow
-@pytest.mark.parametrize("args,needles", [
-    (["norm=groupnorm"], ["Could not find 'norm/groupnorm'", "layernorm", "rmsnorm"]),
-    (["model.n_layer=3"], ["model.n_layer", "did you mean model.n_layers?"]),  # Hydra suggests +; we do not
-    (["model.n_layers=["], ["no viable alternative", "cannot parse the override 'model.n_layers=['"]),
-    (["model.n_layers=abc"], ["model.n_layers"]),
-    (["--cfg", "job", "-m"], ["Only one of"]),  # Hydra raises this one instead of reporting it
+@pytest.mark.parametrize("args,needles,absent", [
+    (["norm=groupnorm"], ["normtrain: invalid configuration (1 problem):\n  - norm=groupnorm is not an option of norm; "
+                          "did you mean norm=rmsnorm? allowed, closest first: rmsnorm, prmsnorm, layernorm, "],
+     ["Config search path", "Could not find"]),  # Hydra's list after its search path, no suggestion
+    (["model.n_layer=3"], ["normtrain: invalid configuration (1 problem):\n  - model.n_layer is not a key of model; "
+                           "did you mean model.n_layers?"],
+     ["+model.n_layer=3", "Could not override"]),  # Hydra's "use +model.n_layer=3" would train the default depth
+    (["model.n_layers=["], ["no viable alternative", "cannot parse the override 'model.n_layers=['"], []),
+    (["model.n_layers=abc"], ["model.n_layers"], []),
+    (["--cfg", "job", "-m"], ["Only one of"], []),  # Hydra raises this one instead of reporting it
 ])
-def test_command_line_errors_exit_2_without_a_traceback(args, needles, tiny_base, tmp_path):
+def test_command_line_errors_exit_2_without_a_traceback(args, needles, absent, tiny_base, tmp_path):
     proc = run_cli([*args, *tiny_base, f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     for needle in needles:
         assert needle in proc.stderr, proc.stderr
+    for noise in absent:
+        assert noise not in proc.stderr, proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+@slow
+def test_every_misspelt_key_and_unknown_option_of_the_command_line_is_named_at_once(tiny_base, tmp_path):
+    proc = run_cli([*tiny_base, "model.n_layer=3", "norm=groupnorm", "optim.learning_rate=1e-3"], cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("normtrain: invalid configuration (3 problems):"), proc.stderr
+    for needle in ("model.n_layer is not a key of model; did you mean model.n_layers?",
+                   "norm=groupnorm is not an option of norm", "optim.learning_rate is not a key of optim"):
+        assert needle in proc.stderr
 
 
 @slow
@@ -124,8 +140,9 @@ def test_a_bad_option_in_a_sweep_exits_2_before_any_job(tiny, tmp_path):
     sweep = tmp_path / "sweep"
     proc = run_cli(["-m", *tiny, "placement=pre,pre_post", f"hydra.sweep.dir={sweep}"], cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert "Could not find 'placement/pre_post'" in proc.stderr and "deepnorm" in proc.stderr
-    assert not list(sweep.rglob("metrics.jsonl"))  # Hydra composes every job before it launches the first
+    assert "placement=pre_post is not an option of placement; did you mean placement=post?" in proc.stderr
+    assert "deepnorm" in proc.stderr and "job 1 (placement=pre_post)" in proc.stderr
+    assert not list(sweep.rglob("metrics.jsonl"))  # every job is checked before the first is launched
 
 
 @slow

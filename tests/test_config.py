@@ -69,6 +69,32 @@ def test_unknown_group_option_lists_the_available_ones():
     assert "layernorm" in str(err.value.__cause__ or err.value) or "layernorm" in str(err.value)
 
 
+def test_a_misspelt_key_or_an_unknown_option_gets_one_sentence_with_a_suggestion():
+    from normtrain.config.compose import group_options
+    from normtrain.config.names import composition_problem, override_problems
+
+    with pytest.raises(ConfigCompositionException) as err:
+        normtrain.compose(["norm=groupnorm"])
+    assert composition_problem(err.value) == (
+        "norm=groupnorm is not an option of norm; did you mean norm=rmsnorm? allowed, closest first: rmsnorm, "
+        "prmsnorm, layernorm, batchnorm, batchnorm_causal, derf, dyt, l2")
+    with pytest.raises((ConfigCompositionException, ConfigKeyError)) as err:
+        normtrain.compose(["model.n_layer=3"])
+    assert composition_problem(err.value).startswith("model.n_layer is not a key of model; did you mean "
+                                                     "model.n_layers? allowed: n_layers, d_model")
+    with pytest.raises(ConfigCompositionException) as err:
+        normtrain.compose(["model.n_layers=abc"])
+    assert composition_problem(err.value) is None  # a wrong type: Hydra's message says it
+    # Hydra stops at the first; every one is named at once, with none for what is right or not the user's to spell
+    overrides = ["placement=pre,pre_post", "logger=[wandb,csvv]", "model.n_layer=3", "model=tiny", "+model.foo=1",
+                 "hydra/launcher=slurm", "hydra.run.dir=x", "optim.lr=1", "train.rollback.lr_factor=0.5"]
+    found = override_problems(overrides, group_options())
+    assert [p.split(" is not")[0] for p in found] == ["placement=pre_post", "logger=csvv", "model.n_layer"]
+    assert found[0].startswith("placement=pre_post is not an option of placement; did you mean placement=post? "
+                               "allowed, closest first: post, pre, ")
+    assert override_problems(["model.n_layers=["], group_options()) == []  # bad syntax: Hydra's to report
+
+
 def test_all_problems_are_reported_together():
     cfg = normtrain.compose([
         "norm.name=groupnorm", "model.n_heads=3", "model.n_layers=0", "optim.lr=-0.1",

@@ -7,9 +7,11 @@
 
 Both hold the same state: model, optimizer, step, data position, every RNG state, the monitor's reference values,
 the resolved config and the run's resumes and rollbacks. Both load with ``weights_only`` (no code runs), carry
-CRC-32 digests checked on load, and refuse non-finite weights. ``Checkpointer`` is what the training loop talks
-to; ``find_checkpoint`` resolves ``train.resume`` to either format (a run may change format on a resume: each
-commit removes the folder's checkpoint of the other format, so a folder holds one resume point).
+CRC-32 digests checked on load, and refuse non-finite weights; a file that cannot be used is refused with what it
+is (``UnusableCheckpoint``; identify.py names an unreadable file), and each command adds what to do about it.
+``Checkpointer`` is what the training loop talks to; ``find_checkpoint`` resolves ``train.resume`` to either format
+(a run may change format on a resume: each commit removes the folder's checkpoint of the other format, so a folder
+holds one resume point).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from normtrain.checkpoint.full import (
     save_checkpoint,
 )
 from normtrain.checkpoint.sharded import DCP_NAME, LATEST, MANIFEST, ShardedCheckpoint, ShardedWriter, latest_folder
-from normtrain.checkpoint.state import all_finite, digest, unwrap
+from normtrain.checkpoint.state import UnusableCheckpoint, all_finite, digest, unwrap
 from normtrain.util.errors import ConfigError
 
 Checkpoint = FullCheckpoint | ShardedCheckpoint
@@ -117,4 +119,5 @@ class Checkpointer:
 
 
 __all__ = ["CKPT_NAME", "DCP_NAME", "Checkpoint", "Checkpointer", "FullCheckpoint", "ShardedCheckpoint",
-           "all_finite", "digest", "find_checkpoint", "in_folder", "load_checkpoint", "save_checkpoint", "unwrap"]
+           "UnusableCheckpoint", "all_finite", "digest", "find_checkpoint", "in_folder", "load_checkpoint",
+           "save_checkpoint", "unwrap"]

@@ -7,6 +7,7 @@ someone else wrote runs no code. A digest (CRC-32) of the whole state is stored 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from normtrain.checkpoint.state import HOW, all_finite, digest, is_fsdp, rng_states, set_rng_states, unwrap
+from normtrain.checkpoint.identify import what_it_is
+from normtrain.checkpoint.state import (
+    UnusableCheckpoint,
+    all_finite,
+    digest,
+    is_fsdp,
+    rng_states,
+    set_rng_states,
+    unwrap,
+)
 from normtrain.util.atomic import atomic_write
-from normtrain.util.errors import CheckpointError, first_line
 from normtrain.util.optimizers import optimizers_of
 
 CKPT_NAME = "ckpt.pt"
@@ -45,21 +54,27 @@ def save_checkpoint(run_dir: str | Path, state: dict[str, Any]) -> Path:
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
-    """The state saved by ``save_checkpoint``; CheckpointError for anything else (damaged, foreign, non-finite)."""
+    """The state saved by ``save_checkpoint``; UnusableCheckpoint, saying what the file is, for anything else
+    (damaged, cut short, foreign, holding code, non-finite)."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch's notes on a foreign pickle: the message below says what it is
+            warnings.simplefilter("ignore", UserWarning)
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # a damaged zip, a pickle that wants code run, a truncated file: all unreadable
-        raise CheckpointError(f"the checkpoint {path} cannot be read ({first_line(err)}); it was damaged or is not a "
-                              f"normtrain checkpoint: {HOW}") from None
-    missing = {"model", "optimizer", "step", "sampler", "monitor", "rng", "config", "digest"} - set(state or ())
-    if not isinstance(state, dict) or missing:
-        raise CheckpointError(f"the file {path} is not a normtrain checkpoint (it lacks {sorted(missing)}): {HOW}")
+        raise UnusableCheckpoint(f"the checkpoint {path} cannot be read: it {what_it_is(path, err)}") from None
+    if not isinstance(state, dict):
+        raise UnusableCheckpoint(f"the file {path} is not a normtrain checkpoint: torch.save wrote a "
+                                 f"{type(state).__name__} into it, not a checkpoint's dict")
+    missing = {"model", "optimizer", "step", "sampler", "monitor", "rng", "config", "digest"} - set(state)
+    if missing:
+        held = ", ".join(map(repr, list(state)[:5])) + (", ..." if len(state) > 5 else "")
+        raise UnusableCheckpoint(f"the file {path} is not a normtrain checkpoint: torch.save wrote a dict of "
+                                 f"{held or 'nothing'} into it, without {sorted(missing)}")
     if digest({k: v for k, v in state.items() if k != "digest"}) != state["digest"]:
-        raise CheckpointError(f"the checkpoint {path} is damaged (its contents do not match the digest written "
-                              f"with it): {HOW}")
+        raise UnusableCheckpoint(f"the checkpoint {path} is damaged: its contents do not match the digest written "
+                                 "with it (a changed byte, a bad copy)")
     if not all_finite(state["model"]):
-        raise CheckpointError(f"the checkpoint {path} holds non-finite weights (the run had diverged): it is not a "
-                              f"point to resume from; {HOW}")
+        raise UnusableCheckpoint(f"the checkpoint {path} holds non-finite weights (the run had diverged)")
     return state
 
 
@@ -77,9 +92,8 @@ def restore(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str,
             optimizer.load_state_dict(state["optimizer"])
         except (RuntimeError, ValueError, KeyError) as err:
             first = str(err).strip().splitlines()
-            raise CheckpointError(f"the checkpoint does not fit this model ({' '.join(first[:3])[:300]}): it "
-                                  "comes from another architecture; resume it with its own config, or start "
-                                  "over with train.resume=none") from None
+            raise UnusableCheckpoint(f"the checkpoint does not fit this model ({' '.join(first[:3])[:300]}): it "
+                                     "comes from another architecture (another model config)") from None
     set_rng_states(state["rng"])
 
 

@@ -38,9 +38,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from normtrain.checkpoint.state import HOW, all_finite, merge, rng_states, set_rng_states, split_tensors, unwrap
+from normtrain.checkpoint.identify import what_it_is
+from normtrain.checkpoint.state import (
+    UnusableCheckpoint,
+    all_finite,
+    merge,
+    rng_states,
+    set_rng_states,
+    split_tensors,
+    unwrap,
+)
 from normtrain.util.atomic import atomic_write, write_json
-from normtrain.util.errors import CheckpointError
 from normtrain.util.hashing import blocks
 from normtrain.util.optimizers import optimizers_of
 
@@ -244,8 +252,8 @@ class ShardedCheckpoint:
             manifest = None
         if not (isinstance(manifest, dict) and manifest.get("format") == FORMAT
                 and isinstance(manifest.get("files"), dict)):
-            raise CheckpointError(f"the sharded checkpoint {self.path} is incomplete or not normtrain's (no "
-                                  f"readable {MANIFEST}): {HOW}")
+            raise UnusableCheckpoint(f"the sharded checkpoint {self.path} is incomplete or not normtrain's (no "
+                                     f"readable {MANIFEST}, which a save writes last)")
         return manifest
 
     def read(self, ctx=None) -> dict[str, Any]:
@@ -257,17 +265,17 @@ class ShardedCheckpoint:
         if ctx is not None and ctx.enabled:
             problems = [p for part in ctx.all_gather(problems) for p in part]
         if problems:
-            raise CheckpointError(f"the sharded checkpoint {self.path} is damaged ({'; '.join(problems[:3])}): {HOW}")
+            raise UnusableCheckpoint(f"the sharded checkpoint {self.path} is damaged ({'; '.join(problems[:3])})")
         try:
             _safe_reader(self.path).read_metadata()
         except Exception as err:  # intact (the digests match) but not what DCP writes: refused before any load
-            raise CheckpointError(f"the sharded checkpoint {self.path} has an index (.metadata) that DCP did not "
-                                  f"write ({err}); it is not loaded: {HOW}") from None
+            raise UnusableCheckpoint(f"the sharded checkpoint {self.path} has an index (.metadata) that DCP did not "
+                                     f"write ({err}); it is not loaded") from None
         try:
             return torch.load(self.path / STATE, map_location="cpu", weights_only=True)
         except Exception as err:
-            raise CheckpointError(f"the checkpoint state {self.path / STATE} cannot be read ({type(err).__name__}): "
-                                  f"{HOW}") from None
+            raise UnusableCheckpoint(f"the checkpoint state {self.path / STATE} cannot be read: it "
+                                     f"{what_it_is(self.path / STATE, err)}") from None
 
     def _check(self, name: str, crc: int, size: int) -> str | None:
         path = self.path / name
@@ -299,13 +307,11 @@ class ShardedCheckpoint:
             dcp.load(tensors, storage_reader=_safe_reader(self.path), no_dist=ctx is None or not ctx.enabled)
         except Exception as err:
             first = " ".join(str(err).strip().splitlines()[:3])[:300] or type(err).__name__
-            raise CheckpointError(f"the sharded checkpoint {self.path} does not fit this model ({first}): it comes "
-                                  "from another architecture, or is damaged; resume it with its own config, or "
-                                  "start over with train.resume=none") from None
+            raise UnusableCheckpoint(f"the sharded checkpoint {self.path} does not fit this model ({first}): it comes "
+                                     "from another architecture (another model config), or is damaged") from None
         finite = torch.tensor([float(all_finite(tensors["model"]))], device=ctx.device if ctx else "cpu")
         if ctx is not None and ctx.enabled:
             finite = ctx.all_reduce(finite, "min")
         if not finite.item():
-            raise CheckpointError(f"the checkpoint {self.path} holds non-finite weights (the run had diverged): it is "
-                                  f"not a point to resume from; {HOW}")
+            raise UnusableCheckpoint(f"the checkpoint {self.path} holds non-finite weights (the run had diverged)")
         return tensors

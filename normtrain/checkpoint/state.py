@@ -11,9 +11,19 @@ import numpy as np
 import torch
 from torch import nn
 
+from normtrain.util.errors import CheckpointError
 from normtrain.util.ranks import local
 
-HOW = "start over with train.resume=none, or point train.resume at another checkpoint"  # ends every refusal
+
+class UnusableCheckpoint(CheckpointError):
+    """A checkpoint file that cannot be used, saying what is wrong with it and nothing of what to do: that depends
+    on the command that met it (``normtrain`` resumes a run, ``normtrain-probe`` and ``normtrain-export`` read a
+    finished one), which adds its own advice (``advised``)."""
+
+    def advised(self, advice: str) -> CheckpointError:
+        """The message followed by ``advice`` (a sentence)."""
+        problem = str(self)
+        return CheckpointError(f"{problem}{'' if problem.endswith(('.', '?', '!')) else '.'} {advice}")
 
 
 def unwrap(model: nn.Module) -> nn.Module:

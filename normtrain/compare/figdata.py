@@ -155,13 +155,23 @@ def line_records(groups: Sequence[Group], key: str, kind: str | None,
             continue
         agg = aggregate([(s, v) for _, s, v in logged])
         pick = thinning.line(agg["step"], group.label)
-        aggregates.append({"g": group.label, **tag, "step": ints(agg["step"][pick]),
+        aggregates.append({"g": group.label, **tag, "seeds": seed_list(run for run, _, _ in logged),
+                           "step": ints(agg["step"][pick]),
                            **{f: nums(agg[f][pick]) for f in ("mean", "min", "max", "std")},
                            "n": ints(agg["n"][pick])})
         for run, s, v in logged:
             pick = thinning.line(s, group.label)
-            seeds.append({"g": group.label, **tag, "run": run.label, "step": ints(s[pick]), "v": nums(v[pick])})
+            seeds.append({"g": group.label, **tag, "run": run.label, "seed": seed_list([run]), "step": ints(s[pick]),
+                          "v": nums(v[pick])})
     return aggregates, seeds
+
+
+def seed_list(runs: Iterable[Run]) -> str:
+    """The runs' seeds as a tooltip names them: ``0, 1, 2``; ``—`` for a run without a recorded seed."""
+    seeds = [run.seed for run in runs]
+    known = sorted({s for s in seeds if isinstance(s, int)})
+    other = [str(s) for s in dict.fromkeys(seeds) if not isinstance(s, int) and s is not None]
+    return ", ".join([*map(str, known), *other]) or "—"
 
 
 def layer_stride(groups: Sequence[Group], prefixes: Sequence[str], heads: Sequence[str] = ()) -> int:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from normtrain.compare.runs import Run
@@ -101,43 +102,56 @@ def label_runs(runs: list[Run], by: list[str] | None = None) -> list[str]:
     other varied ones.
 
     Labels are made of ``by`` (resolved) or else of every config value that differs between the runs, less
-    those a varied group choice implies (``norm.eps`` follows ``norm.name``). Runs whose labels would collide
-    get the other differing values in parentheses, then their folder name. A run's group is its label without
-    the seed (with ``by``: exactly the ``by`` values), so the seeds of one configuration form one group.
+    those a varied group choice implies (``norm.eps`` follows ``norm.name``: each norm's own default, not a
+    swept value); implied keys stay out of the table too. Runs whose labels would collide get, in parentheses,
+    the other values that tell exactly those runs apart, then their folder name. A run's group is its label
+    without the seed (with ``by``: exactly the ``by`` values), so the seeds of one configuration form one group.
     """
     flats = {id(r): flatten(r.config) for r in runs}
     configured = [flats[id(r)] for r in runs if r.config]
     varied = varied_keys(configured)
-    all_keys = {k for flat in configured for k in flat}
     implied = implied_keys(varied, configured)
-    keys = resolve_keys(by, all_keys) if by else [k for k in varied if k not in implied]
-    names = short_names(list(dict.fromkeys([*keys, *varied])))
-
-    def parts(run: Run, which: list[str]) -> list[str]:
-        flat = flats[id(run)]
-        return [part(k, flat[k], names[k]) for k in which if k in flat]
-
+    keys = resolve_keys(by, {k for flat in configured for k in flat}) if by else [k for k in varied if k not in implied]
+    extra = [k for k in varied if k not in keys and k not in implied]
+    parts = Parts(flats, short_names(list(dict.fromkeys([*keys, *varied]))))
     grouping = keys if by else [k for k in keys if k not in SEED_KEYS]
     for run in runs:
-        own = parts(run, keys) if run.config else []
-        run.label = SEP.join(own) or str(run.summary.get("name") or run.path.name)
-        run.group = (SEP.join(parts(run, grouping)) or (ALL_RUNS if len(runs) > 1 else "")) if run.config else ""
-    extra = [k for k in varied if k not in keys]
-    _disambiguate(runs, lambda r: SEP.join(parts(r, extra)))
-    _disambiguate(runs, lambda r: r.path.name)
+        run.label = parts.join(run, keys) or str(run.summary.get("name") or run.path.name)
+        run.group = (parts.join(run, grouping) or (ALL_RUNS if len(runs) > 1 else "")) if run.config else ""
+    _disambiguate(runs, lambda run, same: parts.join(run, parts.differing(extra, same)))
+    _disambiguate(runs, lambda run, same: run.path.name)
     for run in runs:
         run.group = run.group or run.label  # a run without a config is a group of its own
     return [*keys, *extra]
 
 
-def _disambiguate(runs: list[Run], suffix) -> None:
+@dataclass
+class Parts:
+    """The pieces of labels: each run's flattened config and each key's short name."""
+
+    flats: dict[int, dict[str, Any]]  # by id(run)
+    names: dict[str, str]
+
+    def join(self, run: Run, keys: Iterable[str]) -> str:
+        """``run``'s values of ``keys`` (those it has) as a label: ``post · layernorm · L48``; "" without a config."""
+        flat = self.flats[id(run)] if run.config else {}
+        return SEP.join(part(k, flat[k], self.names[k]) for k in keys if k in flat)
+
+    def differing(self, keys: Iterable[str], runs: list[Run]) -> list[str]:
+        """The ``keys`` whose value is not the same in all of ``runs``: what tells those runs apart."""
+        missing = object()
+        return [k for k in keys if len({repr(self.flats[id(r)].get(k, missing)) for r in runs}) > 1]
+
+
+def _disambiguate(runs: list[Run], suffix: Callable[[Run, list[Run]], str]) -> None:
+    """Runs that share a label get ``suffix(run, the runs sharing it)`` in parentheses."""
     seen: dict[str, list[Run]] = {}
     for run in runs:
         seen.setdefault(run.label, []).append(run)
     for same in seen.values():
         if len(same) > 1:
             for run in same:
-                if extra := suffix(run):
+                if extra := suffix(run, same):
                     run.label = f"{run.label} ({extra})"
 
 

@@ -17,14 +17,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from normtrain.compare import report, specs, vega
+from normtrain.compare.figdata import seed_list
 from normtrain.compare.groups import Group
 from normtrain.compare.runs import Run
 from normtrain.util.atomic import write_text
+from normtrain.util.numbers import number
 
 STATIC = Path(__file__).parent / "static"
 OUTCOMES = {  # summary flags shown as badges (normtrain/training/outcome.py has the rules)
-    "collapsed": "stalled on the unigram line: learned token frequencies only",
-    "undertrained": "on or above the unigram line but still falling: too short, not broken",
+    "collapsed": "flat on the unigram line: learned token frequencies only",
+    "above_line": "ended above the unigram line, for whatever reason",
+    "plateaued": "sat on the unigram line for a while, then left it (summary: left_line_at_step)",
+    "undertrained": "validation loss still falling over the last quarter of the run: too short, not broken",
 }
 SEEDS_NOTE = ("Runs that differ only in their seed form a group: its line is the mean over the seeds, its band "
               "their min–max (or ± 1 sample sd over the seeds, n − 1), and 'each seed' draws every run.")
@@ -94,13 +98,27 @@ def _figure(fig: specs.Figure) -> str:
     e = html.escape
     checked = " checked" if fig.log else ""
     scale = "colour" if fig.scale == "color" else "y"
+    switch = f'<label><input type="checkbox" class="log"{checked}> log {scale} scale</label> · ' if fig.switch else ""
     return (f'<figure class="figure" id="{e(fig.id)}" data-state="waiting"><h3>{e(fig.title)}</h3>'
-            f'<div class="tools"><label><input type="checkbox" class="log"{checked}> log {scale} scale</label> · '
-            f"{e(fig.hint)}</div>"
+            f'<div class="tools">{switch}{e(fig.hint)}</div>'
             f'<div class="chart"></div><figcaption>{e(fig.caption)}</figcaption></figure>')
 
 
-def _sections(figures: Sequence[specs.Figure]) -> str:
+def probed_runs(groups: Sequence[Group], total: int) -> str:
+    """Which runs the probe's figures show, in the groups' order: each with its group's swatch, its seed, the step
+    its checkpoint is from and the full model's eval loss (the figures show no others)."""
+    e = html.escape
+    items = []
+    for run in (r for g in groups for r in g.runs if r.probe):
+        step, loss = run.probe.get("step"), run.probe.get("val_loss")
+        facts = [f"seed {e(seed_list([run]))}", *([f"step {step}"] if isinstance(step, int) else []),
+                 *([f"eval loss {number(loss, 4)}"] if isinstance(loss, (int, float)) else [])]
+        items.append(f'<li><span class="swatch" style="background:{e(run.color or "#999")}"></span>{e(run.label)} '
+                     f'<small>({", ".join(facts)})</small></li>')
+    return f'<p class="lead">Probed runs ({len(items)} of {total}):</p><ul class="probed">{"".join(items)}</ul>'
+
+
+def _sections(figures: Sequence[specs.Figure], groups: Sequence[Group] = (), total: int = 0) -> str:
     probes = [f for f in figures if f.id.startswith("fig-probe-")]
     maps = [f for f in figures if f.id.endswith("-map")]
     profiles = [f for f in figures if f.id.endswith("-profile")]
@@ -108,14 +126,17 @@ def _sections(figures: Sequence[specs.Figure]) -> str:
     rest = [f for f in figures if f not in maps + profiles + heads + probes and f.id != "fig-loss"]
     loss = [f for f in figures if f.id == "fig-loss"]
     parts = []
-    for heading, group, grid in (("Loss", loss, False), ("Per-layer diagnostics by block and step", maps, False),
-                                 ("Per-layer diagnostics by block", profiles, True),
-                                 ("Per-head diagnostics by block and head", heads, False),
-                                 ("Other logged values", rest, True),
-                                 ("The trained models, probed (normtrain-probe)", probes, False)):
+    for heading, group, grid, lead in (("Loss", loss, False, ""),
+                                       ("Per-layer diagnostics by block and step", maps, False, ""),
+                                       ("Per-layer diagnostics by block", profiles, True, ""),
+                                       ("Per-head diagnostics by block and head", heads, False, ""),
+                                       ("Other logged values", rest, True, ""),
+                                       ("The trained models, probed (normtrain-probe)", probes, False,
+                                        probes and probed_runs(groups, total))):
         if group:
             body = "".join(map(_figure, group))
-            parts.append(f"<h2>{html.escape(heading)}</h2>" + (f'<div class="grid">{body}</div>' if grid else body))
+            parts.append(f"<h2>{html.escape(heading)}</h2>{lead}"
+                         + (f'<div class="grid">{body}</div>' if grid else body))
     return "".join(parts)
 
 
@@ -163,7 +184,7 @@ def render(runs: Sequence[Run], cols: Sequence[report.Column], groups: Sequence[
     ]
     if page.notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(n)}</li>" for n in page.notes) + "</ul>")
-    parts += ['<p id="figures-state" hidden></p>', _sections(page.figures)]
+    parts += ['<p id="figures-state" hidden></p>', _sections(page.figures, groups, len(runs))]
     if page.pngs:
         links = ", ".join(f'<a href="{e(p)}">{e(p)}</a>' for p in page.pngs)
         parts.append(f"<h2>Figures for papers</h2><p>The same data as PNG files beside this page: {links}.</p>")

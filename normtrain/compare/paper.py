@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from normtrain.compare import figdata, specs
+from normtrain.compare import figdata, maps, ranges, specs
 from normtrain.compare.groups import Group
 from normtrain.compare.labels import shortened
 from normtrain.compare.runs import Run
@@ -48,6 +48,7 @@ RESIDUAL_STATS = (
 CHOSEN_STEPS = ("first logged step", "middle logged step", "last logged step")  # the columns of activations.png
 LOSS_KEY = ("line: mean over a group's seeds, band: their min–max; cross: where a run diverged; dashed vertical: "
             "a rollback; dotted: the unigram baseline")
+RANGE_KEY = "the y axis spans the runs that did not diverge; a triangle marks where a run left it"
 TITLE_CHARS = 60  # the most of a run label shown in a heatmap's title
 
 
@@ -138,7 +139,8 @@ def loss(c: Charts, path: Path) -> list[str]:
     if fig is None:
         render(not_recorded("train/loss and val/loss"), path)
         return ["loss.png: no finite train or validation loss logged by any run"]
-    render({**static(fig.spec, c.data, fig.log), "title": {"text": fig.title, "subtitle": LOSS_KEY}}, path)
+    key = [LOSS_KEY, RANGE_KEY] if "loss:edges" in fig.uses else LOSS_KEY
+    render({**static(fig.spec, c.data, fig.log), "title": {"text": fig.title, "subtitle": key}}, path)
     return []
 
 
@@ -198,7 +200,8 @@ def update(c: Charts, path: Path) -> list[str]:
     data["update:mean:groups"], data["update:mean:runs"] = figdata.line_records(
         c.groups, "update/layer_i", None, read=lambda run: block_mean(run, "update"))
     shown = [g for g in c.groups if any(r["g"] == g.label for r in data["update:mean:groups"])]
-    relative = specs.line_spec("update:mean", shown, "‖Δθ‖/‖θ‖", kinds=False, extra=[])
+    yrange = specs.y_range("update:mean", c.groups, data, [])
+    relative = specs.line_spec("update:mean", shown, "‖Δθ‖/‖θ‖", kinds=False, extra=[], yrange=yrange)
     output = c.figures.get("fig-update-output-change")
     panels = [(output and output.spec, "Model update ‖F(x,θt) − F(x,θ0)‖ (probe batch)", "update/output_change",
                "monitor.output_change"),
@@ -217,15 +220,16 @@ def update(c: Charts, path: Path) -> list[str]:
 
 def grad_norm_heatmaps(runs: Sequence[Run], slugs: Sequence[str], out: Path) -> tuple[list[Path], list[str]]:
     """``grad_norm_heatmap_<slug>.png`` per run: the report's map panel (layer × step) of that run alone, log
-    colour on one scale shared by all runs."""
+    colour on its own scale (the 1st to the 99th percentile of its values, as the report's panels open: one
+    diverged run's 1e5 would leave every other map one flat colour)."""
     records = {id(r): figdata.layer_records([Group(r.label, [r])], "grad_norm", figdata.UNCAPPED) for r in runs}
-    domain = specs.domains([rec for recs in records.values() for rec in recs]).get("log")
-    if domain is None:
+    if not any(ranges.colour_domains(recs).get("log") for recs in records.values()):
         return [], ["grad_norm_heatmap_*.png: no run recorded grad_norm/layer_i"]
     paths, notes = [], []
     for run, name in zip(runs, slugs, strict=True):
-        if not records[id(run)]:
-            notes.append(f"grad_norm_heatmap: {run.label}: no grad_norm/layer_i recorded")
+        domain = ranges.colour_domains(records[id(run)]).get("log")
+        if domain is None:
+            notes.append(f"grad_norm_heatmap: {run.label}: no positive finite grad_norm/layer_i recorded")
             continue
         path = out / f"grad_norm_heatmap_{name}.png"
         try:
@@ -237,10 +241,10 @@ def grad_norm_heatmaps(runs: Sequence[Run], slugs: Sequence[str], out: Path) -> 
 
 def heatmap(run: Run, records: list[dict], domain: Sequence[float]) -> dict[str, Any]:
     """One run's gradient-norm map, a red dashed line where it diverged."""
-    panel = specs.heatmap_panel("‖∇ block‖", 1 + max(r["layer"] for r in records))
+    panel = maps.heatmap_panel("‖∇ block‖", 1 + max(r["layer"] for r in records))
     size = {"width": 700, "height": panel.pop("height") + 40}
     panel.pop("width")
-    layers = [{"transform": specs.HEATMAP_STEPS, **panel}]
+    layers = [{"transform": maps.HEATMAP_STEPS, **panel}]
     if run.status == "diverged" and run.diverged_at is not None:
         layers.append({"data": {"values": [{"step": run.diverged_at, "text": " diverged"}]},
                        "mark": {"type": "rule", "color": "red", "strokeDash": [5, 3], "strokeWidth": 1.5},

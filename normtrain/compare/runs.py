@@ -52,6 +52,12 @@ class Run:
         return self.summary.get("diverged_at_step")
 
     @property
+    def seed(self) -> Any:
+        """Its ``train.seed`` (None without a config)."""
+        train = (self.config or {}).get("train")
+        return train.get("seed") if isinstance(train, dict) else None
+
+    @property
     def rollbacks(self) -> list[dict[str, Any]]:
         """The run's rollbacks (normtrain/training/rollback.py): summary.json's record, or, from a run killed before it
         wrote one, metrics.jsonl's event rows."""

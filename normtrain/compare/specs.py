@@ -1,50 +1,37 @@
-"""The interactive figures as Vega-Lite specs: loss, one line chart per logged scalar, for every per-layer
-family (``<prefix>/layer_i``) a block × step heatmap and a by-layer profile at a chosen step, and for every
-per-head family (``<prefix>/layer_i/head_j``) a block × head heatmap at a chosen step.
+"""The interactive figures as Vega-Lite specs: the loss, one line chart per other logged scalar, and (from
+normtrain.compare.maps) the per-layer and per-head maps and profiles; ``build`` makes every figure the runs have
+data for.
 
 A spec names its data (``{"name": "loss:groups"}``); the page holds each data set once and hands every figure
 the ones it uses. Figures know no metric in advance: a key or per-layer prefix that a run logs gets a figure,
-the known ones a title, a caption and their usual scale. Controls: hover for values, drag and wheel to pan and
-zoom (double-click resets), a legend click to pick a group, a log/linear switch (the page re-renders the figure
-with the other scale type), and, where groups hold several seeds, the band (min–max or ± 1 sample sd) and each seed's
-own line.
+the known ones a title, a caption and their usual scale. Controls: hover for values (the group, the curve, the
+seeds), drag and wheel to pan and zoom (double-click resets), a legend click to pick a group, a log/linear switch
+(the page re-renders the figure with the other scale type), where groups hold several seeds the band (min–max or
+± 1 sample sd) and each seed's own line, and where a run diverged beyond the others the y axis's span
+(normtrain.compare.ranges).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from normtrain.compare import figdata
+from normtrain.compare import figdata, maps, ranges
+from normtrain.compare.encodings import (  # noqa: F401 - Figure, slug, LOG_PARAM: also this module's names
+    LOG_PARAM,
+    Figure,
+    auto_log,
+    color,
+    positive,
+    slug,
+    tip,
+    x_step,
+    y_value,
+)
 from normtrain.compare.groups import Group
 from normtrain.compare.runs import HEAD_KEY, Run
 
 LOSS = (("train/loss", "train"), ("val/loss", "validation"))
-# prefix -> (title, axis or colour title, log scale by default)
-LAYER_FAMILIES: dict[str, tuple[str, str, bool]] = {
-    "grad_norm": ("Gradient norm per block (before clipping)", "‖∇ block‖", True),
-    "act_std": ("Activation std (block output)", "std", True),
-    "act_mean": ("Activation mean (block output)", "mean", False),
-    "resid_norm": ("Residual-stream norm entering the block", "‖x‖ per token", True),
-    "attn_entropy": ("Attention entropy (a collapse toward 0 is an instability signal)", "nats", False),
-    "update": ("Relative update ‖Δθ‖/‖θ‖ per block and step", "‖Δθ‖/‖θ‖", True),
-    "attn_logit_max": ("Largest attention logit per block (before any soft-cap: what QK-Clip reads)", "max logit",
-                       False),
-    "attn_softcap_saturation": ("Share of attention logits the soft-cap saturates (|s| > 2c)", "share", False),
-    "act_rms": ("Residual-stream rms after the block (variance growth with depth)", "rms", True),
-    "act_absmax": ("Largest |activation| in the residual stream after the block (massive activations)", "max |x|",
-                   True),
-    "block_cos": ("Cosine of the block's input and output streams (near 1: the block is almost the identity)",
-                  "cos(in, out)", False),
-}
-# per-head prefix (``<prefix>/layer_i/head_j``) -> (title, colour title)
-HEAD_FAMILIES: dict[str, tuple[str, str]] = {
-    "attn_logit_max": ("Largest attention logit per head (before any soft-cap: QK-Clip's S_max)", "max logit"),
-}
 # key -> (title, log scale by default); any other scalar gets its key as title and an automatic scale
 SCALARS: dict[str, tuple[str, bool]] = {
     "update/output_change": ("Model update ‖F(x,θt) − F(x,θ0)‖ on the probe batch (DeepNet)", True),
@@ -55,63 +42,8 @@ SCALARS: dict[str, tuple[str, bool]] = {
     "tokens_per_s": ("Throughput (tokens/s, evaluation left out)", False),
     "mfu": ("Model FLOPs utilization", False),
 }
-FORMAT = ".4~g"
-
-
-@dataclass
-class Figure:
-    """One figure of the page: its spec, the data sets it reads, and which scale its log switch turns."""
-
-    id: str
-    title: str
-    caption: str
-    spec: dict[str, Any]
-    uses: list[str]
-    hint: str = "drag to pan, wheel to zoom, double-click to reset, click a legend entry to pick a group"
-    log: bool = False  # the scale type it opens with
-    scale: str = "y"  # the Vega scale the log switch changes ("y", or "color" for heatmaps)
-    domains: dict[str, list[float]] = field(default_factory=dict)  # fixed colour domains per scale type
-
-    def meta(self) -> dict[str, Any]:
-        return {"id": self.id, "spec": self.spec, "uses": self.uses, "log": self.log, "scale": self.scale,
-                "domains": self.domains}
-
-
-def slug(text: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in text).strip("-").lower()
-
-
-def auto_log(values: Sequence[float | None]) -> bool:
-    """A log scale for positive values that span more than two decades."""
-    finite = [v for v in values if v is not None and math.isfinite(v)]
-    return bool(finite) and min(finite) > 0 and max(finite) / min(finite) > 100
-
-
-def _color(groups: Sequence[Group]) -> dict[str, Any]:
-    return {"field": "g", "type": "nominal", "title": None,
-            "scale": {"domain": [g.label for g in groups], "range": [g.color for g in groups]},
-            "legend": {"labelLimit": 320, "symbolLimit": 0, "symbolType": "stroke", "symbolStrokeWidth": 3,
-                       "symbolOpacity": 1}}
-
-
-def _x() -> dict[str, Any]:
-    return {"field": "step", "type": "quantitative", "title": "step"}
-
-
-def _y(field_: str, title: str) -> dict[str, Any]:
-    return {"field": field_, "type": "quantitative", "title": title, "scale": {"zero": False}}
-
-
-def _positive(expr: str) -> str:
-    return f"isValid({expr}) && isFinite({expr}) && (!logscale || {expr} > 0)"
-
-
-def _tip(field_: str, title: str, fmt: str | None = FORMAT) -> dict[str, Any]:
-    tip = {"field": field_, "title": title}
-    return {**tip, "type": "quantitative", "format": fmt} if fmt else tip
-
-
-LOG_PARAM = {"name": "logscale", "value": False}  # the page sets it with the scale type, for the filters above
+RANGE_CAPTION = (" The y axis spans the runs that did not diverge; a triangle at its edge marks where a run left it "
+                 "(hover it), and 'y axis spans: all runs' widens it.")
 
 
 def _seed_params(groups: Sequence[Group]) -> list[dict[str, Any]]:
@@ -122,49 +54,132 @@ def _seed_params(groups: Sequence[Group]) -> list[dict[str, Any]]:
     ] if any(g.n > 1 for g in groups) else []
 
 
-def line_spec(name: str, groups: Sequence[Group], y_title: str, kinds: bool, extra: Sequence[dict]) -> dict:
-    """Mean over each group's seeds (solid; dashed for validation when ``kinds``), the band, each seed on demand."""
+def _tooltips(kinds: bool, several: bool) -> tuple[list[dict], list[dict]]:
+    """(a group's mean, one seed's line): what a hover shows, the group, the curve and the seed(s) first."""
+    curve = [tip("k", "curve", None)] if kinds else []
+    mean = [tip("g", "group", None), *curve, tip("seeds", "seeds" if several else "seed", None),
+            tip("step", "step", "d"), tip("mean", "mean" if several else "value"),
+            *([tip("min", "min"), tip("max", "max"), tip("std", "std"), tip("n", "seeds here", "d")]
+              if several else [])]
+    seed = [tip("g", "group", None), *curve, tip("run", "run", None), tip("seed", "seed", None),
+            tip("step", "step", "d"), tip("v", "value")]
+    return mean, seed
+
+
+def _hover(data: str, fields: list[str], y: dict, base: dict, tooltip: list[dict]) -> dict:
+    """Invisible points of ``data``: the one nearest the pointer shows, with its tooltip."""
+    return {"data": {"name": data}, "transform": [{"flatten": fields}, {"filter": positive(f"datum.{y['field']}")}],
+            "params": [{"name": "hover", "select": {"type": "point", "on": "pointerover", "nearest": True,
+                                                    "clear": "pointerout"}}],
+            "mark": {"type": "point", "filled": True, "size": 45},
+            "encoding": {**base, "y": y, "tooltip": tooltip,
+                         "opacity": {"condition": {"param": "hover", "empty": False, "value": 1}, "value": 0}}}
+
+
+def line_spec(name: str, groups: Sequence[Group], y_title: str, kinds: bool, extra: Sequence[dict],
+              yrange: ranges.YRange | None = None) -> dict:
+    """Mean over each group's seeds (solid; dashed for validation when ``kinds``), the band, each seed on demand;
+    with ``yrange`` the y axis spans the runs that did not diverge and triangles mark where others left it."""
     flat = {"flatten": ["step", "mean", "min", "max", "std", "n"]}
     split = {"strokeDash": {"field": "k", "type": "nominal", "title": None, "scale": {
         "domain": ["train", "validation"], "range": [[1, 0], [6, 3]]}, "legend": None}} if kinds else {}
     detail = {"detail": {"field": "k"}} if kinds else {}
-    base = {"x": _x(), "color": _color(groups), **split}
+    base = {"x": x_step(), "color": color(groups), **split}
     several = any(g.n > 1 for g in groups)
-    tooltip = [_tip("g", "group", None), *([_tip("k", "curve", None)] if kinds else []), _tip("step", "step", "d"),
-               _tip("mean", "mean" if several else "value"),
-               *([_tip("min", "min"), _tip("max", "max"), _tip("std", "std"), _tip("n", "seeds", "d")]
-                 if several else [])]
+    mean_tip, seed_tip = _tooltips(kinds, several)
     layers = [{
-        "data": {"name": f"{name}:groups"}, "transform": [flat, {"filter": _positive("datum.mean")}],
+        "data": {"name": f"{name}:groups"}, "transform": [flat, {"filter": positive("datum.mean")}],
         "params": [{"name": "zoom", "select": "interval", "bind": "scales"},
                    {"name": "pick", "select": {"type": "point", "fields": ["g"]}, "bind": "legend"}],
         "mark": {"type": "line", "strokeWidth": 2},
-        "encoding": {**base, "y": _y("mean", y_title), "opacity": {"condition": {"param": "pick", "value": 1},
-                                                                   "value": 0.15}}}, {
-        "data": {"name": f"{name}:groups"}, "transform": [flat, {"filter": _positive("datum.mean")}],
-        "params": [{"name": "hover", "select": {"type": "point", "on": "pointerover", "nearest": True,
-                                                "clear": "pointerout"}}],
-        "mark": {"type": "point", "filled": True, "size": 45},
-        "encoding": {**base, "y": _y("mean", y_title), "tooltip": tooltip,
-                     "opacity": {"condition": {"param": "hover", "empty": False, "value": 1}, "value": 0}}}]
+        "encoding": {**base, "y": y_value("mean", y_title), "opacity": {"condition": {"param": "pick", "value": 1},
+                                                                        "value": 0.15}}},
+        _hover(f"{name}:groups", flat["flatten"], y_value("mean", y_title), base, mean_tip)]
     if several:
         band = {"calculate": "band == 'std' ? datum.mean - datum.std : datum.min", "as": "lo"}
         top = {"calculate": "band == 'std' ? datum.mean + datum.std : datum.max", "as": "hi"}
         layers[:0] = [{
             "data": {"name": f"{name}:groups"},
-            "transform": [flat, band, top, {"filter": _positive("datum.lo")}],
+            "transform": [flat, band, top, {"filter": positive("datum.lo")}],
             "mark": {"type": "area"},  # hidden rather than filtered out: an empty layer makes Vega warn
-            "encoding": {"x": _x(), "color": _color(groups), **detail, "y": _y("lo", y_title), "y2": {"field": "hi"},
+            "encoding": {"x": x_step(), "color": color(groups), **detail, "y": y_value("lo", y_title),
+                         "y2": {"field": "hi"},
                          "opacity": {"condition": {"test": "band != 'none'", "value": 0.18}, "value": 0}},
         }, {
             "data": {"name": f"{name}:runs"},
-            "transform": [{"flatten": ["step", "v"]}, {"filter": _positive("datum.v")}],
+            "transform": [{"flatten": ["step", "v"]}, {"filter": positive("datum.v")}],
             "mark": {"type": "line", "strokeWidth": 1},
-            "encoding": {**base, "detail": {"field": "run"}, "y": _y("v", y_title),
+            "encoding": {**base, "detail": {"field": "run"}, "y": y_value("v", y_title),
                          "opacity": {"condition": {"test": "seeds", "value": 0.55}, "value": 0}},
         }]
-    params = [LOG_PARAM, *_seed_params(groups)]
-    return {"params": params, "width": "container", "height": 320, "layer": [*layers, *extra]}
+        layers.append({  # on top of the means' hover, where 'each seed' draws them: a point per logged step
+            "data": {"name": f"{name}:runs"},
+            "transform": [{"flatten": ["step", "v"]}, {"filter": positive("datum.v")}],
+            "mark": {"type": "point", "filled": True},
+            "encoding": {**base, "y": y_value("v", y_title), "tooltip": seed_tip,
+                         "size": {"condition": {"test": "seeds", "value": 30}, "value": 0},  # 0: nothing to hover
+                         "opacity": {"condition": {"test": "seeds", "value": 0.55}, "value": 0}}})
+    params = [LOG_PARAM, *_seed_params(groups), *([ranges.YRANGE_PARAM] if yrange else [])]
+    layers += extra
+    if yrange:  # lines cut at the plot's edge; the marks held inside it (crosses, triangles) whole
+        layers = [*(clipped(layer, layer["data"].get("name") != "loss:diverged") for layer in layers),
+                  clipped(edge_layer(name, groups, yrange), False)]
+        for layer in layers:
+            if "field" in layer["encoding"].get("y", {}):
+                layer["encoding"]["y"]["scale"] = {**layer["encoding"]["y"].get("scale", {}), "domain": yrange.domain()}
+    return {"params": params, "width": "container", "height": 320, "layer": layers}
+
+
+def clipped(layer: dict, clip: bool = True) -> dict:
+    """``layer`` with its marks cut at the plot's edge (a line that leaves the y range, off the axes), or, with
+    ``clip=False``, drawn whole where they overlap it (a mark at step 0 on the axis; Vega-Lite cuts every layer of a
+    chart that zooms unless told)."""
+    mark = layer["mark"] if isinstance(layer["mark"], dict) else {"type": layer["mark"]}
+    return {**layer, "mark": {**mark, "clip": clip}}
+
+
+def edge_layer(name: str, groups: Sequence[Group], yrange: ranges.YRange) -> dict:
+    """A triangle at the edge of the healthy range where each run that leaves it first does (while the axis spans
+    the healthy runs), pointing the way it went."""
+    shown = "yrange != 'all'"  # hidden, and nothing to hover, rather than filtered out: an empty layer makes Vega warn
+    return {"data": {"name": f"{name}:edges"}, "transform": [{"calculate": yrange.at_edge("v"), "as": "at"}],
+            "mark": {"type": "point", "filled": True, "stroke": "black", "strokeWidth": 0.7},
+            "encoding": {"x": x_step(), "y": y_value("at", ""), "color": color(groups),
+                         "size": {"condition": {"test": shown, "value": 130}, "value": 0},
+                         "opacity": {"condition": {"test": shown, "value": 1}, "value": 0},
+                         "shape": {"field": "edge", "type": "nominal", "legend": None, "scale": {
+                             "domain": ["above", "below"], "range": ["triangle-up", "triangle-down"]}},
+                         "tooltip": [tip("run", "left the y range", None), tip("k", "curve", None),
+                                     tip("step", "at step", "d"), tip("v", "value"), tip("edge", "went", None)]}}
+
+
+def y_range(name: str, groups: Sequence[Group], data: dict[str, list], uses: list[str]) -> ranges.YRange | None:
+    """The healthy y range of the line chart ``name`` (its per-run data set), its edge marks into ``data``."""
+    found = ranges.y_range(data[f"{name}:runs"], ranges.healthy_labels(groups))
+    if found:
+        data[f"{name}:edges"] = found.edges
+        uses.append(f"{name}:edges")
+    return found
+
+
+def diverged_layer(groups: Sequence[Group], yrange: ranges.YRange | None) -> dict:
+    """A cross where each diverged run stopped (at its edge of the y range, when it stopped beyond it)."""
+    shown = [{"calculate": yrange.at_edge("v") if yrange else "datum.v", "as": "at"}]
+    return {"data": {"name": "loss:diverged"}, "transform": [{"filter": positive("datum.v")}, *shown],
+            "mark": {"type": "point", "shape": "cross", "filled": True, "size": 150, "stroke": "black",
+                     "strokeWidth": 0.7},
+            "encoding": {"x": x_step(), "y": y_value("at", ""), "color": color(groups),
+                         "tooltip": [tip("run", "diverged", None), tip("step", "at step", "d"),
+                                     tip("v", "last finite train loss")]}}
+
+
+def rollback_layer(groups: Sequence[Group]) -> dict:
+    return {"data": {"name": "loss:rollbacks"},
+            "mark": {"type": "rule", "strokeDash": [4, 3], "strokeWidth": 1.5, "opacity": 0.8},
+            "encoding": {"x": x_step(), "color": color(groups),
+                         "tooltip": [tip("run", "rolled back", None), tip("step", "diverged at step", "d"),
+                                     tip("to", "back to step", "d"), tip("skipped", "batches skipped", "d"),
+                                     tip("lr", "lr factor", None), tip("retry", "rollback", "d")]}}
 
 
 def loss_figure(groups: Sequence[Group], runs: Sequence[Run], data: dict[str, list],
@@ -174,34 +189,27 @@ def loss_figure(groups: Sequence[Group], runs: Sequence[Run], data: dict[str, li
     data["loss:runs"] = [r for _, seeds in records for r in seeds]
     if not data["loss:groups"]:
         return None
-    extra, uses = [], ["loss:groups", "loss:runs"]
+    uses = ["loss:groups", "loss:runs"]
+    yrange = y_range("loss", groups, data, uses)
+    extra = []
     if marks := figdata.diverged_marks(groups):
         data["loss:diverged"] = marks
         uses.append("loss:diverged")
-        extra.append({"data": {"name": "loss:diverged"}, "transform": [{"filter": _positive("datum.v")}],
-                      "mark": {"type": "point", "shape": "cross", "filled": True, "size": 150, "stroke": "black",
-                               "strokeWidth": 0.7},
-                      "encoding": {"x": _x(), "y": _y("v", ""), "color": _color(groups),
-                                   "tooltip": [_tip("run", "diverged", None), _tip("step", "at step", "d"),
-                                               _tip("v", "last finite train loss")]}})
+        extra.append(diverged_layer(groups, yrange))
     if rollbacks := figdata.rollback_marks(groups):
         data["loss:rollbacks"] = rollbacks
         uses.append("loss:rollbacks")
-        extra.append({"data": {"name": "loss:rollbacks"},
-                      "mark": {"type": "rule", "strokeDash": [4, 3], "strokeWidth": 1.5, "opacity": 0.8},
-                      "encoding": {"x": _x(), "color": _color(groups),
-                                   "tooltip": [_tip("run", "rolled back", None), _tip("step", "diverged at step", "d"),
-                                               _tip("to", "back to step", "d"), _tip("skipped", "batches skipped", "d"),
-                                               _tip("lr", "lr factor", None), _tip("retry", "rollback", "d")]}})
+        extra.append(rollback_layer(groups))
     if levels := figdata.unigram_levels(runs):
         extra.append({"data": {"values": levels}, "mark": {"type": "rule", "color": "#666", "strokeDash": [2, 3]},
-                      "encoding": {"y": _y("v", ""), "tooltip": [_tip("text", "", None), _tip("v", "loss")]}})
-    spec = line_spec("loss", groups, "loss (nats per byte)", kinds=True, extra=extra)
+                      "encoding": {"y": y_value("v", ""), "tooltip": [tip("text", "", None), tip("v", "loss")]}})
+    spec = line_spec("loss", groups, "loss (nats per byte)", kinds=True, extra=extra, yrange=yrange)
     caption = ("Training loss (solid) and validation loss (dashed) against step. Each line is the mean over a "
                "group's seeds; the band spans them (min–max or ± 1 sample sd); 'each seed' draws every run. A cross "
                "marks where a run diverged (at its last finite training loss); a dashed vertical line where a run "
                "rolled back to a checkpoint (hover it: the step it went back to, the batches it skipped)"
-               + ("; the dotted line is the unigram baseline of the corpus." if figdata.unigram_levels(runs) else "."))
+               + ("; the dotted line is the unigram baseline of the corpus." if levels else ".")
+               + (RANGE_CAPTION if yrange else ""))
     return Figure("fig-loss", "Loss: train (solid) and validation (dashed)", caption, spec, uses, log=True)
 
 
@@ -211,129 +219,15 @@ def scalar_figure(key: str, groups: Sequence[Group], data: dict[str, list],
     data[f"{name}:groups"], data[f"{name}:runs"] = figdata.line_records(groups, key, None, thinning=thinning)
     if not data[f"{name}:groups"]:
         return None
+    uses = [f"{name}:groups", f"{name}:runs"]
+    yrange = y_range(name, groups, data, uses)
     title, log = SCALARS.get(key, (key, None))
     if log is None:
         log = auto_log([v for r in data[f"{name}:groups"] for v in r["mean"]])
-    spec = line_spec(name, groups, key, kinds=False, extra=[])
-    caption = f"{key} against step: the mean over each group's seeds, and their spread where a group has several."
-    return Figure(f"fig-{slug(key)}", title, caption, spec, [f"{name}:groups", f"{name}:runs"], log=log)
-
-
-def domains(records: Sequence[dict]) -> dict[str, list[float]]:
-    """The colour range of a heatmap, from the 1st to the 99th percentile, so one wild value cannot wash out
-    the map; for the log scale over the positive values only."""
-    values = np.asarray([v for r in records for v in r["v"] if v is not None], dtype=float)
-    out = {}
-    for kind, pool in (("linear", values), ("log", values[values > 0])):
-        if pool.size:
-            lo, hi = np.percentile(pool, [1, 99])
-            out[kind] = [figdata.num(lo), figdata.num(hi if hi > lo else lo * 1.0001 + 1e-12)]
-    return out
-
-
-HEATMAP_STEPS = [{"flatten": ["step", "v"]},  # each cell runs from its step to the next logged one
-                 {"window": [{"op": "lead", "field": "step", "as": "next"},
-                             {"op": "lag", "field": "step", "as": "prev"}],
-                  "groupby": ["g", "layer"], "sort": [{"field": "step"}]},
-                 {"calculate": "datum.next != null ? datum.next : datum.step + (datum.prev != null ? "
-                               "datum.step - datum.prev : 1)", "as": "end"},
-                 {"filter": _positive("datum.v")}]
-
-
-def heatmap_panel(unit: str, n_layers: int) -> dict[str, Any]:
-    """One block × step map of records flattened by ``HEATMAP_STEPS``: the report's panels, and each run's PNG."""
-    tooltip = [_tip("g", "group", None), _tip("layer", "layer", "d"), _tip("step", "step", "d"), _tip("v", unit)]
-    return {"width": 290, "height": max(48, min(14 * n_layers, 220)), "mark": "rect",
-            "encoding": {"x": _x(), "x2": {"field": "end"},
-                         "y": {"field": "layer", "type": "ordinal", "sort": "descending", "title": "layer"},
-                         "color": {"field": "v", "type": "quantitative", "title": unit,
-                                   "scale": {"scheme": "viridis", "clamp": True}},
-                         "tooltip": tooltip}}
-
-
-def _at_step(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """The "at step ≤" slider (at the last step to start) and the transforms that keep each group's last logged
-    step at or before it: the profile's and the per-head map's."""
-    steps = [s for r in records for s in r["step"]]
-    last, every = max(steps, default=0), math.gcd(*steps) or 1  # the coarsest slider step that reaches them all
-    return {"params": [LOG_PARAM, {"name": "at", "value": last, "bind": {
-                "input": "range", "min": 0, "max": last, "step": every, "name": "at step ≤ "}}],
-            "transform": [{"flatten": ["step", "v"]}, {"filter": f"datum.step <= at && {_positive('datum.v')}"},
-                          {"joinaggregate": [{"op": "max", "field": "step", "as": "shown"}], "groupby": ["g"]},
-                          {"filter": "datum.step == datum.shown"}]}
-
-
-def layer_figures(prefix: str, groups: Sequence[Group], thinning: figdata.Thinning,
-                  data: dict[str, list]) -> list[Figure]:
-    """A heatmap (block × step, one panel per group, one colour scale) and a by-layer profile with a step slider."""
-    name = f"layers:{prefix}"
-    records = figdata.layer_records(groups, prefix, thinning)
-    if not records:
-        return []
-    data[name] = records
-    title, unit, log = LAYER_FAMILIES.get(prefix, (f"{prefix}/layer_i", prefix, None))
-    if log is None:
-        log = auto_log([v for r in records for v in r["v"]])
-    n_layers = 1 + max(r["layer"] for r in records)
-    shown = [g for g in groups if any(r["g"] == g.label for r in records)]
-    heatmap = {
-        "data": {"name": name}, "params": [LOG_PARAM], "transform": HEATMAP_STEPS,
-        "facet": {"field": "g", "type": "nominal", "title": None, "sort": [g.label for g in shown],
-                  "header": {"labelLimit": 330, "labelFontSize": 11}},
-        "columns": min(3, len(shown)), "spec": heatmap_panel(unit, n_layers)}
-    profile = {  # the PNGs draw it at fixed steps (paper.py sets ``at``)
-        "data": {"name": name}, **_at_step(records),
-        "width": "container", "height": 280, "mark": {"type": "line", "point": True},
-        "encoding": {"x": {"field": "layer", "type": "quantitative", "title": "layer (0 = next to the embedding)",
-                           "axis": {"tickMinStep": 1}},
-                     "y": _y("v", unit), "color": _color(shown),
-                     "tooltip": [_tip("g", "group", None), _tip("layer", "layer", "d"), _tip("shown", "step", "d"),
-                                 _tip("v", unit)]}}
-    key = f"{prefix}/layer_i"
-    return [
-        Figure(f"fig-{slug(prefix)}-map", f"{title}: by block and step",
-               f"{key}, block (row, 0 = next to the embedding) × logged step, mean over each group's seeds; one "
-               "colour scale for all panels, from the 1st to the 99th percentile; a gap is a non-finite value.",
-               heatmap, [name], hint="hover a cell for its value", log=log, scale="color",
-               domains=domains(records)),
-        Figure(f"fig-{slug(prefix)}-profile", f"{title}: by block",
-               f"{key} against block at the chosen step (the slider; each group's last logged step at or before "
-               "it whose values are finite), mean over each group's seeds.", profile, [name],
-               hint="hover a point for its value; the slider below picks the step", log=log),
-    ]
-
-
-def head_figure(prefix: str, groups: Sequence[Group], thinning: figdata.Thinning,
-                data: dict[str, list]) -> Figure | None:
-    """A block × head map at a chosen step (the slider), one panel per group on one colour scale: which heads
-    grow, where the block × step map shows only their max."""
-    name = f"heads:{prefix}"
-    records = figdata.head_records(groups, prefix, thinning)
-    if not records:
-        return None
-    data[name] = records
-    title, unit = HEAD_FAMILIES.get(prefix, (f"{prefix}/layer_i/head_j", prefix))
-    n_layers, n_heads = (1 + max(r[k] for r in records) for k in ("layer", "head"))
-    shown = [g for g in groups if any(r["g"] == g.label for r in records)]
-    tooltip = [_tip("g", "group", None), _tip("layer", "layer", "d"), _tip("head", "head", "d"),
-               _tip("shown", "step", "d"), _tip("v", unit)]
-    spec = {
-        "data": {"name": name}, **_at_step(records),
-        "facet": {"field": "g", "type": "nominal", "title": None, "sort": [g.label for g in shown],
-                  "header": {"labelLimit": 330, "labelFontSize": 11}},
-        "columns": min(3, len(shown)),
-        "spec": {"width": max(60, min(22 * n_heads, 290)), "height": max(48, min(14 * n_layers, 220)), "mark": "rect",
-                 "encoding": {"x": {"field": "head", "type": "ordinal", "title": "head", "axis": {"labelAngle": 0}},
-                              "y": {"field": "layer", "type": "ordinal", "sort": "descending", "title": "layer"},
-                              "color": {"field": "v", "type": "quantitative", "title": unit,
-                                        "scale": {"scheme": "viridis", "clamp": True}},
-                              "tooltip": tooltip}}}
-    return Figure(f"fig-{slug(prefix)}-heads", f"{title}: by block and head",
-                  f"{prefix}/layer_i/head_j, block (row, 0 = next to the embedding) × head at the chosen step (the "
-                  "slider; each group's last logged step at or before it), mean over each group's seeds; one colour "
-                  "scale for all panels, from the 1st to the 99th percentile over all steps.", spec, [name],
-                  hint="hover a cell for its value; the slider below picks the step", scale="color",
-                  domains=domains(records))
+    spec = line_spec(name, groups, key, kinds=False, extra=[], yrange=yrange)
+    caption = (f"{key} against step: the mean over each group's seeds, and their spread where a group has several."
+               + (RANGE_CAPTION if yrange else ""))
+    return Figure(f"fig-{slug(key)}", title, caption, spec, uses, log=log)
 
 
 def build(groups: Sequence[Group], runs: Sequence[Run],
@@ -341,14 +235,14 @@ def build(groups: Sequence[Group], runs: Sequence[Run],
     """Every figure the runs have data for, and the data sets they read; ``points`` caps each series
     (``figdata.Thinning``)."""
     prefixes = figdata.prefixes(runs)
-    known = [p for p in LAYER_FAMILIES if p in prefixes] + [p for p in prefixes if p not in LAYER_FAMILIES]
+    known = [p for p in maps.LAYER_FAMILIES if p in prefixes] + [p for p in prefixes if p not in maps.LAYER_FAMILIES]
     heads = figdata.prefixes(runs, HEAD_KEY)
     thinning = figdata.Thinning(figdata.layer_stride(groups, known, heads), points, figdata.marked_steps(groups))
     data: dict[str, list] = {}
     figures = [f for f in [loss_figure(groups, runs, data, thinning)] if f]
     for prefix in known:
-        figures += layer_figures(prefix, groups, thinning, data)
-    figures += [f for prefix in heads if (f := head_figure(prefix, groups, thinning, data))]
+        figures += maps.layer_figures(prefix, groups, thinning, data)
+    figures += [f for prefix in heads if (f := maps.head_figure(prefix, groups, thinning, data))]
     keys = figdata.scalar_keys(runs)
     ordered = [k for k in SCALARS if k in keys] + [k for k in keys if k not in SCALARS and k not in dict(LOSS)]
     figures += [f for key in ordered if (f := scalar_figure(key, groups, data, thinning))]

@@ -34,7 +34,9 @@ def main(argv: list[str] | None = None) -> None:
 
     from normtrain.commands import run_command
 
-    run_command("normtrain-export", body)
+    run_command("normtrain-export", body, checkpoint_advice="The export reads the run's final weights from that "
+                "file: export another run folder, or train this run again (its summary.json holds the config) to "
+                "write a readable checkpoint")
 
 
 def summary(report: dict[str, Any]) -> str:

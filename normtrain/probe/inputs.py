@@ -78,7 +78,7 @@ def _summary(path: Path) -> dict[str, Any]:
                          f"summary.json, metrics.jsonl and {CKPT_NAME})")
     if not any((path / name).exists() for name in RUN_MARKERS):
         raise ProbeError(f"{path} is not a run folder: it holds none of {', '.join(RUN_MARKERS)}; give the folder "
-                         "of one run (a multirun's job folder, not the sweep folder)")
+                         "of one run, or a folder of run folders (a multirun) to probe each")
     try:
         return json.loads((path / "summary.json").read_text()) if (path / "summary.json").is_file() else {}
     except (OSError, ValueError) as err:

@@ -14,8 +14,11 @@ from typing import Any
 
 from normtrain.compare.runs import Run
 from normtrain.reproduce import plots, stats
-from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, curve_points, present, validation_batches
-from normtrain.reproduce.writeup import markdown_table, unigram_of
+from normtrain.reproduce.gpu_scale import Recipe
+from normtrain.reproduce.plan import Plan
+from normtrain.reproduce.runner import Experiment, Findings, curve_points, present, validation_batches
+from normtrain.reproduce.writeup import markdown_table
+from normtrain.training.outcome import line_labels
 
 NORMS = ("batchnorm", "batchnorm_causal", "layernorm")
 MODES = {"own": "training mode, own batch's statistics", "eval": "evaluation mode (running statistics)"}
@@ -33,22 +36,27 @@ class BatchNormLeak(Experiment):
               "(statistics over batch × positions ≤ t) or LayerNorm, at batch sizes 1, 2, 8 and 16 sequences of 128 "
               "bytes, 5 seeds. Each final model scores the same 512 validation windows in batches of its own batch "
               "size, in training mode (own batch's statistics) and in evaluation mode (running statistics).")
-    gpu = Scale(overrides=("model.d_model=256", "model.d_ff=1024", "train.max_steps=4000", "train.eval_every=500"),
-                grid={"train.batch_size": "1,2,8,32,128"})
+    # the batch size is the design: longer windows instead of more sequences; each model scored two ways after it
+    gpu_recipe = Recipe(batch=1, seq=2, extra_steps=200)
     keep_checkpoints = True
 
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
         """A diverged run kept no finite weights to score: its scores are missing (its seed drops out of the
-        comparisons that need them) and the cell counts it as diverged."""
+        comparisons that need them) and the cell counts it as diverged. A scored run's line labels (collapsed,
+        above the line) read its training-mode loss, the one the leak is about; whether it was still falling reads
+        its evaluation-mode validation curve, the only one logged."""
         if run.status == "diverged" or not (run.path / "ckpt.pt").is_file():
             return {**super().row(run, combo), "own_loss": None, "eval_loss": None, "leak": None}
-        return {**super().row(run, combo), **score_two_ways(run)}
+        row = {**super().row(run, combo), **score_two_ways(run)}
+        if row["unigram_val_loss"] is not None:  # labelled on the loss it is judged by: training mode, own batch
+            row.update(line_labels(row["own_loss"], row["unigram_val_loss"], row["val_quarter_drop"]))
+        return row
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         sizes = sorted({int(r["train.batch_size"]) for r in rows})
         norms = present(rows, "norm", NORMS)
         small, large = sizes[0], sizes[-1]
-        unigram = unigram_of(rows)
+        unigram = stats.unigram_of(rows)
 
         def seeds(n, b, value):
             return stats.seeds(rows, value, norm=n, train__batch_size=b)

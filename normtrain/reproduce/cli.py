@@ -1,11 +1,15 @@
-"""``normtrain-reproduce NAME|all [--scale cpu|gpu] [--seeds N] [--smoke] [OVERRIDES...]`` and ``reproduce()``.
+"""``normtrain-reproduce NAME|all [--scale cpu|gpu] [--budget MINUTES] [--seeds N] [--smoke] [OVERRIDES...]``
+and ``reproduce()``.
 
 Runs one experiment end to end: its grid of runs (``--jobs`` at a time, each in its own single-threaded
-process; ``--jobs 1``: in this process), the analysis, and the write-up in ``experiments/NAME/``
-(``--scale gpu``: ``experiments/NAME-gpu/``). Runs that already finished with the same config are reused, so
-an interrupted experiment (or a later day) picks up where it stopped and recomputes only the analysis. A
-result names the code that ran it, so outside ``--smoke`` the checkout must be clean (committed). Exit codes:
-0 when the write-up was written (whatever the verdict), 2 for bad input.
+process; ``--jobs 1``: in this process), the analysis, and the write-up in ``experiments/NAME/``. Runs that
+already finished with the same config are reused, so an interrupted experiment (or a later day) picks up where it
+stopped and recomputes only the analysis. ``--scale gpu`` plans the strongest version of the experiment that fits
+``--budget`` minutes on this machine's GPU (normtrain/reproduce/gpu_plan.py), runs it packed side by side and
+writes ``experiments/NAME-gpu/`` with the runs' summaries and metrics; a later invocation continues the plan.
+A result names the code that ran it, so outside ``--smoke`` the checkout must be clean (committed). Exit codes:
+0 when the write-up was written (whatever the verdict) or a GPU plan's budget ran out (run it again to go on), 2
+for bad input.
 """
 
 from __future__ import annotations
@@ -20,12 +24,19 @@ from pathlib import Path
 from typing import Any
 
 from normtrain.data.tokenizer import workers
+from normtrain.reproduce import gpu_plan
 from normtrain.reproduce.catalog import EXPERIMENTS
+from normtrain.reproduce.gpu_plan import GpuPlan
+from normtrain.reproduce.gpu_scale import ASSUMED_H100, Device
+from normtrain.reproduce.grid import Unfinished
+from normtrain.reproduce.index import update_index
+from normtrain.reproduce.plan import SCALES, SEED_AXIS, SMOKE_OVERRIDES, Plan, expand, sweep_axes
 from normtrain.reproduce.preregistration import declaration, declaration_files
-from normtrain.reproduce.runner import SCALES, SEED_AXIS, SMOKE_OVERRIDES, Plan, expand, sweep_axes
-from normtrain.reproduce.writeup import update_index, write
+from normtrain.reproduce.writeup import write
+from normtrain.util.atomic import write_text
 
 PROG = "normtrain-reproduce"
+DEFAULT_BUDGET_MIN = 8.0  # --scale gpu: minutes on one H100/H200
 
 
 class ReproduceError(ValueError):
@@ -41,34 +52,35 @@ def device_name(cfg) -> str:
 
 
 def default_jobs(scale: str) -> int:
-    """Runs at a time: one per core on a CPU (single-threaded runs), one on a GPU."""
-    return 1 if scale == "gpu" else workers()
+    """Runs at a time at --scale cpu: one per core (single-threaded runs). The GPU scale's plan sizes its own."""
+    return workers()
 
 
-def make_plan(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bool = False,
-              overrides: Sequence[str] = (), out: str | Path | None = None, runs_dir: str | Path | None = None,
-              fresh: bool = False, progress: bool = True, jobs: int | None = None) -> Plan:
-    """Validate the request and expand the experiment's grid."""
-    from normtrain.config import validate
-    from normtrain.util.errors import NormtrainError
-
+def check_request(name: str, scale: str, seeds: int | None, jobs: int | None, budget: float,
+                  overrides: Sequence[str]) -> None:
+    """Every problem with the request in one message (exit 2)."""
+    problems = []
     if name not in EXPERIMENTS:
-        raise ReproduceError(f"unknown experiment {name!r}; allowed: {', '.join(EXPERIMENTS)} (or 'all')")
+        problems.append(f"unknown experiment {name!r}; allowed: {', '.join(EXPERIMENTS)} (or 'all')")
     if scale not in SCALES:
-        raise ReproduceError(f"--scale {scale!r}; allowed: {', '.join(SCALES)}")
+        problems.append(f"--scale {scale!r}; allowed: {', '.join(SCALES)}")
     if seeds is not None and seeds < 1:
-        raise ReproduceError(f"--seeds {seeds}: need at least 1")
+        problems.append(f"--seeds {seeds}: need at least 1")
     if jobs is not None and jobs < 1:
-        raise ReproduceError(f"--jobs {jobs}: need at least 1")
-    exp = EXPERIMENTS[name]
-    bad = [o for o in overrides if "=" not in o]
-    if bad:
-        raise ReproduceError(f"overrides look like KEY=VALUE (e.g. data=local_text data.path=books/); got {bad}")
-    grid = sweep_axes(name)
-    if scale == "gpu":
-        grid.update({k: expand(k, v) for k, v in exp.gpu.grid.items()})
+        problems.append(f"--jobs {jobs}: need at least 1")
+    if not budget > 0:
+        problems.append(f"--budget {budget}: minutes on the GPU, more than 0")
+    if bad := [o for o in overrides if "=" not in o]:
+        problems.append(f"overrides look like KEY=VALUE (e.g. data=local_text data.path=books/); got {bad}")
+    if problems:
+        raise ReproduceError("; ".join(problems))
+
+
+def split_overrides(grid: dict[str, list[str]], overrides: Sequence[str]) -> list[str]:
+    """Apply the overrides of grid axes to ``grid`` (sweep syntax allowed: a,b or range()); the rest, returned,
+    go to every run."""
     rest = []
-    for o in overrides:  # an override of a grid axis replaces the axis (sweep syntax allowed: a,b or range())
+    for o in overrides:
         key, value = o.split("=", 1)
         if key in grid:
             try:
@@ -77,25 +89,70 @@ def make_plan(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
                 raise ReproduceError(f"{o}: not a value or a sweep ({err})") from None
         else:
             rest.append(o)
+    return rest
+
+
+def make_plan(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bool = False,
+              overrides: Sequence[str] = (), out: str | Path | None = None, runs_dir: str | Path | None = None,
+              fresh: bool = False, progress: bool = True, jobs: int | None = None,
+              budget: float = DEFAULT_BUDGET_MIN, device: Device | None = None) -> Plan:
+    """Validate the request and expand the experiment's grid (at --scale gpu: plan it, or read the plan an
+    earlier invocation made in the results folder)."""
+    check_request(name, scale, seeds, jobs, budget, overrides)
+    exp = EXPERIMENTS[name]
+    grid = sweep_axes(name)
+    rest = split_overrides(grid, overrides)
     if seeds is not None:
         grid[SEED_AXIS] = [str(s) for s in range(seeds)]
+    suffix = "-gpu" if scale == "gpu" else ""
+    out = Path(out) if out else None
+    default_runs = Path("multirun") / "reproduce" / f"{name}{suffix}{'-smoke' if smoke else ''}"
+    if out is None:
+        out = default_runs / "report" if smoke else Path("experiments") / f"{name}{suffix}"
+    if runs_dir is None:
+        runs_dir = out / "runs" if scale == "gpu" and not smoke else default_runs
+    base, budgeted = [f"experiment={name}", *rest], None
+    if scale == "gpu":
+        budgeted = gpu_request(name, exp, base, grid, list(overrides), budget, device, out, fresh)
+        base, grid = list(budgeted.base), {k: list(v) for k, v in budgeted.grid.items()}
     if smoke:
         grid = {k: v[:1] if k == SEED_AXIS else v[:2] for k, v in grid.items()}
-    suffix = "-gpu" if scale == "gpu" else ""
-    base = [f"experiment={name}", *(exp.gpu.overrides if scale == "gpu" else ()),
-            *(SMOKE_OVERRIDES if smoke else ()), *rest]
-    default_runs = Path("multirun") / "reproduce" / f"{name}{suffix}{'-smoke' if smoke else ''}"
-    runs_dir = Path(runs_dir) if runs_dir else default_runs
-    if out is None:
-        out = runs_dir / "report" if smoke else Path("experiments") / f"{name}{suffix}"
+        base += SMOKE_OVERRIDES
     command = " ".join([PROG, name, *(["--scale", scale] if scale != "cpu" else []),
+                        *(["--budget", f"{budget:g}"] if scale == "gpu" else []),
                         *(["--seeds", str(seeds)] if seeds else []), *(["--smoke"] if smoke else []), *overrides])
-    plan = Plan(name=name, scale=scale, smoke=smoke, base=base, grid=grid, runs_dir=runs_dir, out=Path(out),
-                command=command, fresh=fresh, progress=progress, keep=exp().keeps,
-                jobs=jobs or (1 if smoke else default_jobs(scale)))  # a smoke run's runs are too short for workers
+    plan = Plan(name=name, scale=scale, smoke=smoke, base=base, grid=grid, runs_dir=Path(runs_dir), out=out,
+                command=command, fresh=fresh, progress=progress, keep=exp().keeps, budget=budgeted,
+                jobs=jobs or (1 if smoke else budgeted.jobs if budgeted else default_jobs(scale)))
+    validate_plan(plan, grid)
+    return plan
+
+
+def gpu_request(name: str, exp, base: list[str], grid: dict[str, list[str]], overrides: list[str], budget: float,
+                device: Device | None, out: Path, fresh: bool) -> GpuPlan:
+    """The plan an earlier invocation left in ``out`` for the same overrides (continued whatever this invocation's
+    budget), or a new one for this machine's GPU (``device`` overrides it: an assumed one, or a test's)."""
+    try:
+        earlier = None if fresh else gpu_plan.load(out, name, overrides)
+    except gpu_plan.PlanMismatch as err:
+        raise ReproduceError(str(err)) from None
+    if earlier is not None:
+        return earlier
+    device = device or Device.detect()
+    if device is None:
+        raise ReproduceError("--scale gpu plans and runs on a CUDA GPU, and torch sees none here "
+                             "(torch.cuda.is_available() is False); --plan-only prints the plan for an H100 "
+                             "without running it, and --scale cpu runs here")
+    return gpu_plan.make(name, exp.gpu_recipe, base, grid, exp().keeps, overrides, budget, device)
+
+
+def validate_plan(plan: Plan, grid: dict[str, list[str]]) -> None:
+    from normtrain.config import validate
+    from normtrain.util.errors import NormtrainError
+
     if not plan.combos():
-        raise ReproduceError(f"the overrides leave no run of {name}'s grid (it runs only some combinations of its "
-                             f"axes: see configs/experiment/{name}.yaml); axes: "
+        raise ReproduceError(f"the overrides leave no run of {plan.name}'s grid (it runs only some combinations of "
+                             f"its axes: see configs/experiment/{plan.name}.yaml); axes: "
                              + "; ".join(f"{k}={','.join(v)}" for k, v in grid.items()))
     try:
         validate(plan.compose(plan.combos()[0]))
@@ -103,16 +160,17 @@ def make_plan(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
         raise ReproduceError(str(err)) from None
     except Exception as err:  # Hydra: an unknown key or group option in the overrides
         raise ReproduceError(f"the overrides do not compose: {err}") from None
-    return plan
 
 
 def reproduce(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bool = False,
               overrides: Sequence[str] = (), out: str | Path | None = None, runs_dir: str | Path | None = None,
-              fresh: bool = False, progress: bool = True, jobs: int | None = None) -> dict[str, Any]:
-    """Run experiment ``name`` end to end; returns what ``result.json`` holds plus ``readme`` (its path)."""
+              fresh: bool = False, progress: bool = True, jobs: int | None = None,
+              budget: float = DEFAULT_BUDGET_MIN, device: Device | None = None) -> dict[str, Any]:
+    """Run experiment ``name`` end to end; returns what ``result.json`` holds plus ``readme`` (its path). At
+    --scale gpu an invocation whose budget ran out before the plan's last run returns ``verdict: unfinished``."""
     from normtrain.util.provenance import code_state
 
-    plan = make_plan(name, scale, seeds, smoke, overrides, out, runs_dir, fresh, progress, jobs)
+    plan = make_plan(name, scale, seeds, smoke, overrides, out, runs_dir, fresh, progress, jobs, budget, device)
     exp = EXPERIMENTS[name]()
     code = code_state()
     if not smoke and code.get("code_dirty"):
@@ -124,16 +182,55 @@ def reproduce(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
         print(f"{PROG}: warning: the checks of {name} ({', '.join(record['files'])}) are not committed; the "
               "result will say so", file=sys.stderr)
     started, started_at = time.time(), datetime.now(timezone.utc).isoformat(timespec="seconds")
-    rows = exp.measure(plan)
+    if plan.budget is not None:
+        begin_budget(plan, budget)
+    try:
+        rows = exp.measure(plan)
+    except Unfinished as err:
+        return unfinished(plan, err, time.time() - started, started_at)
+    plan.phase("analysing the runs")
     findings = exp.analyse(rows, plan)
     timing = {"wall_time_s": time.time() - started, "reused_run_time_s": plan.reused_s, "jobs": plan.jobs,
               "run_time_s": sum(r.get("wall_time_s") or 0.0 for r in rows)}
+    if plan.budget is not None:
+        end_budget(plan, timing["wall_time_s"], started_at)
+    plan.phase(f"writing {plan.out}")
     readme = write(exp, plan, rows, findings, timing=timing, device=device_name(plan.compose(plan.combos()[0])),
                    declared=record, code=code, started_at=started_at)
     if not smoke:
         update_index(plan.out.parent / "README.md", order=list(EXPERIMENTS))
     result = json.loads((plan.out / "result.json").read_text())
     return {**result, "readme": readme}
+
+
+def begin_budget(plan: Plan, budget: float) -> None:
+    """The GPU plan is saved before any run (a later invocation continues it), and this invocation stops starting
+    runs when its own budget is spent."""
+    plan.out.mkdir(parents=True, exist_ok=True)
+    plan.budget.save(plan.out)
+    if plan.runs_dir.is_relative_to(plan.out):  # kept with the results: summaries and metrics, not checkpoints
+        plan.runs_dir.mkdir(parents=True, exist_ok=True)
+        write_text(plan.runs_dir / ".gitignore", "# checkpoints (kept only for a probe) and locks stay out of git\n"
+                                                 "ckpt.pt\nnormtrain.lock\n")
+    plan.deadline = gpu_plan.deadline(budget)
+    plan.phase(plan.budget.text())
+
+
+def end_budget(plan: Plan, elapsed_s: float, started_at: str) -> None:
+    """What this invocation measured, beside the plan's assumptions, into plan.json."""
+    plan.budget.measured = gpu_plan.measured([plan.run_dir(c) for c in plan.combos()], elapsed_s)
+    plan.budget.invocations.append({"started_at": started_at, "elapsed_s": round(elapsed_s, 1), "finished": True})
+    plan.budget.save(plan.out)
+
+
+def unfinished(plan: Plan, err: Unfinished, elapsed_s: float, started_at: str) -> dict[str, Any]:
+    """The budget ran out first: the invocation is recorded in plan.json and the next one continues."""
+    plan.budget.invocations.append({"started_at": started_at, "elapsed_s": round(elapsed_s, 1), "finished": False,
+                                    "runs_done": err.done, "runs": err.total})
+    plan.budget.save(plan.out)
+    key = (f"{err.done} of {err.total} runs done when this invocation's budget ran out; run the same command again "
+           "to continue the plan")
+    return {"verdict": "unfinished", "key": key, "wall_time_s": elapsed_s, "readme": plan.out / "plan.json"}
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -144,17 +241,36 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("name", help="an experiment, or 'all'")
     p.add_argument("overrides", nargs="*", help="extra config overrides for every run, e.g. data=local_text "
                                                 "data.path=books/ or train.device=cpu")
-    p.add_argument("--scale", default="cpu", help="cpu (minutes on a laptop; the committed results) or gpu "
-                                                  "(wider, deeper, longer, more seeds)")
+    p.add_argument("--scale", default="cpu", help="cpu (the committed results; hours on 2 cores) or gpu (the "
+                                                  "same design, a model ≥ 4× larger, steps and seeds from --budget, "
+                                                  "runs packed side by side on one GPU)")
+    p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_MIN,
+                   help=f"--scale gpu: minutes on the GPU (default {DEFAULT_BUDGET_MIN:g}); a larger budget buys more "
+                        "steps and seeds; a later invocation continues the plan")
+    p.add_argument("--plan-only", action="store_true", help="--scale gpu: print the plan and exit (without a GPU: "
+                                                            "the plan for an assumed H100)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per configuration (default: the experiment's)")
     p.add_argument("--smoke", action="store_true", help="a few steps of a reduced grid: checks the pipeline only")
     p.add_argument("--out", default=None, help="results folder (default experiments/NAME, or experiments/NAME-gpu)")
-    p.add_argument("--runs-dir", default=None, help="where the run folders go (default multirun/reproduce/NAME)")
-    p.add_argument("--fresh", action="store_true", help="retrain runs that already finished")
+    p.add_argument("--runs-dir", default=None, help="where the run folders go (default multirun/reproduce/NAME; at "
+                                                    "--scale gpu the results folder's runs/)")
+    p.add_argument("--fresh", action="store_true", help="retrain runs that already finished (--scale gpu: and "
+                                                        "plan anew)")
     p.add_argument("--jobs", type=int, default=None, help="runs at a time, each a single-threaded process "
-                                                          "(default: one per core at --scale cpu, 1 at gpu)")
+                                                          "(default: one per core at --scale cpu; the plan's at gpu)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p.parse_intermixed_args(argv)  # overrides may come after the options
+
+
+def show_plan(name: str, args: argparse.Namespace) -> None:
+    """--plan-only: the GPU plan in words and as JSON, nothing run or written."""
+    from dataclasses import asdict
+
+    plan = make_plan(name, "gpu", args.seeds, args.smoke, args.overrides, args.out, args.runs_dir, args.fresh,
+                     False, args.jobs, args.budget, None if Device.detect() else ASSUMED_H100)
+    print(plan.budget.text())
+    print(json.dumps({k: v for k, v in asdict(plan.budget).items() if k not in ("measured", "invocations")},
+                     indent=1))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -165,8 +281,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     for name in names:
         try:
+            if args.plan_only:
+                show_plan(name, args)
+                continue
             result = reproduce(name, args.scale, args.seeds, args.smoke, args.overrides, args.out, args.runs_dir,
-                               args.fresh, not args.no_progress, args.jobs)
+                               args.fresh, not args.no_progress, args.jobs, args.budget)
         except ReproduceError as err:
             print(f"{PROG}: {err}", file=sys.stderr)
             return 2

@@ -12,9 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from normtrain.reproduce import plots, stats
+from normtrain.reproduce.gpu_scale import Recipe
+from normtrain.reproduce.grid import train_grid
+from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.probing import halves, per_layer, probe_runs, profile_text, profile_values
-from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, curve_points, present, train_grid
-from normtrain.reproduce.writeup import markdown_table, unigram_of
+from normtrain.reproduce.runner import Experiment, Findings, curve_points, present
+from normtrain.reproduce.writeup import markdown_table
 
 PRE, LNS, PERI = "Pre-LN", "Pre-LN + LayerNorm Scaling", "Peri-LN"
 ARMS = {("pre", "false"): PRE, ("pre", "true"): LNS, ("peri", "false"): PERI}  # (placement, depth_scaled) -> arm
@@ -48,10 +51,7 @@ class CurseOfDepth(Experiment):
               "After training, `normtrain-probe` measures every run on its 512 validation windows: the loss with each "
               "block skipped, the block input/output cosine and the stream's rms per block.")
     keep_checkpoints = True  # the probe reads the trained model
-    gpu = Scale(overrides=("model.d_model=512", "model.n_heads=8", "model.seq_len=512", "train.max_steps=5000",
-                           "train.batch_size=32", "optim.warmup_steps=250", "train.eval_every=1000",
-                           "monitor.every=25"),
-                grid={"model.n_layers": "24,48"})
+    gpu_recipe = Recipe(extra_steps=300)  # the probe: the eval loss with each of 24 blocks skipped
 
     def keeps(self, combo: dict[str, str]) -> bool:
         return "placement" not in combo or arm_of(combo) is not None
@@ -68,7 +68,7 @@ class CurseOfDepth(Experiment):
             r["arm"] = arm_of(r)
         arms = present(rows, "arm", tuple(ARMS.values()))
         depths = sorted({int(r["model.n_layers"]) for r in rows})
-        unigram = unigram_of(rows)
+        unigram = stats.unigram_of(rows)
 
         def per(a, d, key):
             return stats.seeds(rows, key, arm=a, model__n_layers=d)

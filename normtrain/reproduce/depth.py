@@ -5,16 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from normtrain.reproduce import plots, stats
-from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, Plan, Scale, curve_points, present
-from normtrain.reproduce.writeup import markdown_table, unigram_of
+from normtrain.reproduce.gpu_scale import Recipe
+from normtrain.reproduce.plan import Plan
+from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, curve_points, present
+from normtrain.reproduce.writeup import markdown_table
 
 TRAINS = ("pre", "deepnorm")  # the placements the papers say keep training at depth
-ARMS = {(1e-3, 0): "lr 1e-3, no warm-up", (1e-3, 100): "lr 1e-3, warm-up",
-        (3e-4, 100): "lr 3e-4, warm-up"}  # (optim.lr, optim.warmup_steps) -> name; the paper's claim: with warm-up
+ARMS = {(1e-3, False): "lr 1e-3, no warm-up", (1e-3, True): "lr 1e-3, warm-up",
+        (3e-4, True): "lr 3e-4, warm-up"}  # (optim.lr, warm-up or not) -> name; the paper's claim: with warm-up
 
 
-def arm_key(values: dict[str, Any]) -> tuple[float, int]:
-    return float(values["optim.lr"]), int(values["optim.warmup_steps"])
+def arm_key(values: dict[str, Any]) -> tuple[float, bool]:
+    """(lr, whether it warms up): the warm-up's length is a fraction of the run (10%), stretched with it at
+    ``--scale gpu``."""
+    return float(values["optim.lr"]), int(values["optim.warmup_steps"]) > 0
 
 
 def arm_of(row: dict[str, Any]) -> str:
@@ -32,9 +36,7 @@ class Depth(Experiment):
               "steps of 8 × 128 bytes, a cosine to 10% counted from step 0, at 6 and 24 layers, 3 seeds, in three "
               "arms: lr 1e-3 without warm-up, lr 1e-3 with a 100-step warm-up (multiplying the schedule), and the "
               "lower lr 3e-4 with that warm-up.")
-    gpu = Scale(overrides=("model.d_model=256", "model.d_ff=1024", "train.max_steps=4000", "train.batch_size=32",
-                           "train.eval_every=500", "optim.warmup_steps=400"),
-                grid={"model.n_layers": "6,24,48,96,192"})
+    gpu_recipe = Recipe()
 
     def keeps(self, combo: dict[str, str]) -> bool:
         return "optim.lr" not in combo or "optim.warmup_steps" not in combo or arm_key(combo) in ARMS
@@ -46,7 +48,7 @@ class Depth(Experiment):
         places = present(rows, "placement", PLACEMENT_ORDER)
         arms = present(rows, "arm", tuple(ARMS.values()))
         shallow, deep = depths[0], depths[-1]
-        unigram = unigram_of(rows)
+        unigram = stats.unigram_of(rows)
 
         def losses(p, d, arm):
             return stats.seeds(rows, stats.final_or_inf, placement=p, model__n_layers=d, arm=arm)
@@ -68,9 +70,9 @@ class Depth(Experiment):
         }
         table = self.table(rows, places, depths, arms, losses)
         ours = (f"Post-LN − DeepNorm at L={deep} with warm-up (lr 1e-3): "
-                f"{stats.spread(behind.get(ARMS[(1e-3, 100)], {}).values())} nats")
+                f"{stats.spread(behind.get(ARMS[(1e-3, True)], {}).values())} nats")
         key = (f"{ours}; without warm-up: {stats.spread(behind.get(ARMS[(1e-3, 0)], {}).values())}; at lr 3e-4 with "
-               f"warm-up: {stats.spread(behind.get(ARMS[(3e-4, 100)], {}).values())}.")
+               f"warm-up: {stats.spread(behind.get(ARMS[(3e-4, True)], {}).values())}.")
         return Findings(table=table, measured=measured, key=key, ours=ours, figures={
             "depth.png": lambda path: self.draw(rows, places, depths, arms, losses, unigram, path)})
 

@@ -15,9 +15,12 @@ import statistics
 from typing import Any
 
 from normtrain.reproduce import plots, stats
+from normtrain.reproduce.gpu_scale import Recipe
+from normtrain.reproduce.grid import train_grid
+from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.probing import probe_runs
-from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, present, train_grid
-from normtrain.reproduce.writeup import markdown_table, unigram_of
+from normtrain.reproduce.runner import Experiment, Findings, present, read_rows
+from normtrain.reproduce.writeup import markdown_table
 
 NORMS = ("layernorm", "rmsnorm", "dyt")
 REFERENCES = ("layernorm", "rmsnorm")
@@ -107,9 +110,7 @@ class DyT(Experiment):
               "β = 0 at init) at α₀ ∈ {0.1, 0.2, 0.5, 1, 2}; 5 seeds. After training, `normtrain-probe` fits "
               "γ·tanh(α·x) to each block norm's input → output curve of the LayerNorm runs and of DyT at the best α₀.")
     keep_checkpoints = True  # the probe reads the trained LayerNorm and DyT models
-    gpu = Scale(overrides=("model.n_layers=12", "model.n_heads=8", "model.seq_len=512", "train.max_steps=5000",
-                           "train.batch_size=32", "optim.warmup_steps=250", "train.eval_every=1000"),
-                grid={WIDTH: "256,1024", ALPHA: "0.5,0.02,0.05,0.1,0.2,1.0"})
+    gpu_recipe = Recipe(extra_steps=50)  # widths × 2 (the width is an axis); the probe of some runs
 
     def keeps(self, combo: dict[str, str]) -> bool:
         return combo.get("norm", "dyt") == "dyt" or alpha_of(combo) == DEFAULT_ALPHA
@@ -117,7 +118,7 @@ class DyT(Experiment):
     def measure(self, plan: Plan) -> list[dict[str, Any]]:
         """Train the grid, then probe the LayerNorm runs and DyT at each width's best α."""
         done = train_grid(plan, keep_checkpoints=True)
-        rows = [{**combo, **self.row(run, combo)} for combo, run in done]
+        rows = read_rows(plan, done, self.row)
         grid = Grid(rows)
         best = {w: grid.best_alpha(w) for w in grid.widths}
         probed = [i for i, r in enumerate(rows) if r["norm"] == "layernorm"
@@ -127,7 +128,7 @@ class DyT(Experiment):
         return rows
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
-        g, unigram = Grid(rows), unigram_of(rows)
+        g, unigram = Grid(rows), stats.unigram_of(rows)
         refs = [n for n in REFERENCES if any(r["norm"] == n for r in rows)]
         best = {w: g.best_alpha(w) for w in g.widths}
         narrow, wide = g.widths[0], g.widths[-1]

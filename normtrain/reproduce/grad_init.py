@@ -6,8 +6,11 @@ import math
 from typing import Any
 
 from normtrain.reproduce import plots, stats
+from normtrain.reproduce.gpu_scale import Recipe
+from normtrain.reproduce.grid import measure_grid
+from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.probing import profile_text
-from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, Plan, Scale, measure_grid, present
+from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, present
 from normtrain.reproduce.writeup import markdown_table
 
 NORM_ORDER = ("layernorm", "rmsnorm")
@@ -33,7 +36,7 @@ class GradInit(Experiment):
               f"FFN down-projection for the mean loss over {BATCHES} training batches of 4 × 128 bytes (4096 tokens, "
               "as fairseq's IWSLT batches) that its seed draws. Post-LN and Pre-LN (judged) and DeepNorm (shown) at "
               "6, 12 and 24 layers, 10 seeds; RMSNorm as a labelled variant at 3 seeds.")
-    gpu = Scale(grid={"model.n_layers": "6,12,24,48,96"})
+    gpu_recipe = Recipe(lengthen=False, extra_steps=8)  # gradients at initialization: 8 batches, no training
 
     def keeps(self, combo: dict[str, str]) -> bool:
         return combo.get("norm") == JUDGED_NORM or int(combo.get("train.seed", 0)) < 3

@@ -8,8 +8,10 @@ from typing import Any
 from normtrain.compare.runs import Run
 from normtrain.data.unigram import COLLAPSE_MARGIN, on_unigram_line
 from normtrain.reproduce import plots, stats
-from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, curve_text
-from normtrain.reproduce.writeup import markdown_table, unigram_of
+from normtrain.reproduce.gpu_scale import Recipe
+from normtrain.reproduce.plan import Plan
+from normtrain.reproduce.runner import Experiment, Findings, curve_text
+from normtrain.reproduce.writeup import markdown_table
 
 VARIANTS = ("pre", "pre+qk", "peri", "deepnorm", "post")  # the order of rows and lines (v3 runs pre, pre+qk, post)
 SHALLOW_ONLY = ("pre", "pre+qk", "post")  # the variants run at L = 2
@@ -68,8 +70,10 @@ class Curves:
         return {s: min(c.values()) for s in self.seeds if (c := self.curve(v, d, s))}
 
     def max_stable(self, v: str, d: int) -> dict[str, float | None]:
-        """The largest η whose run neither diverged, collapsed nor ended on the unigram line undertrained."""
-        ok = lambda r: r["status"] == "completed" and not r.get("collapsed") and not r.get("undertrained")  # noqa: E731
+        """The largest η whose run neither diverged nor ended on the unigram line or above it (its final loss
+        below the line by more than the band: normtrain/training/outcome.py)."""
+        ok = lambda r: (r["status"] == "completed" and r.get("final_val_loss") is not None  # noqa: E731
+                        and not on_unigram_line(r["final_val_loss"], r.get("unigram_val_loss")))
         return {s: max((lr for lr in self.lrs_at(d) if (r := self.by.get((v, d, lr, s))) and ok(r)), default=None)
                 for s in self.seeds if self.curve(v, d, s)}
 
@@ -86,10 +90,7 @@ class LRSensitivity(Experiment):
               "peak learning rates 1e-3 … 3e-1. Pre-LN with and without QK-norm at 2, 8 and 24 layers (at 24 on "
               "the grid's top five learning rates) and Post-LN at 2 and 8. The attention "
               "logits are logged every 10 steps (max q·k/√d_head per layer on one sequence).")
-    gpu = Scale(overrides=("model.d_model=512", "model.n_heads=8", "model.d_ff=2048", "model.seq_len=512",
-                           "train.max_steps=5000", "optim.warmup_steps=250", "train.batch_size=32",
-                           "train.eval_every=5000"),
-                grid={"model.n_layers": "2,8,24", "optim.lr": "1e-4,3e-4,1e-3,3e-3,1e-2,3e-2,1e-1,3e-1,1"})
+    gpu_recipe = Recipe()
 
     def keeps(self, combo: dict[str, str]) -> bool:
         v, depth = variant(combo), int(combo.get("model.n_layers", 8))
@@ -116,7 +117,7 @@ class LRSensitivity(Experiment):
         c = Curves(rows)
         depths = sorted({int(r["model.n_layers"]) for r in rows})
         names = [v for v in VARIANTS if any(r["variant"] == v for r in rows)]
-        unigram = unigram_of(rows)
+        unigram = stats.unigram_of(rows)
         common = sorted(set.intersection(*[set(c.lrs_at(d)) for d in depths]))  # one grid for the depth check
         measured = self.measure_checks(c, depths, names, common, unigram)
         ranking, mid = self.ranking(c, names, depths, unigram)

@@ -10,16 +10,9 @@ import numpy as np
 
 from normtrain.compare.runs import Run
 from normtrain.reproduce import plots, stats
-from normtrain.reproduce.runner import (
-    PLACEMENT_ORDER,
-    Experiment,
-    Findings,
-    Plan,
-    Scale,
-    curve_points,
-    curve_text,
-    present,
-)
+from normtrain.reproduce.gpu_scale import Recipe
+from normtrain.reproduce.plan import Plan
+from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, curve_points, curve_text, present
 from normtrain.reproduce.writeup import markdown_table
 
 EARLY = (1, 2, 3)  # the steps the checks read: the first three updates
@@ -83,9 +76,7 @@ class ModelUpdate(Experiment):
               "fixed validation sequences, F the residual stream before the final norm (Post-LN and DeepNorm have "
               "none: their last block's output, the model's F in the paper), the same for the logits "
               "(`update/logit_change`), and the gradient norms, in all and per block.")
-    gpu = Scale(overrides=("model.d_model=256", "model.n_heads=4", "model.d_ff=1024", "train.max_steps=300",
-                           "train.batch_size=32"),
-                grid={"model.n_layers": "6,24,96,192,384"})
+    gpu_recipe = Recipe(lengthen=False)  # the first 100 steps are the design: more seeds, never longer runs
 
     def keeps(self, combo: dict[str, str]) -> bool:
         return "optim" not in combo or "optim.lr" not in combo or arm_of(combo) is not None

@@ -14,18 +14,39 @@ import math
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from normtrain.reproduce import plots, stats
-from normtrain.reproduce.runner import Experiment, Findings, Plan, Scale, curve_points, present, train_grid
-from normtrain.reproduce.writeup import markdown_table, unigram_of
+from normtrain.reproduce.gpu_scale import Recipe
+from normtrain.reproduce.grid import train_grid
+from normtrain.reproduce.plan import Plan
+from normtrain.reproduce.runner import Experiment, Findings, curve_points, present, read_rows
+from normtrain.reproduce.writeup import markdown_table
 from normtrain.util.provenance import code_state_at_start
 
 NORM_ORDER = ("layernorm", "rmsnorm", "prmsnorm")
-REPEATS, WARMUP_STEPS, TIMED_STEPS = 7, 5, 20  # whole-step timing: repeats × (untimed, timed) steps per norm
-CALL_REPEATS, CALLS = 7, 30  # per-call timing (reported): repeats × calls
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How much timing: whole-step repeats × (untimed, timed) steps per norm, and per-call repeats × calls."""
+
+    repeats: int = 7
+    warmup_steps: int = 5
+    timed_steps: int = 20
+    call_repeats: int = 7
+    calls: int = 30
+
+    def total(self, norms: int) -> int:
+        """Measurements, for the progress display: one per norm and repeat, of a step and of each call form."""
+        return norms * (self.repeats + 2 * self.call_repeats)
+
+
+FULL = Timing()
+SMOKE = Timing(repeats=2, warmup_steps=1, timed_steps=2, call_repeats=2, calls=3)  # checks the pipeline only
 STAMP = ("device", "measured_at", "code_commit", "code_dirty")  # each timing row: where, when, which code
 
 
@@ -40,8 +61,9 @@ def best_impl(norm: str, cuda: bool) -> tuple[str, list[str]]:
     return "normtrain's torch path (composite ops)", [f"norm={norm}", "norm.impl=torch"]
 
 
-def step_times(base: list[str], device: str) -> list[dict[str, Any]]:
-    """Milliseconds per training step of each norm's model, ``REPEATS`` interleaved repeats (one thread on CPU)."""
+def step_times(base: list[str], device: str, timing: Timing = FULL, bar=None) -> list[dict[str, Any]]:
+    """Milliseconds per training step of each norm's model, ``timing.repeats`` interleaved repeats (one thread on
+    CPU); ``bar`` (a progress display) advances by one per measurement."""
     import torch
 
     from normtrain.config import compose
@@ -49,10 +71,12 @@ def step_times(base: list[str], device: str) -> list[dict[str, Any]]:
     steppers = {n: TrainingStep(compose([*base, *best_impl(n, device == "cuda")[1], f"train.device={device}"]))
                 for n in NORM_ORDER}
     out = []
-    for repeat in range(REPEATS):
+    for repeat in range(timing.repeats):
         for n, stepper in steppers.items():
             out.append({"norm": n, "timing": "training step", "implementation": best_impl(n, device == "cuda")[0],
-                        "repeat": str(repeat), "time_ms": stepper.time(torch)})
+                        "repeat": str(repeat), "time_ms": stepper.time(torch, timing)})
+            if bar is not None:
+                bar.update(1)
     return out
 
 
@@ -108,22 +132,22 @@ class TrainingStep:
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
 
-    def time(self, torch) -> float:
-        """The median of ``TIMED_STEPS`` steps after ``WARMUP_STEPS`` untimed ones, in ms."""
+    def time(self, torch, timing: Timing = FULL) -> float:
+        """The median of ``timing.timed_steps`` steps after ``timing.warmup_steps`` untimed ones, in ms."""
         samples = []
-        for i in range(WARMUP_STEPS + TIMED_STEPS):
+        for i in range(timing.warmup_steps + timing.timed_steps):
             if self.cuda:
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
             self.step(torch)
             if self.cuda:
                 torch.cuda.synchronize()
-            if i >= WARMUP_STEPS:
+            if i >= timing.warmup_steps:
                 samples.append((time.perf_counter() - t0) * 1e3)
         return statistics.median(samples)
 
 
-def call_times(tokens: int, d: int, device: str) -> list[dict[str, Any]]:
+def call_times(tokens: int, d: int, device: str, timing: Timing = FULL, bar=None) -> list[dict[str, Any]]:
     """Forward + backward of one norm call (ms), every norm in the same composite ops and in its best form."""
     import torch
     import torch.nn.functional as F
@@ -145,18 +169,20 @@ def call_times(tokens: int, d: int, device: str) -> list[dict[str, Any]]:
         ("rmsnorm", "best"): lambda x, w, b: rms_norm(x, w, 1e-5),
         ("prmsnorm", "best"): lambda x, w, b: rms_norm(x, w, 1e-5, n_stat=k)}
     out = []
-    for repeat in range(CALL_REPEATS):
+    for repeat in range(timing.call_repeats):
         for (n, form), fn in fns.items():
             out.append({"norm": n, "timing": f"one call, {form}", "implementation": form, "repeat": str(repeat),
-                        "time_ms": _median_call(fn, x, w, b, grad, device == "cuda")})
+                        "time_ms": _median_call(fn, x, w, b, grad, device == "cuda", timing.calls)})
+            if bar is not None:
+                bar.update(1)
     return out
 
 
-def _median_call(fn, x, w, b, grad, cuda: bool) -> float:
+def _median_call(fn, x, w, b, grad, cuda: bool, calls: int) -> float:
     import torch
 
     samples = []
-    for i in range(CALLS + 3):
+    for i in range(calls + 3):
         x.grad = w.grad = b.grad = None
         if cuda:
             torch.cuda.synchronize()
@@ -177,39 +203,55 @@ class NormTypes(Experiment):
     method = ("Quality: Pre-LN, the default model (6 layers, d 128, 4 heads, SwiGLU, RoPE), AdamW lr 1e-3 with a "
               "20-step warm-up and cosine decay, 200 steps of 16 × 128 bytes, 5 seeds; diagnostics off. Speed: the "
               f"whole training step of that model (forward, backward, clipping, AdamW), each norm in its best "
-              f"implementation here (named in the table), {REPEATS} interleaved repeats, each the median of "
-              f"{TIMED_STEPS} steps after {WARMUP_STEPS} untimed ones, one thread on a CPU; and, reported only, one "
-              f"norm call on the model's activation shape, {CALL_REPEATS} repeats of the median of {CALLS} calls.")
-    gpu = Scale(overrides=("model=gpt2_small", "train.max_steps=2000", "train.batch_size=16", "train.eval_every=250"))
+              f"implementation here (named in the table), {FULL.repeats} interleaved repeats, each the median of "
+              f"{FULL.timed_steps} steps after {FULL.warmup_steps} untimed ones, one thread on a CPU; and, reported "
+              f"only, one norm call on the model's activation shape, {FULL.call_repeats} repeats of the median of "
+              f"{FULL.calls} calls.")
+    gpu_recipe = Recipe(fixed_steps=600)  # the timing: 7 repeats × 3 norms × 25 steps, and the per-call timing
 
     def measure(self, plan: Plan) -> list[dict[str, Any]]:
         """Train the grid; then time (kept in ``self.timings`` for the analysis, and in timings.csv)."""
         import torch
 
-        rows = [{**combo, **self.row(run, combo)} for combo, run in train_grid(plan)]
+        rows = read_rows(plan, train_grid(plan), self.row)
         cfg = plan.compose(plan.combos()[0])
         device = "cuda" if torch.cuda.is_available() and cfg.train.device != "cpu" else "cpu"
         self.timings = [] if plan.fresh or plan.smoke else saved_timings(plan.out / "timings.csv", device)
         if self.timings:
             return rows
-        threads = torch.get_num_threads()
-        if device == "cpu":
-            torch.set_num_threads(1)  # as the training runs: one thread each (a busy machine stalls more threads)
-        try:
-            base = [o for o in plan.overrides(plan.combos()[0]) if not o.startswith(("norm=", "train.seed="))]
-            self.timings = step_times(base, device) + call_times(cfg.train.batch_size * cfg.model.seq_len,
-                                                                 cfg.model.d_model, device)
-        finally:
-            torch.set_num_threads(threads)
+        self.timings = self.time_norms(plan, cfg, device)
         stamp = {"device": device, "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                  **code_state_at_start()}
         self.timings = [{**t, **{k: stamp[k] for k in STAMP}} for t in self.timings]
         return rows
 
+    @staticmethod
+    def time_norms(plan: Plan, cfg, device: str) -> list[dict[str, Any]]:
+        """Every timing, with a progress display (a smoke run times a few steps: it checks the pipeline only)."""
+        import torch
+
+        from normtrain.util.progress import make_progress
+
+        timing = SMOKE if plan.smoke else FULL
+        plan.phase(f"timing the training step and one norm call of each norm ({timing.repeats} + "
+                   f"{timing.call_repeats} repeats)")
+        bar = make_progress(timing.total(len(NORM_ORDER)), 0, f"{plan.name}: timing", plan.progress, every_s=30.0,
+                            unit="measurement")
+        threads = torch.get_num_threads()
+        if device == "cpu":
+            torch.set_num_threads(1)  # as the training runs: one thread each (a busy machine stalls more threads)
+        try:
+            base = [o for o in plan.overrides(plan.combos()[0]) if not o.startswith(("norm=", "train.seed="))]
+            return (step_times(base, device, timing, bar)
+                    + call_times(cfg.train.batch_size * cfg.model.seq_len, cfg.model.d_model, device, timing, bar))
+        finally:
+            torch.set_num_threads(threads)
+            bar.close()
+
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         timings = getattr(self, "timings", [])
         norms = present(rows, "norm", NORM_ORDER)
-        unigram = unigram_of(rows)
+        unigram = stats.unigram_of(rows)
         loss = {n: stats.seeds(rows, stats.final_or_inf, norm=n) for n in norms}
         minus_ln = {n: stats.paired(loss[n], loss.get("layernorm", {}), stats.difference) for n in norms}
         measured = {"rms_minus_ln": {"": minus_ln.get("rmsnorm", {})},
@@ -233,9 +275,11 @@ class NormTypes(Experiment):
     def draw(rows, norms, timings, unigram, path) -> None:
         fig, axes = plots.figure(ncols=2, width=4.6, height=3.6)
         forms = list(dict.fromkeys(t["timing"] for t in timings))
+        drawn = []
         for n in norms:
-            plots.curves(axes[0], [curve_points(r["val_curve"]) for r in stats.select(rows, norm=n) if r["val_curve"]],
-                         plots.NORM_COLORS[n], n)
+            mine = [curve_points(r["val_curve"]) for r in stats.select(rows, norm=n) if r["val_curve"]]
+            plots.curves(axes[0], mine, plots.NORM_COLORS[n], n)
+            drawn += mine
             for i, form in enumerate(forms):
                 vals = list(time_ratio(timings, n, form).values())
                 x = i * (len(norms) + 1) + norms.index(n)
@@ -243,7 +287,7 @@ class NormTypes(Experiment):
                 if vals:
                     axes[1].hlines(statistics.median(vals), x - 0.3, x + 0.3, color=plots.NORM_COLORS[n], lw=2.5)
         plots.unigram_line(axes[0], unigram)
-        axes[0].set_ylim(top=(unigram or 4) + 0.4)
+        plots.loss_range(axes[0], unigram, drawn)
         plots.finish(axes[0], "Pre-LN val loss (thin: seeds)", "step", "val loss (nats/byte)")
         axes[1].set_xticks([i * (len(norms) + 1) + j for i in range(len(forms)) for j in range(len(norms))],
                            [f"{n}\n{form}" for form in forms for n in norms], fontsize=5)

@@ -6,18 +6,11 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from normtrain.reproduce import plots, stats
-from normtrain.reproduce.runner import (
-    PLACEMENT_ORDER,
-    Experiment,
-    Findings,
-    Plan,
-    Scale,
-    measure_grid,
-    present,
-    validation_batches,
-)
+from normtrain.reproduce.gpu_scale import Recipe
+from normtrain.reproduce.grid import measure_grid
+from normtrain.reproduce.plan import Plan
+from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, present, validation_batches
 from normtrain.reproduce.writeup import markdown_table
-from normtrain.util.numbers import number
 
 if TYPE_CHECKING:
     import torch
@@ -50,8 +43,7 @@ class OutputChange(Experiment):
               f"(after the final norm for Pre-LN), averaged over {DRAWS} draws of δ per σ and one batch of 8 × 128 "
               "validation bytes. 64-128-2 models at 6 depths from 6 to 192 layers; Post-LN, Pre-LN and DeepNorm, "
               "20 seeds with LayerNorm, 5 with RMSNorm (a labelled variant).")
-    gpu = Scale(overrides=("model.d_model=256", "model.n_heads=4", "model.d_ff=1024"),
-                grid={"model.n_layers": "6,12,24,48,96,192,384"})
+    gpu_recipe = Recipe(lengthen=False, extra_steps=16)  # forward passes at initialization: 16 draws × 2 σ
 
     def keeps(self, combo: dict[str, str]) -> bool:
         return combo.get("norm") == JUDGED_NORM or int(combo.get("train.seed", 0)) < 5
@@ -103,15 +95,9 @@ class OutputChange(Experiment):
 
     @staticmethod
     def median_ci(per_seed: dict[str, float | None]) -> str:
-        """``median [95% CI] (n)``: the per-seed slopes are heavy-tailed, so the median, not the mean."""
-        from normtrain.reproduce.preregistration import median_ci
-
-        vals = stats.finite(per_seed.values())
-        ci = median_ci(vals)
-        if not vals:
-            return "–"
-        interval = f" [95% CI {number(ci[0])}, {number(ci[1])}]" if ci else ""
-        return f"median {number(stats.median(vals))}{interval} (n={len(vals)})"
+        """The median and its interval, named for what it is (the per-seed slopes are heavy-tailed: the median, not
+        the mean): the range of the seeds with 5 or fewer (the RMSNorm variant), the 95% bootstrap CI from 6 on."""
+        return stats.median_and_interval(per_seed.values())
 
     def table(self, rows, places, norms, depths, fits) -> str:
         header = ["placement", "norm", "σ", *[f"L={d}" for d in depths], "log-log slope", "R² a+b·N", "R² a+b·ln N",
@@ -129,8 +115,9 @@ class OutputChange(Experiment):
                                  stats.spread(v["r2_log"] for v in f.values()),
                                  stats.spread(self.deep_over_shallow(rows, p, n, depths, s).values())])
         return ("E‖F(x,W) − F(x,W+δ)‖² per token (mean ± sd over seeds, n) and its growth with depth (slopes: the "
-                "median over seeds and its 95% bootstrap interval); forward passes only, so no run can diverge or "
-                "collapse. The checks read the LayerNorm rows:\n\n" + markdown_table(header, body))
+                "median over seeds and its interval: the 95% bootstrap CI of the median with 6 seeds or more, the "
+                "range of the seeds with fewer); forward passes only, so no run can diverge or collapse. "
+                "The checks read the LayerNorm rows:\n\n" + markdown_table(header, body))
 
     def draw(self, rows, places, norms, depths, path) -> None:
         fig, axes = plots.figure(ncols=len(SIGMAS), width=5.0, height=3.8)

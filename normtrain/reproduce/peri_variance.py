@@ -15,18 +15,11 @@ import numpy as np
 
 from normtrain.compare.runs import Run
 from normtrain.reproduce import plots, stats
+from normtrain.reproduce.gpu_scale import Recipe
+from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.probing import profile_text, profile_values
-from normtrain.reproduce.runner import (
-    PLACEMENT_ORDER,
-    Experiment,
-    Findings,
-    Plan,
-    Scale,
-    curve_points,
-    curve_text,
-    present,
-)
-from normtrain.reproduce.writeup import markdown_table, unigram_of
+from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, curve_points, curve_text, present
+from normtrain.reproduce.writeup import markdown_table
 from normtrain.util.numbers import number
 from normtrain.util.spread import mean_sd
 
@@ -57,10 +50,7 @@ class PeriVariance(Experiment):
               "and Peri-LN (x ← x + N(F(N(x))), a final norm) at 6 and 24 layers, 5 seeds. Every 10 steps the run "
               "logs the stream's rms and max |x| after each block and each block's gradient norm; the OLMo-2 spike "
               "score (points ≥ 7σ from the mean of the previous 100 steps) counts loss and gradient-norm spikes.")
-    gpu = Scale(overrides=("model.d_model=512", "model.n_heads=8", "model.d_ff=2048", "model.seq_len=512",
-                           "train.max_steps=5000", "train.batch_size=32", "optim.warmup_steps=250",
-                           "train.eval_every=1000", "monitor.every=25", "monitor.spike_window=500"),
-                grid={"model.n_layers": "12,48"})
+    gpu_recipe = Recipe()
 
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
         _, rms = logged_profiles(run, "act_rms")
@@ -79,7 +69,7 @@ class PeriVariance(Experiment):
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         places = present(rows, "placement", PLACEMENT_ORDER)
         depths = sorted({int(r["model.n_layers"]) for r in rows})
-        deep, unigram = depths[-1], unigram_of(rows)
+        deep, unigram = depths[-1], stats.unigram_of(rows)
 
         def per(p, d, key):
             return stats.seeds(rows, key, placement=p, model__n_layers=d)

@@ -81,13 +81,26 @@ def curves(ax, per_seed: Sequence[Sequence[tuple[float, float]]], color: str, la
     per_seed = [c for c in per_seed if c]
     if not per_seed:
         return
+    marker = "o" if max(len(c) for c in per_seed) == 1 else None  # a curve of one point is a point, or nothing shows
     for c in per_seed:
-        ax.plot(*zip(*c, strict=True), style, color=color, lw=SEED_LW, alpha=SEED_ALPHA)
+        ax.plot(*zip(*c, strict=True), style, color=color, lw=SEED_LW, alpha=SEED_ALPHA, marker=marker, ms=3)
     shared = sorted(set.intersection(*[{s for s, _ in c} for c in per_seed]))
     if shared:
         by_step = [dict(c) for c in per_seed]
         ax.plot(shared, [np.mean([d[s] for d in by_step]) for s in shared], style, color=color, lw=MEAN_LW,
-                label=f"{label} (mean of {len(per_seed)})")
+                marker=marker, ms=5, label=f"{label} (mean of {len(per_seed)})")
+
+
+def loss_range(ax, unigram: float | None, per_seed: Sequence[Sequence[tuple[float, float]]],
+               above: float = 0.4) -> None:
+    """A loss axis that shows the unigram line and the part of the curves below ``above`` nats over it (the first
+    steps' high losses would flatten everything else), but always every curve's last point: a short run (a smoke
+    run's single evaluation) that ends far above the line is drawn, not cut off."""
+    ends = [c[-1][1] for c in per_seed if c and np.isfinite(c[-1][1])]
+    top = max([(unigram if unigram is not None else 4.0) + above, *(e + 0.1 for e in ends)])
+    lows = [v for c in per_seed for _, v in c if np.isfinite(v)]
+    bottom = min([*lows, unigram if unigram is not None else top]) - 0.1
+    ax.set_ylim(bottom, top)
 
 
 def unigram_line(ax, value: float | None) -> None:

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from normtrain.compare.runs import PROBE_DIR, PROBE_JSON
-from normtrain.reproduce.runner import Plan, map_grid
+from normtrain.reproduce.grid import map_grid
+from normtrain.reproduce.plan import Plan
 
 
 def probe_path(run_dir: Path) -> Path:
@@ -25,7 +26,7 @@ def probe_runs(plan: Plan, combos: list[dict[str, str]]) -> list[dict[str, Any] 
     """The probe of each combo's run, in the combos' order; None where the run left nothing to probe (a run that
     diverged without a finite checkpoint). The runs must have kept their checkpoints."""
     todo = [c for c in combos if not fresh(plan.run_dir(c))]
-    map_grid(plan, _probe, todo)
+    map_grid(plan, _probe, todo, "probes of trained models", "probe")
     found = []
     for combo in combos:
         path = probe_path(plan.run_dir(combo))

@@ -1,7 +1,15 @@
-"""Seeds and spread: per-seed values grouped by condition, summarized as mean ± sd (n), and growth fits.
+"""Seeds and spread: per-seed values grouped by condition, summarized as mean ± sd (n), intervals named for what
+they are, and growth fits.
 
 Every number a reproduction reports comes from its seeds: the tables give mean ± sample sd and n, the figures
-show each seed, and the checks (normtrain.reproduce.preregistration) decide on the per-seed values.
+show each seed, and the checks (normtrain.reproduce.verdicts) decide on the per-seed values.
+
+Intervals are named for what they are (issue 37): with 5 seeds or fewer the percentile bootstrap interval of the
+median *is* the range of the seeds (the bootstrap median of 5 draws lands on the smallest value more than 2.5% of
+the time), and the range of 3 seeds covers their population median only 75% of the time, so it is called "range of
+n seeds", never a 95% CI. With 6 or more it is the 95% bootstrap CI of the median (or a t interval of the mean).
+A band on a paired difference (A − B, seed by seed) takes its width from the sd of those differences
+(:func:`paired_sd`), not from one arm's seed sd: pairing removes what the seeds share.
 """
 
 from __future__ import annotations
@@ -11,9 +19,11 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from normtrain.reproduce.significance import t_quantile
 from normtrain.util.numbers import number
 from normtrain.util.spread import mean_sd
 
+MIN_CI = 6  # seeds: below this an interval is the seeds' range and is called so
 SEED = "train.seed"
 
 
@@ -49,6 +59,67 @@ def spread(values: Iterable[float | None]) -> str:
     m, sd, n = mean_sd(vals)
     text = f"{number(float(m))} ± {number(float(sd))} (n={n})"
     return text + (f", +{inf} ∞" if inf else "")
+
+
+def median_ci(values: list[float], level: float = 0.95, draws: int = 4000) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the median (a fixed generator: the same values give the same interval);
+    None with fewer than 3 finite values. Infinite values (diverged runs) take part as they are. With 5 values or
+    fewer it is their range (see the module docstring): call it that (:func:`interval`)."""
+    if len(values) < 3 or any(math.isnan(v) for v in values):
+        return None
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    arr = np.asarray(values, dtype=float)
+    medians = np.median(rng.choice(arr, size=(draws, len(arr)), replace=True), axis=1)
+    lo, hi = np.quantile(medians, (1 - level) / 2, method="lower"), np.quantile(medians, (1 + level) / 2,
+                                                                                  method="higher")
+    return float(lo), float(hi)
+
+
+def interval(values: Iterable[float | None], unit: str = "seeds") -> dict[str, Any] | None:
+    """The interval to report around a median, named for what it is: ``{"label", "low", "high", "n"}``, the range
+    of the values with fewer than ``MIN_CI`` of them, the 95% bootstrap CI of the median from ``MIN_CI`` on; None
+    with fewer than 2 values."""
+    vals = [float(v) for v in values if v is not None and not math.isnan(v)]
+    if len(vals) < 2:
+        return None
+    if len(vals) < MIN_CI:
+        return {"label": f"range of {len(vals)} {unit}", "low": min(vals), "high": max(vals), "n": len(vals)}
+    lo, hi = median_ci(vals)
+    return {"label": "95% bootstrap CI of the median", "low": lo, "high": hi, "n": len(vals)}
+
+
+def median_and_interval(values: Iterable[float | None], unit: str = "seeds") -> str:
+    """``median 1.46 (95% bootstrap CI of the median 1.20 to 1.70, n=20)`` or ``median 0.41 (range of 5 seeds 0.38
+    to 0.45)``; ``–`` without values."""
+    vals = [float(v) for v in values if v is not None and not math.isnan(v)]
+    if not vals:
+        return "–"
+    found = interval(vals, unit)
+    if found is None:
+        return f"{number(statistics.median(vals))} (n=1)"
+    n = f", n={found['n']}" if found["label"].startswith("95%") else ""
+    return (f"median {number(statistics.median(vals))} ({found['label']} {number(found['low'])} to "
+            f"{number(found['high'])}{n})")
+
+
+def t_interval(values: Iterable[float | None], level: float = 0.95) -> tuple[float, float] | None:
+    """Student's t interval of the mean; None with fewer than ``MIN_CI`` finite values (the protocol calls an
+    interval a CI only from there)."""
+    vals = finite(values)
+    if len(vals) < MIN_CI:
+        return None
+    m, sd = statistics.fmean(vals), statistics.stdev(vals)
+    half = t_quantile((1 + level) / 2, len(vals) - 1) * sd / math.sqrt(len(vals))
+    return m - half, m + half
+
+
+def paired_sd(a: dict[str, float | None], b: dict[str, float | None]) -> float | None:
+    """The sample sd over seeds of the paired differences a − b (seeds in both, finite): the spread a band on a
+    paired difference must be built from; None with fewer than 2 pairs."""
+    diffs = finite(paired(a, b, lambda x, y: x - y).values())
+    return statistics.stdev(diffs) if len(diffs) >= 2 else None
 
 
 def loglog_slope(xs: list[float], ys: list[float | None]) -> float | None:
@@ -135,26 +206,31 @@ def paired(a: dict[str, float | None], b: dict[str, float | None], op: Callable[
     return {s: (op(v, b[s]) if v is not None and b.get(s) is not None else None) for s, v in a.items()}
 
 
+LABELS = ("collapsed", "above_line", "plateaued", "undertrained")  # normtrain/training/outcome.py
+SHORT = {"collapsed": "coll", "above_line": "above", "plateaued": "plat", "undertrained": "short"}
+
+
 def counts(rows: list[dict[str, Any]]) -> dict[str, int]:
-    """How many runs, and how many of them diverged, collapsed or ended undertrained (normtrain/training/outcome.py)."""
+    """How many runs, and how many of them diverged or carry each label (normtrain/training/outcome.py)."""
     return {"n": len(rows), "diverged": sum(r.get("status") == "diverged" for r in rows),
-            "collapsed": sum(bool(r.get("collapsed")) for r in rows),
-            "undertrained": sum(bool(r.get("undertrained")) for r in rows)}
+            **{label: sum(r.get(label) is True for r in rows) for label in LABELS}}
 
 
 def cell(values: Iterable[float | None], rows: list[dict[str, Any]]) -> str:
-    """A table cell of trained runs: ``mean ± sd (n=3; 0 div, 1 coll)`` (+ ``, 2 short`` for undertrained runs)."""
+    """A table cell of trained runs: ``mean ± sd (n=3; 0 div, 1 coll)`` (+ ``, 2 above``, ``, 1 plat``, ``, 2 short``
+    where runs ended above the unigram line, plateaued on it, or were still falling)."""
     c = counts(rows)
-    flags = f"{c['diverged']} div, {c['collapsed']} coll" + (f", {c['undertrained']} short" if c["undertrained"]
-                                                              else "")
+    flags = ", ".join([f"{c['diverged']} div", f"{c['collapsed']} coll",
+                       *(f"{c[k]} {SHORT[k]}" for k in LABELS[1:] if c[k])])
     text = spread(values)
     if text.endswith(")") and "(n=" in text:
         return text[:-1] + f"; {flags})"
     return f"{text} (n={c['n']}; {flags})"
 
 
-CELL_NOTE = ("cells give mean ± sd over seeds (n), then how many of the cell's runs diverged (div), collapsed on "
-             "the unigram line (coll) and ended undertrained, still falling above it (short)")
+CELL_NOTE = ("cells give mean ± sd over seeds (n), then how many of the cell's runs diverged (div), collapsed (coll: "
+             "flat on the unigram line), ended above it (above), sat on it and then left it (plat) and were still "
+             "falling over their last quarter (short)")
 
 
 def cell_counts(rows: list[dict[str, Any]], axes: Sequence[str]) -> list[dict[str, Any]]:
@@ -163,6 +239,12 @@ def cell_counts(rows: list[dict[str, Any]], axes: Sequence[str]) -> list[dict[st
     return [{**dict(zip(axes, key, strict=True)), **counts([r for r in rows
                                                              if tuple(str(r.get(a)) for a in axes) == key])}
             for key in keys]
+
+
+def unigram_of(rows: list[dict[str, Any]]) -> float | None:
+    """The experiment's unigram baseline (the same eval windows in every run); None for forward-only ones."""
+    values = {round(r["unigram_val_loss"], 9) for r in rows if r.get("unigram_val_loss") is not None}
+    return min(values) if values else None
 
 
 def margin_below(unigram: float | None, losses: dict[str, float | None]) -> dict[str, float | None]:

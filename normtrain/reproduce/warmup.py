@@ -6,8 +6,10 @@ import math
 from typing import Any
 
 from normtrain.reproduce import plots, stats
-from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, Plan, Scale, curve_points, present
-from normtrain.reproduce.writeup import markdown_table, unigram_of
+from normtrain.reproduce.gpu_scale import Recipe
+from normtrain.reproduce.plan import Plan
+from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, curve_points, present
+from normtrain.reproduce.writeup import markdown_table
 
 WARMUP_AXIS = "optim.warmup_steps"
 
@@ -23,16 +25,14 @@ class Warmup(Experiment):
               "the peak to 10% of it over the whole run (so the with-warm-up runs flatten by the end); the warm-up, "
               "none or linear over the first 150 steps (10%), *multiplies* that schedule (`optim.warmup_overlaps`), "
               "so the two runs of a pair differ in the ramp alone.")
-    gpu = Scale(overrides=("model.d_model=256", "model.n_heads=4", "model.d_ff=1024", "train.max_steps=8000",
-                           "train.batch_size=32", "train.eval_every=1000"),
-                grid={WARMUP_AXIS: "0,800"})
+    gpu_recipe = Recipe()
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         lrs = sorted({r["optim.lr"] for r in rows}, key=float)
         warmups = sorted({r[WARMUP_AXIS] for r in rows}, key=int)
         places = present(rows, "placement", PLACEMENT_ORDER)
         lo, hi, cold, warm = lrs[0], lrs[-1], warmups[0], warmups[-1]
-        unigram = unigram_of(rows)
+        unigram = stats.unigram_of(rows)
 
         def losses(p, lr, w):
             return stats.seeds(rows, stats.final_or_inf, placement=p, optim__lr=lr, optim__warmup_steps=w)

@@ -1,40 +1,42 @@
 """The results folder of a reproduction: README.md, figures, ``runs.csv`` and ``result.json``.
 
 The checks are the experiment's declared rules (normtrain/reproduce/preregistered/NAME.py) applied to what the
-analysis measured, seed by seed, behind the trainability guard. ``result.json`` records the registration's label
-(``before_runs`` or ``after_pilot``, with the pilot), which commit declared the checks and whether that was before
-the runs, the code that ran the runs (``provenance.code_commit``, ``code_dirty``), the guard's outcome, every check's
-per-seed values and, per cell of the grid, how many runs diverged, collapsed or ended undertrained. Three hand-written
-files of the experiment's folder are woven into the README: ``CHECK_HISTORY.md`` (every change to a check made after
-results were seen, with its reason), ``DISCUSSION.md`` (why each failed check failed: ``## <check id>`` sections; a
-failed check without one says so) and nothing else. ``experiments/README.md`` gets one table row per experiment,
-rebuilt from every ``result.json`` between two markers, so the hand-written rest of that page stays as it is.
+analysis measured, seed by seed (normtrain/reproduce/verdicts.py); ``result.json`` is built by
+normtrain/reproduce/records.py. The README states the claim, the registration (which checks are primary,
+secondary or preconditions under v4, and which are our own hypotheses), what ran (the learning rates, how often
+the runs were evaluated, at ``--scale gpu`` the plan and what it assumed), the results with every run's labels,
+and the verdict with the check that decided it, the secondary results beside it, a rerun that moved a checked
+number, and at ``--scale gpu`` whether the CPU result agrees. Three hand-written files of the experiment's folder
+are woven in: ``CHECK_HISTORY.md`` (every change to a check made after results were seen, with its reason),
+``DISCUSSION.md`` (why each failed check failed: ``## <check id>`` sections; a failed check without one says so)
+and nothing else. ``experiments/README.md``'s table is rebuilt by normtrain/reproduce/index.py.
 """
 
 from __future__ import annotations
 
-import json
 import platform
 import re
-from collections import Counter
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from normtrain.reproduce import stats
-from normtrain.reproduce.preregistration import CheckResult, Registration, judge, preregistered, verdict
-from normtrain.reproduce.runner import SEED_AXIS, Experiment, Findings, Plan
+from normtrain.reproduce import records, stats
+from normtrain.reproduce.plan import SEED_AXIS, Plan
+from normtrain.reproduce.preregistration import Registration
+from normtrain.reproduce.runner import Experiment, Findings
+from normtrain.reproduce.verdicts import CheckResult, Judgement, decide
+from normtrain.training.outcome import EVAL_FRACTION, LINE_BAND, PLATEAU_SPAN, STILL_FALLING
 from normtrain.util import atomic, markdown
 from normtrain.util.atomic import write_json
 from normtrain.util.numbers import number
 
-BEGIN, END = "<!-- reproduce:begin -->", "<!-- reproduce:end -->"
 MARK = {True: "yes", False: "**no**", None: "n/a"}
 HISTORY, DISCUSSION = "CHECK_HISTORY.md", "DISCUSSION.md"
 REPORT = "report.html"
 COMMITTED_MAX = 2 << 20  # bytes: the report is thinned to fit; one still larger is kept out of git (a .gitignore)
 LABEL_TEXT = {"before_runs": "registered before any run of this experiment",
               "after_pilot": "registered **after a pilot** (earlier runs whose numbers were seen; see below)"}
+ROLE_TEXT = {"primary": "primary (decides)", "secondary": "secondary (reported)", "precondition": "precondition",
+             "check": "check (v3)"}
 
 
 def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
@@ -54,40 +56,13 @@ def environment(device: str) -> str:
     return f"{device}; torch {torch.__version__}, Python {platform.python_version()}, {platform.machine()}"
 
 
-def first_run_at(rows: list[dict[str, Any]], fallback: str) -> str:
-    """When the earliest run of the result started (a forward-only experiment: when the measurement began)."""
-    starts = [r["started_at"] for r in rows if r.get("started_at")]
-    return min(starts) if starts else fallback
-
-
-def unigram_of(rows: list[dict[str, Any]]) -> float | None:
-    """The experiment's unigram baseline (the same eval windows in every run); None for forward-only ones."""
-    values = {round(r["unigram_val_loss"], 9) for r in rows if r.get("unigram_val_loss") is not None}
-    return min(values) if values else None
-
-
-def code_provenance(rows: list[dict[str, Any]], analysis: dict[str, Any]) -> dict[str, Any]:
-    """The code that ran the runs (each row carries its run's commit; forward-only rows the measuring process's),
-    and the code that analysed them now."""
-    commits = Counter(r["code_commit"] for r in rows if r.get("code_commit"))
-    known = [r.get("code_dirty") for r in rows if r.get("code_dirty") is not None]
-    record = {"code_commit": commits.most_common(1)[0][0] if commits else analysis.get("code_commit"),
-              "code_dirty": any(known) if known else analysis.get("code_dirty"),
-              "run_commits": dict(commits), "analysis_commit": analysis.get("code_commit"),
-              "analysis_dirty": analysis.get("code_dirty")}
-    if analysis.get("why_unknown") and not commits:
-        record["why_unknown"] = analysis["why_unknown"]
-    return record
-
-
 def write(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findings: Findings, *, timing: dict[str, Any],
           device: str, declared: dict[str, Any], code: dict[str, Any], started_at: str) -> Path:
     """Write the folder ``plan.out`` and return its README."""
     out = plan.out
     out.mkdir(parents=True, exist_ok=True)
-    reg = exp.registration
-    checks = [judge(rule, findings.measured.get(rule.quantity), findings.unit(rule.quantity)) for rule in reg.rules]
-    guard = judge(reg.guard.rule(), findings.measured.get(reg.guard.quantity)) if reg.guard else None
+    judged = decide(exp.registration, findings.measured, findings.unit, plan.scale,
+                    [int(s) for s in plan.grid.get(SEED_AXIS, ["0"])])
     figures = []
     for filename, draw in findings.figures.items():
         draw(out / filename)
@@ -96,35 +71,15 @@ def write(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findings: Fin
     for filename, table in findings.csv.items():
         write_csv(table, out / filename)
     report = interactive_report(exp, plan, out / REPORT)
-    result = result_record(exp, plan, rows, findings, checks, guard, timing=timing, device=device,
-                           declared=declared, code=code, started_at=started_at)
+    before = records.previous(out / "result.json")
+    result = records.result_record(exp, plan, rows, findings, judged, timing=timing, device=device,
+                                   declared=declared, code=code, started_at=started_at)
+    result["rerun"] = records.rerun(before, result)
     write_json(out / "result.json", result)
-    text = readme(exp, plan, findings, checks, guard, result, figures, report)
+    text = readme(exp, plan, findings, judged, result, figures, report)
     path = out / "README.md"
-    path.write_text(re.sub(r"\n{3,}", "\n\n", text))
+    atomic.write_text(path, re.sub(r"\n{3,}", "\n\n", text))
     return path
-
-
-def result_record(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findings: Findings,
-                  checks: list[CheckResult], guard: CheckResult | None, *, timing: dict[str, Any], device: str,
-                  declared: dict[str, Any], code: dict[str, Any], started_at: str) -> dict[str, Any]:
-    """What ``result.json`` holds."""
-    reg = exp.registration
-    first = first_run_at(rows, started_at)
-    declaration = {**declared, "first_run_at": first, "before_runs": preregistered(declared, first)}
-    axes = [a for a in plan.grid if a != SEED_AXIS]
-    trained = any("status" in r for r in rows)
-    return {"name": exp.name, "title": exp.title, "paper": exp.paper, "reference": exp.reference,
-            "claim": reg.claim, "paper_number": reg.paper_number, "norm": reg.norm, "ours": findings.ours,
-            "verdict": verdict(checks, guard), "key": findings.key, "scale": plan.scale, "smoke": plan.smoke,
-            "runs": len(plan.combos()), "seeds": sorted(int(s) for s in plan.grid.get(SEED_AXIS, ["0"])),
-            "unigram_val_loss": unigram_of(rows), **{k: round(v, 1) if isinstance(v, float) else v
-                                                      for k, v in timing.items()},
-            "device": device, "command": plan.command, "registration": reg.label,
-            "pilot": asdict(reg.pilot) if reg.pilot else None, "reported": list(reg.reported),
-            "provenance": {**code_provenance(rows, code), "declaration": declaration},
-            "guard": guard.as_dict() if guard else None, "checks": [c.as_dict() for c in checks],
-            "cells": stats.cell_counts(rows, axes) if trained else None}
 
 
 def interactive_report(exp: Experiment, plan: Plan, path: Path) -> str:
@@ -158,35 +113,41 @@ def interactive_report(exp: Experiment, plan: Plan, path: Path) -> str:
             f"not in git; `normtrain-reproduce {exp.name}` rebuilds it from the run folders.")
 
 
-def readme(exp: Experiment, plan: Plan, findings: Findings, checks: list[CheckResult], guard: CheckResult | None,
-           result: dict[str, Any], figures: list[str], report: str) -> str:
+def readme(exp: Experiment, plan: Plan, findings: Findings, judged: Judgement, result: dict[str, Any],
+           figures: list[str], report: str) -> str:
     reg = exp.registration
     return "\n\n".join([
         f"# {exp.title}",
         f"*Generated by `{plan.command}`: do not edit by hand; rerun the command.*",
         "**Smoke run (a handful of steps): the numbers below say nothing about the science.**" if plan.smoke else "",
         f"## The claim\n\n{exp.reference}\n\n{reg.claim}\n\n{reg.detail}\n\nThe paper's number: {reg.paper_number}",
-        registration_section(reg, checks, guard, result),
+        registration_section(reg, judged, result),
         method_section(exp, plan, result),
         results_section(findings, result, figures, report),
-        verdict_section(checks, guard, result, findings, folder_text(plan, exp, DISCUSSION)),
+        verdict_section(judged, result, findings, folder_text(plan, exp, DISCUSSION)),
         "## Check history\n\n" + (folder_text(plan, exp, HISTORY)
                                   or "No check has been changed after results were seen."),
     ]) + "\n"
 
 
-def registration_section(reg: Registration, checks: list[CheckResult], guard: CheckResult | None,
-                         result: dict[str, Any]) -> str:
+def registration_section(reg: Registration, judged: Judgement, result: dict[str, Any]) -> str:
     parts = ["## Registration", f"**Label: `{reg.label}`**: {LABEL_TEXT[reg.label]}.",
              declaration_text(result["provenance"]["declaration"]), code_text(result["provenance"])]
     if reg.pilot:
         p = reg.pilot
-        parts.append(f"**The pilot.** Runs: {p.runs}\n\nWhat it measured: {p.numbers}\n\nWhat changed after it: "
-                     f"{p.changed}")
-    rules = [*checks, *([guard] if guard else [])]
+        seeds = f" (seeds {', '.join(map(str, p.seeds))})" if p.seeds else ""
+        parts.append(f"**The pilot{seeds}.** Runs: {p.runs}\n\nWhat it measured: {p.numbers}\n\nWhat changed "
+                     f"after it: {p.changed}")
+        if result.get("pilot_seeds_rerun"):
+            parts.append(f"**The pilot's seeds were run again** ({', '.join(map(str, result['pilot_seeds_rerun']))}):"
+                         " their outcome was known, so they are no new evidence.")
+    parts.append(protocol_text(judged.protocol))
+    rules = [*judged.checks, *([judged.guard] if judged.guard else [])]
     parts.append("Declared checks (the rule, and the basis of each threshold or band):\n\n" + markdown_table(
-        ["check", "expectation (paper)", "rule", "basis"],
-        [[c.rule.id, c.rule.expectation, c.rule.condition_text(c.unit), c.rule.basis or "–"] for c in rules]))
+        ["check", "role", "expectation", "rule", "basis"],
+        [[c.rule.id, ROLE_TEXT[c.role] if c is not judged.guard else "precondition (trainability guard)",
+          c.rule.expectation + (" *(ours, not the paper's)*" if c.rule.source == "ours" else ""),
+          c.rule.condition_text(c.unit), c.rule.basis or "–"] for c in rules]))
     if reg.guard:
         parts.append(f"**Trainability guard.** Before any loss comparison, {reg.guard.arm} must beat the unigram line "
                      f"by {reg.guard.margin:g} nats; where it does not, the verdict is *inconclusive "
@@ -196,6 +157,16 @@ def registration_section(reg: Registration, checks: list[CheckResult], guard: Ch
     return "\n\n".join(parts)
 
 
+def protocol_text(protocol: int) -> str:
+    if protocol >= 4:
+        return ("**Protocol v4.** The primary check states the paper's claim and alone decides *reproduced* or *not "
+                "reproduced*; secondary checks are reported beside the verdict and change nothing; a failed (or "
+                "unmeasured) precondition makes the verdict *inconclusive*. Checks marked *ours* test our own "
+                "hypotheses, not the paper's.")
+    return ("**Protocol v3** (registered before v4): every check weighs alike, and the verdict is *partly "
+            "reproduced* when some hold. Under v4 one primary check would decide; this registration has none.")
+
+
 def method_section(exp: Experiment, plan: Plan, result: dict[str, Any]) -> str:
     reg = exp.registration
     grid = "\n".join(f"- `{k}`: {', '.join(v)}" for k, v in plan.grid.items())
@@ -203,50 +174,145 @@ def method_section(exp: Experiment, plan: Plan, result: dict[str, Any]) -> str:
     minutes = result["wall_time_s"] / 60
     reused = result.get("reused_run_time_s") or 0
     reuse = (f"; runs reused from an earlier invocation took {reused / 60:.1f} min of their own" if reused else "")
-    return (f"## What we ran\n\n{exp.method}\n\nNorm: {reg.norm}. Metric: {reg.metric}\n\n"
-            f"Every run uses `configs/experiment/{exp.name}.yaml`{extra}; the grid ({result['runs']} runs, seeds "
-            f"{', '.join(map(str, result['seeds']))}):\n\n{grid}\n\nDevice: {environment(result['device'])}. Wall "
-            f"time: {minutes:.1f} min for this invocation with {result.get('jobs', 1)} job(s) at a time{reuse}; the "
-            f"runs' own times sum to {(result.get('run_time_s') or 0) / 60:.1f} min.")
+    parts = [f"## What we ran\n\n{exp.method}\n\nNorm: {reg.norm}. Metric: {reg.metric}",
+             f"Every run uses `configs/experiment/{exp.name}.yaml`{extra}; the grid ({result['runs']} runs, seeds "
+             f"{', '.join(map(str, result['seeds']))}):\n\n{grid}", schedule_text(plan),
+             f"Device: {environment(result['device'])}. Wall time: {minutes:.1f} min for this invocation with "
+             f"{result.get('jobs', 1)} job(s) at a time{reuse}; the runs' own times sum to "
+             f"{(result.get('run_time_s') or 0) / 60:.1f} min. {execution_text(result.get('execution'))}"]
+    if plan.budget is not None:
+        parts.append(gpu_text(plan, result))
+    return "\n\n".join(parts)
+
+
+def schedule_text(plan: Plan) -> str:
+    """The learning rates (an architecture comparison at one lr compares points of two lr curves, not the
+    architectures) and how often the runs were evaluated (the labels need about every 5%)."""
+    cfg = plan.compose(plan.combos()[0])
+    lrs = plan.grid.get("optim.lr")
+    lr = (f"Learning rates: {', '.join(lrs)} (a grid axis)." if lrs and len(lrs) > 1 else
+          f"One learning rate, {cfg.optim.lr:g}: each arm is compared at it, not at its own best.")
+    t = cfg.train
+    if t.max_steps <= 1:
+        return lr
+    if not t.eval_every:
+        every = "only at the end"
+    else:
+        every = f"every {t.eval_every} of {t.max_steps} steps ({t.eval_every / t.max_steps:.0%} of the run)"
+    coarse = ("" if t.eval_every and t.eval_every <= EVAL_FRACTION * t.max_steps + 1e-9 else
+              f"; the labels need about every {EVAL_FRACTION:.0%}, so a run's *undertrained* may be unknown and a "
+              "plateau's end coarse")
+    return f"{lr} Validation loss evaluated {every}{coarse}."
+
+
+def execution_text(record: dict[str, Any] | None) -> str:
+    if not record:
+        return ""
+    threads = ", ".join(f"{k} ({v} runs)" for k, v in record["threads"].items())
+    determ = ", ".join(f"{k} ({v})" for k, v in record["deterministic"].items())
+    return f"torch threads per run: {threads}; deterministic algorithms: {determ}."
+
+
+def gpu_text(plan: Plan, result: dict[str, Any]) -> str:
+    """The GPU plan, its assumptions, and what the runs measured beside them."""
+    b = plan.budget
+    measured = b.measured or {}
+    seen = (f" Measured in the last invocation: {measured.get('runs')} runs, median "
+            f"{measured.get('median_run_tokens_per_s')} tokens/s per run over its whole wall time, "
+            f"{measured.get('packed_tokens_per_s')} tokens/s packed, {(measured.get('elapsed_s') or 0) / 60:.1f} min "
+            f"elapsed against {b.estimate_s / 60:.1f} min estimated." if measured else "")
+    return (f"### The GPU plan\n\n{b.text()}{seen} Invocations so far: {len(b.invocations)} (`plan.json`). The "
+            "CPU result stays the committed baseline; a GPU verdict that disagrees with it is reported under the "
+            "verdict.")
 
 
 def results_section(findings: Findings, result: dict[str, Any], figures: list[str], report: str) -> str:
     unigram = result["unigram_val_loss"]
     baseline = (f"Unigram baseline: **{number(unigram)} nats**: the cross-entropy of the train split's byte "
-                "frequencies on the same validation windows. A run that ends on it (within 0.05 nats, or above) "
-                "and has stopped falling is *collapsed*; one that ends there still falling is *undertrained* "
-                "(normtrain/training/outcome.py)."
+                f"frequencies on the same validation windows. Labels (normtrain/training/outcome.py), on the loss "
+                f"each run is judged by: *collapsed*: it ends within {LINE_BAND:g} nats of the line and its "
+                f"validation loss moved by at most {STILL_FALLING:g} nats over the last quarter; *above the line*: it "
+                f"ends more than {LINE_BAND:g} above it; *plateaued*: it sat on the line for at least "
+                f"{PLATEAU_SPAN:.0%} of the run, then went below (runs.csv: `left_line_at_step`); *undertrained*: its "
+                f"validation loss still fell by more than {STILL_FALLING:g} nats over the last quarter (unknown where "
+                "the run was not evaluated there)."
                 if unigram is not None else "")
     cells = result.get("cells")
     totals = ""
     if cells:
-        t = {k: sum(c[k] for c in cells) for k in ("n", "diverged", "collapsed", "undertrained")}
-        totals = (f"Of {t['n']} runs, {t['diverged']} diverged, {t['collapsed']} collapsed and {t['undertrained']} "
-                  "ended undertrained (per cell: the tables, and `cells` in result.json).")
+        t = {k: sum(c.get(k, 0) for c in cells) for k in ("n", "diverged", *stats.LABELS)}
+        totals = (f"Of {t['n']} runs, {t['diverged']} diverged, {t['collapsed']} collapsed, {t['above_line']} ended "
+                  f"above the line, {t['plateaued']} plateaued and {t['undertrained']} were still falling (per cell: "
+                  "the tables, and `cells` in result.json).")
     data_files = ", ".join(f"[`{f}`]({f})" for f in ["runs.csv", *findings.csv])
     pictures = "\n\n".join(f"![{f}]({f})" for f in figures)
     return "\n\n".join(["## Results", findings.table, baseline, totals, pictures, f"Per-run numbers: {data_files}.",
                         report])
 
 
-def verdict_section(checks: list[CheckResult], guard: CheckResult | None, result: dict[str, Any],
-                    findings: Findings, discussion: str) -> str:
-    parts = [f"## Verdict: {result['verdict']}"]
-    if guard is not None:
-        parts.append(f"Trainability guard: {MARK[guard.ok]} ({guard.measured()}).")
-    parts.append(markdown_table(["check", "measured here (median [min, max] over seeds, or repeats of a timing; how "
-                                          "many pass)", "holds"],
-                                [[c.rule.id, c.measured(), MARK[c.ok]] for c in checks]))
-    parts.append(findings.key)
-    if findings.notes:
-        parts.append("Notes:\n\n" + "".join(f"- {n}\n" for n in findings.notes))
-    judged = [*checks, *([guard] if guard else [])]
-    failed = [c.rule.id for c in judged if c.ok is False]
+def verdict_section(judged: Judgement, result: dict[str, Any], findings: Findings, discussion: str) -> str:
+    parts = [f"## Verdict: {judged.verdict}", f"Why: {judged.why}."]
+    header = ["check", "measured here (median, its interval or range over seeds or repeats; how many pass)", "holds"]
+    if judged.protocol >= 4:
+        primary = judged.role("primary")[0]
+        parts.append(f"**Primary (the paper's claim{', ours' if primary.rule.source == 'ours' else ''}).** "
+                     f"`{primary.rule.id}`: {primary.rule.expectation}. Measured: {primary.measured()}. Holds: "
+                     f"{MARK[primary.ok]}.")
+        pre = [*([judged.guard] if judged.guard else []), *judged.role("precondition")]
+        if pre:
+            parts.append("Preconditions (each must hold for the comparison to mean anything):\n\n"
+                         + check_table(header, pre))
+        if sec := judged.role("secondary"):
+            parts.append("Secondary checks, reported beside the verdict (they do not change it):\n\n"
+                         + check_table(header, sec))
+    else:
+        if judged.guard is not None:
+            parts.append(f"Trainability guard: {MARK[judged.guard.ok]} ({judged.guard.measured()}).")
+        parts.append(check_table(header, judged.checks))
+    parts += [findings.key, *(["Notes:\n\n" + "".join(f"- {n}\n" for n in findings.notes)] if findings.notes else []),
+              rerun_text(result.get("rerun")), agreement_text(result), failures(judged, discussion)]
+    return "\n\n".join(p for p in parts if p)
+
+
+def check_table(header: list[str], checks: list[CheckResult]) -> str:
+    return markdown_table(header, [[c.rule.id + (" *(ours)*" if c.rule.source == "ours" else ""), c.measured(),
+                                    MARK[c.ok]] for c in checks])
+
+
+def rerun_text(record: dict[str, Any] | None) -> str:
+    """A rerun of the same configuration that moved a checked value is a finding: say so, with its size."""
+    if not record or not record["compared"]:
+        return ""
+    if not record["moved"]:
+        return (f"**Rerun.** The folder held an earlier result of this configuration; all {record['compared']} "
+                "checked per-seed values are the same.")
+    sizes = "; ".join(f"`{cid}` by {number(m['delta'])} ({m['condition'] or 'its one condition'}, seed {m['seed']}: "
+                      f"{number(m['before'])} → {number(m['after'])})" for cid, m in record["largest"].items())
+    return (f"**Rerun finding.** Against an earlier result of the same configuration (same declaration, grid and "
+            f"overrides) {record['moved']} of {record['compared']} checked per-seed values moved; the largest move "
+            f"per check: {sizes}. Earlier runs' commits: {record['before']['run_commits']}; their execution: "
+            f"{record['before']['execution'] or 'not recorded'}.")
+
+
+def agreement_text(result: dict[str, Any]) -> str:
+    if result.get("scale") != "gpu" or result.get("cpu_verdict") is None:
+        return ""
+    if result["agrees_with_cpu"]:
+        return f"The committed CPU result's verdict is the same: {result['cpu_verdict']}."
+    return (f"**This GPU result disagrees with the committed CPU result**, whose verdict is *{result['cpu_verdict']}*"
+            f" (this one: *{result['verdict']}*). The CPU result stays the baseline; the disagreement is a finding.")
+
+
+def failures(judged: Judgement, discussion: str) -> str:
+    """Why each failed check failed (DISCUSSION.md), and what the checks do not show."""
+    judged_ids = {c.rule.id for c in [*judged.checks, *([judged.guard] if judged.guard else [])]}
+    failed = [c.rule.id for c in [*judged.checks, *([judged.guard] if judged.guard else [])] if c.ok is False]
     sections = explanations(discussion)
+    parts = []
     if failed:
         parts.append("### Why checks failed\n\n" + "\n\n".join(
             f"**{cid}.** " + sections.get(cid, "*Not yet explained: no section in DISCUSSION.md.*") for cid in failed))
-    if others := [(title, text) for title, text in sections.items() if title not in {c.rule.id for c in judged}]:
+    if others := [(title, text) for title, text in sections.items() if title not in judged_ids]:
         parts.append("### What the checks do not show\n\n" + "\n\n".join(f"**{t}.** {text}" for t, text in others))
     return "\n\n".join(parts)
 
@@ -296,42 +362,3 @@ def folder_text(plan: Plan, exp: Experiment, filename: str) -> str:
             body = path.read_text().strip()
             return body.split("\n", 1)[1].strip() if body.startswith("# ") else body
     return ""
-
-
-def wall_time(result: dict[str, Any]) -> str:
-    """The invocation's wall time and, where it reused earlier runs, what those runs cost: a re-analysis takes
-    a minute, and that minute alone would hide hours of runs."""
-    text = f"{result['wall_time_s'] / 60:.1f} min"
-    reused = result.get("reused_run_time_s") or 0
-    return text + (f", reusing runs that took {reused / 60:.0f} min (their own times summed)" if reused else "")
-
-
-def update_index(index: Path, order: list[str] = ()) -> None:
-    """Rebuild the reproduction table of ``experiments/README.md`` from the folders beside it (``order``
-    first: the experiments' own order; other folders after them by name)."""
-    results = []
-    for path in sorted(index.parent.glob("*/result.json")):
-        r = json.loads(path.read_text())
-        if not r.get("smoke"):
-            results.append((path.parent.name, r))
-    rank = {name: i for i, name in enumerate(order)}
-    results.sort(key=lambda item: (rank.get(item[1].get("name"), len(rank)), item[0]))
-    rows = [[f"[`{name}`]({name}/README.md)", r.get("claim", ""), r.get("paper_number", ""), r.get("ours", r["key"]),
-             f"**{r['verdict']}**", registration_cell(r), r.get("norm", ""), r["scale"],
-             f"{wall_time(r)} ({r['device']})"] for name, r in results]
-    table = markdown_table(["experiment", "claim", "paper's number", "ours (mean ± sd, n)", "verdict",
-                            "registration", "norm", "scale", "wall time"], rows)
-    block = f"{BEGIN}\n{table}\n{END}"
-    text = index.read_text() if index.is_file() else "# Experiments\n"
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip() + "\n\n## Reproductions\n\n" + block + "\n"
-    index.write_text(text)
-
-
-def registration_cell(result: dict[str, Any]) -> str:
-    """The label, and a warning when the checks were not committed before the runs."""
-    declaration = (result.get("provenance") or {}).get("declaration") or {}
-    label = f"`{result.get('registration', 'unlabelled')}`"
-    return label if declaration.get("before_runs") else f"{label} (checks not committed before the runs)"

@@ -1,11 +1,17 @@
 """The training loop and what only it uses.
 
   trainer.py     the loop (a Trainer with one method per phase) and ``train``
-  monitor.py     per-layer diagnostics and divergence detection, on the device; spikes.py: the OLMo-2 spike score
+  step.py        one optimizer update (micro-batches, clipping, the weight rule, QK-Clip) and its lr
+  evaluation.py  the validation windows and loss, the unigram baseline, the monitor's output probe
+  components.py  the corpus, optimizer and monitor ``Trainer.build`` puts together; summary.py: the first summary
+  reporting.py   the run's name and folder, its metric sinks, tokens/s and MFU
+  monitor.py     per-layer diagnostics and divergence detection, on the device; layer_stats.py: the per-block
+                 hooks and statistics; spikes.py: the OLMo-2 spike score
   rollback.py    rollback on divergence (policy and record); preemption.py: signals stop the loop after a step
   optim.py       the optimizers and learning-rate schedules; qk_clip.py: QK-Clip; zloss.py: z-loss and log Z
   distributed.py one process or many (torchrun): the process group and the model wrapper
-  resume.py      which config keys a resume may change; run_folder.py: one writer per run folder, summary writes
+  resume.py      what a resume continues from and which config keys it may change; run_folder.py: one writer per
+                 run folder, summary writes
   outcome.py     collapsed or undertrained; flops.py: FLOPs per token and MFU; debug.py: test-only fault injection
 
 ``normtrain.train(cfg, run_dir=None)`` trains one run (``trainer.train``). ``normtrain.training`` was the loop's module

@@ -7,11 +7,12 @@ alone writes logs, metrics, W&B and one-file checkpoints (every rank writes its 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,3 +173,10 @@ def grad_sync(model: nn.Module, enabled: bool) -> Iterator[None]:
             yield
         finally:
             model.set_requires_gradient_sync(True)
+
+
+def autocast_for(device: torch.device, enabled: bool) -> Callable[[], AbstractContextManager]:
+    """A fresh context per forward pass: bf16 autocast on CUDA when ``enabled`` (``train.autocast``), else none."""
+    if device.type == "cuda" and enabled:
+        return lambda: torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext

@@ -137,3 +137,18 @@ def lr_at(step: int, *, lr: float, warmup_steps: int, max_steps: int, schedule: 
         progress = min((step - warmup_steps) / span, 1.0)
         return lr * (min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
     raise ValueError(f"unknown schedule {schedule!r}; allowed: cosine, constant, inverse_sqrt")
+
+
+def schedule_warnings(o, max_steps: int) -> list[str]:
+    """A warm-up at least as long as the run (``optim``'s keys ``o``): the learning rate never reaches ``optim.lr``
+    before the last step and the decay never starts, so the run trains at a fraction of the lr it names, a silent
+    confound when runs are compared (e.g. Post-LN against Pre-LN at 30 steps under the default 50-step warm-up)."""
+    if not 0 < max_steps <= o.warmup_steps:
+        return []
+    peak = max(lr_at(s, lr=o.lr, warmup_steps=o.warmup_steps, max_steps=max_steps, schedule=o.schedule,
+                     min_lr_ratio=o.min_lr_ratio, warmup_overlaps=o.warmup_overlaps) for s in range(max_steps))
+    after = "" if o.schedule == "constant" or o.warmup_overlaps else f" and the {o.schedule} decay never starts"
+    return [f"train.max_steps={max_steps} is not longer than optim.warmup_steps={o.warmup_steps}: the whole run is "
+            f"warm-up: the learning rate reaches {peak:.3g} at most (optim.lr={o.lr:g}){after}. Use "
+            f"fewer warm-up steps (e.g. optim.warmup_steps={max(max_steps // 10, 1)}, a tenth of the run) or more "
+            "train.max_steps"]

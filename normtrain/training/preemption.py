@@ -52,6 +52,18 @@ class StopRequested:
             signal.signal(sig, handler)
         self._previous.clear()
 
+    def agreed(self, ctx, synced: bool) -> bool:
+        """A signal asked to stop; under torchrun every rank stops at the same step, agreed where the ranks sync
+        anyway (``synced``: a log or eval step), so there is no extra sync per step."""
+        stopping = self.requested is not None
+        if not ctx.enabled:
+            return stopping
+        if not synced:
+            return False
+        import torch  # the signal handling itself needs none
+
+        return bool(ctx.all_reduce(torch.tensor([float(stopping)], device=ctx.device), "max"))
+
     def hand_over(self) -> None:
         """Pass a received SIGUSR2 on to the handler installed before ours (submitit requeues there)."""
         previous = getattr(self, "_restored", {}).get(signal.SIGUSR2)

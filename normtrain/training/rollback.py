@@ -63,6 +63,13 @@ class RollbackPolicy:
         self.records.append(entry)
         return entry
 
+    def describe(self, record: dict[str, Any]) -> str:
+        """The log line of a rollback ``record``."""
+        lowered = f", lr × {record['lr_factor']} for {record['lr_steps']} steps" if record["lr_steps"] else ""
+        return (f"normtrain: diverged at step {record['step']}; rolled back to step {record['restored_step']} "
+                f"({record['checkpoint']}), skipping {record['skipped_batches']} batches{lowered} (rollback "
+                f"{record['retry']} of {self.max_retries})")
+
     def lr_scale(self, step: int) -> float:
         """The factor on the scheduled lr at ``step``: ``lr_factor`` for ``lr_steps`` steps after the last
         rollback, 1 otherwise (derived from the record, so a resumed run keeps it)."""

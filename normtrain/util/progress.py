@@ -78,9 +78,9 @@ class Lines:
         return f"normtrain: {self.desc}: " + " · ".join(parts)
 
     def count(self) -> str:
-        """``step 120/300 (40%)``, or of bytes ``4.2/11.4 MB (37%)``."""
+        """``step 120/300 (40%)`` (or of any other unit: ``run 3/15 (20%)``), or of bytes ``4.2/11.4 MB (37%)``."""
         in_mb = self.unit == "B"
-        n = f"{self.n / 1e6:.1f}" if in_mb else f"step {self.n}"
+        n = f"{self.n / 1e6:.1f}" if in_mb else f"{self.unit} {self.n}"  # step 120, or run 3 of a grid
         if not self.total:
             return f"{n} MB" if in_mb else n
         total = f"{self.total / 1e6:.1f} MB" if in_mb else str(self.total)

@@ -49,3 +49,25 @@ def _dirty(top: Path) -> bool:
 def code_state_at_start() -> dict[str, Any]:
     """The code state read once per process: what every run this process trains ran on."""
     return code_state()
+
+
+def execution_state(device: Any = "cpu") -> dict[str, Any]:
+    """How a run's arithmetic was executed, beyond its code and config: torch's thread counts (a different count
+    can reorder a reduction and move an unstable run's last bits), the determinism switches, and the device by
+    name. Read when the run starts; a rerun of the same config that moves a number is compared against it."""
+    import os
+    import platform
+
+    import torch
+
+    device = torch.device(device)
+    cuda = device.type == "cuda" and torch.cuda.is_available()
+    name = torch.cuda.get_device_name(device) if cuda else (platform.processor() or platform.machine() or "cpu")
+    return {"threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "device": str(device), "device_name": name,
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+            "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+            "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+            "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "torch": torch.__version__}

@@ -131,8 +131,8 @@ def test_labels_from_config_values_that_differ():
     runs = [Run(Path(f"/r/{i}"), {}, config(p, n, layers, cache=f"/c{i}"), [])
             for i, (p, n, layers) in enumerate([("post", "layernorm", 48), ("pre", "rmsnorm", 48),
                                                  ("deepnorm", "layernorm", 12)])]
-    # norm.eps differs too, but only as each norm's default: a table column, not part of the label
-    assert labels.label_runs(runs) == ["placement.name", "norm.name", "model.n_layers", "norm.eps"]
+    # norm.eps differs too, but only as each norm's default: neither in the label nor in the table
+    assert labels.label_runs(runs) == ["placement.name", "norm.name", "model.n_layers"]
     assert [r.label for r in runs] == ["post · layernorm · L48", "pre · rmsnorm · L48", "deepnorm · layernorm · L12"]
     assert labels.slug(runs[0].label) == "post-layernorm-L48"
 
@@ -151,6 +151,36 @@ def test_labels_from_config_values_that_differ():
         labels.resolve_keys(["eps"], keys)
     assert labels.short_names(["norm.eps", "optim.eps", "optim.lr"]) == {
         "norm.eps": "norm.eps", "optim.eps": "optim.eps", "optim.lr": "lr"}
+
+
+def test_a_norm_s_own_defaults_are_not_shown_as_swept():
+    """``norm=layernorm,rmsnorm placement=pre,post train.seed=1,2``: eps and impl differ only as each norm's default
+    (LayerNorm 1e-5 and torch, RMSNorm 1e-6 and auto), so no label, group or table column shows them, also where
+    ``--by norm`` makes labels collide and the values that tell the twins apart go in parentheses."""
+    def sweep():
+        out = []
+        for i, (n, p, seed) in enumerate((n, p, s) for n in ("layernorm", "rmsnorm") for p in ("pre", "post")
+                                         for s in (1, 2)):
+            c = config(p, n, seed=seed)
+            c["norm"]["impl"] = "torch" if n == "layernorm" else "auto"
+            out.append(Run(Path(f"/r/{i}"), {}, c, []))
+        return out
+
+    runs = sweep()
+    assert labels.label_runs(runs) == ["placement.name", "norm.name", "train.seed"]
+    assert {r.label for r in runs} >= {"pre · layernorm · seed=1", "post · rmsnorm · seed=2"}
+    assert {r.group for r in runs} == {"pre · layernorm", "post · layernorm", "pre · rmsnorm", "post · rmsnorm"}
+
+    runs = sweep()
+    assert labels.label_runs(runs, by=["norm"]) == ["norm.name", "placement.name", "train.seed"]
+    assert [r.label for r in runs[:4]] == ["layernorm (pre · seed=1)", "layernorm (pre · seed=2)",
+                                          "layernorm (post · seed=1)", "layernorm (post · seed=2)"]
+    assert {r.group for r in runs} == {"layernorm", "rmsnorm"}
+    assert not [r.label for r in runs if "eps" in r.label or "impl" in r.label]
+
+    seeds = sweep()[:2]  # twins that differ in their seed alone: only the seed in parentheses
+    assert labels.label_runs(seeds, by=["placement"]) == ["placement.name", "train.seed"]
+    assert [r.label for r in seeds] == ["pre (seed=1)", "pre (seed=2)"]
 
 
 def test_sort_diverged_and_failed_last():

@@ -81,3 +81,27 @@ def unwritable_folder(tmp_path):
 def test_a_really_unwritable_run_folder(tiny, tmp_path):
     proc = run_victim([*tiny, "train.max_steps=3"], unwritable_folder(tmp_path), cli=True)
     assert_user_error(proc, "could not write", "make the folder writable or choose another one")
+
+
+@pytest.mark.parametrize("command", ["normtrain-probe", "normtrain-export"])
+def test_probe_and_export_advise_on_a_bad_checkpoint_in_their_own_terms(command, tiny, tmp_path, capsys):
+    """Their advice used to be train.resume=none, which means nothing to them."""
+    from normtrain.export.cli import main as export_main
+    from normtrain.probe.cli import main as probe_main
+
+    run_dir = tmp_path / "run"
+    normtrain.train(normtrain.compose([*tiny, "train.max_steps=2"]), run_dir=run_dir)
+    (run_dir / CKPT_NAME).write_text("not a checkpoint\n")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        if command == "normtrain-probe":
+            probe_main([str(run_dir)])
+        else:
+            export_main([str(run_dir), str(tmp_path / "out")])
+    said = capsys.readouterr().err
+    assert exited.value.code == 2, said
+    assert said.startswith(f"{command}: the checkpoint {run_dir / CKPT_NAME} cannot be read: it is a text file (it "
+                           "begins 'not a checkpoint'), not the zip archive torch.save writes. ")
+    verb = command.removeprefix("normtrain-")
+    assert f"{verb} another run folder, or train this run again" in said
+    assert "train.resume" not in said and "weights_only" not in said

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from fault_helpers import comparable, summary
@@ -71,7 +73,8 @@ def test_resume_history_accumulates(tiny, stopped):
     normtrain.train(normtrain.compose([*tiny, "train.max_steps=9"]), run_dir=stopped)
     result = normtrain.train(normtrain.compose([*tiny, "train.max_steps=12"]), run_dir=stopped)
     assert [r["step"] for r in result["resumes"]] == [6, 9]
-    assert [r["step"] for r in comparable(stopped)] == [0, 5, 10, 12]
+    # each leg's last step is logged (5, 8, 11); its final evaluation row (6, 9) is replaced by the next leg's
+    assert [r["step"] for r in comparable(stopped)] == [0, 5, 8, 10, 11, 12]
 
 
 def test_max_steps_below_the_checkpoint_is_refused(tiny, stopped):
@@ -85,8 +88,18 @@ def test_a_checkpoint_of_another_model_given_by_path_is_refused(tiny, stopped, t
         normtrain.train(normtrain.compose([*tiny, "model.n_layers=3", f"train.resume={stopped}"]), run_dir=other)
 
 
-@pytest.mark.parametrize("damage", ["flipped", "truncated", "empty", "not_a_checkpoint"])
-def test_a_damaged_checkpoint_is_a_clear_error(damage, tiny, stopped):
+DAMAGE = {  # what is done to the checkpoint, and what the message must say the file is
+    "flipped": "is damaged: its contents do not match the digest written with it",
+    "truncated": "cannot be read: it is cut short: a zip archive (torch.save's format) of ",
+    "empty": "cannot be read: it is empty (0 bytes)",
+    "not_a_checkpoint": "is not a normtrain checkpoint: torch.save wrote a dict of 'weights' into it, without [",
+    "text": "cannot be read: it is a text file (it begins 'step: 6'), not the zip archive torch.save writes",
+    "safetensors": "cannot be read: it is a safetensors file (weights alone, as normtrain-export and Hugging Face",
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_damaged_checkpoint_says_what_the_file_is_and_what_to_do(damage, tiny, stopped):
     path = stopped / CKPT_NAME
     data = bytearray(path.read_bytes())
     if damage == "flipped":
@@ -97,10 +110,20 @@ def test_a_damaged_checkpoint_is_a_clear_error(damage, tiny, stopped):
         path.write_bytes(data[: len(data) // 2])
     elif damage == "empty":
         path.write_bytes(b"")
+    elif damage == "text":
+        path.write_text("step: 6\nmodel: pre-rmsnorm\n")
+    elif damage == "safetensors":
+        from safetensors.torch import save_file
+
+        save_file({"w": torch.zeros(3)}, str(path))
     else:
         torch.save({"weights": torch.zeros(3)}, path)
-    with pytest.raises(CheckpointError, match="train.resume=none"):
+    with pytest.raises(CheckpointError) as err:
         normtrain.train(normtrain.compose([*tiny, "train.max_steps=12"]), run_dir=stopped)
+    message = str(err.value)
+    assert f"{path} {DAMAGE[damage]}" in message
+    assert message.endswith(". Start over with train.resume=none, or point train.resume at another checkpoint")
+    assert "weights_only" not in message and "Re-running" not in message  # never torch's unsafe hint
 
 
 class Payload:
@@ -115,6 +138,9 @@ class Payload:
 def test_a_checkpoint_with_code_in_it_is_not_run(tiny, stopped, monkeypatch):
     monkeypatch.chdir(stopped)
     torch.save({"model": Payload()}, stopped / CKPT_NAME)
-    with pytest.raises(CheckpointError, match="cannot be read"):
+    with pytest.raises(CheckpointError) as err:
         normtrain.train(normtrain.compose([*tiny, "train.max_steps=12"]), run_dir=stopped)
     assert not (stopped / "PWNED").exists()
+    assert f"cannot be read: it holds pickled Python objects whose loading would call {os.system.__module__}.system; " \
+           "normtrain loads checkpoints without running code from them (weights only)" in str(err.value)
+    assert "weights_only=False" not in str(err.value) and "weights_only` set to `False`" not in str(err.value)

@@ -52,7 +52,7 @@ def test_a_rollback_skips_the_batch_that_diverged_and_is_recorded(rolled):
 
     # metrics.jsonl: the abandoned attempt (its step 10 has a NaN loss), the event, then steps 10.. again
     logged = rows(run_dir)
-    assert [r["step"] for r in logged] == [0, 5, 10, 9, 10, 15, 20]
+    assert [r["step"] for r in logged] == [0, 5, 10, 9, 10, 15, 19, 20]  # 19: the last step, 20: the final eval
     assert logged[2]["train/loss"] is None and logged[4]["train/loss"] is not None
     assert logged[3] == {"step": 9, "event": "rollback", **{f"rollback/{k}": v for k, v in record.items()
                                                               if k != "step"}}

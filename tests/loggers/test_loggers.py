@@ -142,7 +142,7 @@ def test_build_loggers_names_the_wandb_run_of_a_sweep_job(tiny, tmp_path, monkey
         def __init__(self, **kwargs):
             seen.update(kwargs)
 
-    monkeypatch.setattr("normtrain.training.trainer.WandbLogger", FakeWandb)
+    monkeypatch.setattr("normtrain.training.reporting.WandbLogger", FakeWandb)
     cfg = normtrain.compose([*tiny, "logger=[wandb,csv]", "placement=post"])
     job = SweepJob(Path("multirun/2026-05-04/12-30-00"), 3, ["train.seed=2"], ["train.seed"])
     sinks = build_loggers(cfg, tmp_path, job, start_step=0)

@@ -225,6 +225,48 @@ def test_folders_that_cannot_be_probed_exit_2(run_dir, tmp_path, capsys):
     assert "the run's corpus (data=local_text" in err and "gone" in err
 
 
+def test_a_sweep_folder_probes_each_run_and_names_those_it_cannot(run_dir, tmp_path, capsys):
+    """Issue 38: normtrain-probe refused a sweep folder, so probing a sweep took a shell loop."""
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "multirun.yaml").write_text("{}\n")
+    for name in ("0_pre", "1_pre"):
+        shutil.copytree(run_dir, sweep / name)
+    diverged = Path(shutil.copytree(run_dir, sweep / "2_diverged"))
+    (diverged / CKPT_NAME).unlink()
+    summary = json.loads((diverged / "summary.json").read_text())
+    (diverged / "summary.json").write_text(json.dumps({**summary, "status": "diverged", "diverged_at_step": 9}))
+    (sweep / "3_killed" / ".hydra").mkdir(parents=True)  # a job killed before its first log step
+
+    with pytest.raises(SystemExit) as exit_:
+        main([str(sweep), "--batch-size", "4"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"normtrain-probe: skipped: {sweep / '3_killed'}: no summary.json or metrics.jsonl (killed " \
+                     "before its first log step?)"
+    assert out[1] == "normtrain-probe: [1/3] 0_pre: probing ..."  # a line as each run starts, and as it ends
+    assert out[2].startswith("normtrain-probe: [1/3] 0_pre: step 40, full model ") and "2 blocks" in out[2]
+    assert out[6].startswith("normtrain-probe: [3/3] 2_diverged: skipped: the run in ")
+    assert "diverged at step 9 and kept no finite checkpoint" in out[6]
+    assert out[-1].startswith(f"normtrain-probe: probed 2 run folders in {sweep}, skipped 2 (above). ")
+    assert [p.parent.parent.name for p in sorted(sweep.glob("*/probe/probe.json"))] == ["0_pre", "1_pre"]
+
+    from normtrain.compare import write_report
+
+    page = write_report([sweep], tmp_path / "report.html").read_text()
+    assert "Probed runs (2 of 3):" in page and page.count("(seed 0, step 40, eval loss ") == 2
+
+    with pytest.raises(SystemExit) as exit_:  # --out: a folder per run under it
+        main([str(sweep), "--out", str(tmp_path / "out")])
+    assert sorted(p.parent.name for p in (tmp_path / "out").glob("*/probe.json")) == ["0_pre", "1_pre"]
+
+    for name in ("0_pre", "1_pre"):
+        (sweep / name / CKPT_NAME).unlink()
+    err = refusal([str(sweep)], capsys)  # nothing could be probed: exit 2, every reason
+    assert err.startswith(f"normtrain-probe: none of the 3 run folders in {sweep} could be probed")
+    assert err.count("\n  skipped: ") == 4 and "0_pre: " in err and "holds no checkpoint" in err
+
+
 @pytest.mark.slow
 def test_the_command_end_to_end_and_its_help_without_torch(run_dir, tmp_path):
     exe = Path(sys.executable).with_name("normtrain-probe")

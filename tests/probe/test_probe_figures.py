@@ -5,28 +5,17 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import re
+import sys
+from pathlib import Path
 
 import numpy as np
 
 from normtrain.compare import paper, write_report
 from normtrain.probe import figures
 
-XS = [i / 10 - 3 for i in range(61)]
-
-
-def norm(name: str, alpha: float) -> dict:
-    return {"name": name, "kind": "rmsnorm", "layer": 0, "x": [0.9 * x for x in XS], "n_pairs": len(XS),
-            "y": [math.tanh(alpha * x) for x in XS], "curve": {"x": XS, "y": [math.tanh(alpha * x) for x in XS]},
-            "fit": {"alpha": alpha, "gamma": 1.0, "r2": 0.99, "r2_line": 0.9}}
-
-
-def probe_result(run_dir) -> dict:
-    layers = [{"layer": i, "skip_val_loss": 2.34567 + d, "skip_delta": d, "block_cos": 0.5 + 0.1 * i,
-               "act_rms": 1.5 * (i + 1), "act_absmax": 10.0 * (i + 1)} for i, d in enumerate((0.7, 0.2, 0.05))]
-    return {"format": 1, "run_dir": str(run_dir), "label": "pre-rmsnorm-L3", "val_loss": 2.34567, "layers": layers,
-            "norms": [norm("blocks.0.norm1", 0.8), norm("final_norm", 1.5)]}
+sys.path.insert(0, str(Path(__file__).parents[1] / "compare"))
+from synthetic_runs import probe_result, write_sweep  # noqa: E402 - hand-made run folders, shared with compare's tests
 
 
 def run_folder(root, result: dict):
@@ -91,3 +80,27 @@ def test_probe_pngs_are_drawn_in_the_run_s_colour(tmp_path):
 
 def test_a_model_without_norms_has_no_norm_curves_png(tmp_path):
     assert list(figures.pictures({**probe_result(tmp_path), "norms": []})) == ["skip_loss.png", "stream.png"]
+
+
+def test_the_report_names_the_probed_runs_and_its_legends_only_their_groups(tmp_path):
+    """Issue 38: the skip-loss legend had no swatches and listed groups nobody probed; no seed was shown."""
+    folders = write_sweep(tmp_path / "sweep", placements=("pre", "post", "deepnorm"), norms=("rmsnorm",), seeds=(0, 1),
+                          diverged=(), collapsed=(), undertrained=())  # two seeds each; deepnorm not probed
+    probed = [f for f in folders if f.name.startswith(("1_", "2_"))]  # pre's seed 1, post's seed 0
+    for folder in probed:
+        (folder / "probe").mkdir()
+        (folder / "probe" / "probe.json").write_text(json.dumps({**probe_result(folder), "step": 60}))
+    sweep_page = write_report(folders, tmp_path / "report.html").read_text()
+    data = json.loads(re.search(r'id="normtrain-data">(.*?)</script>', sweep_page, re.S)[1])
+    specs = {f["id"]: f["spec"] for f in data["figures"]}
+
+    skip = specs["fig-probe-skip"]["encoding"]["color"]
+    assert skip["legend"]["symbolType"] == "square" and skip["scale"]["domain"] == ["post", "pre"]
+    norms = specs["fig-probe-norms"]["spec"]["layer"][0]["encoding"]
+    assert norms["color"]["legend"]["symbolType"] == "circle"
+    assert {"run", "seed"} <= {t["field"] for t in norms["tooltip"]}
+    assert {(r["run"], r["seed"]) for r in data["datasets"]["probe:layers"]} == {("pre · seed=1", "1"),
+                                                                                 ("post · seed=0", "0")}
+    listed = re.search(r'Probed runs \(2 of 6\):</p><ul class="probed">(.*?)</ul>', sweep_page)[1]
+    assert re.findall(r'background:(#[0-9a-f]+)"></span>([^<]+) <small>\(seed (\d)', listed) == [
+        ("#4e79a7", "post · seed=0", "0"), ("#f28e2b", "pre · seed=1", "1")]

@@ -10,11 +10,12 @@ import pytest
 from normtrain.reproduce.cli import make_plan
 from normtrain.reproduce.curse_of_depth import CurseOfDepth, probe_row
 from normtrain.reproduce.dyt import DyT, Grid
+from normtrain.reproduce.gpu_scale import ASSUMED_H100
 from normtrain.reproduce.peri_variance import PeriVariance
-from normtrain.reproduce.preregistration import judge, verdict
+from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.probing import halves
-from normtrain.reproduce.runner import Plan
 from normtrain.reproduce.stats import variance_exponent
+from normtrain.reproduce.verdicts import judge, verdict
 
 UNIGRAM = 3.3
 
@@ -31,7 +32,7 @@ def trained(loss: float, **values) -> dict:
             "undertrained": False, "val_curve": f"0:5.5 1000:{loss}", **values}
 
 
-def test_the_grids_run_the_papers_arms():
+def test_the_grids_run_the_papers_arms(tmp_path):
     peri = make_plan("peri_variance")
     assert len(peri.combos()) == 30 and {c["placement"] for c in peri.combos()} == {"pre", "peri", "post"}
     assert {c["placement"] for c in make_plan("peri_variance", smoke=True).combos()} == {"pre", "peri"}
@@ -47,8 +48,8 @@ def test_the_grids_run_the_papers_arms():
     cfg = depth.compose(next(c for c in depth.combos() if c["norm.depth_scaled"].lower() == "true"))
     assert (cfg.norm.name, cfg.norm.depth_scaled, cfg.model.n_layers, cfg.monitor.block_cos) == ("rmsnorm", True, 24,
                                                                                                  True)
-    gpu = make_plan("dyt", scale="gpu").grid
-    assert gpu["model.d_model"] == ["256", "1024"] and "0.02" in gpu["norm.alpha_init"]
+    gpu = make_plan("dyt", scale="gpu", device=ASSUMED_H100, out=tmp_path).grid  # the widths the design compares, × 2
+    assert gpu["model.d_model"] == ["128", "256"] and gpu["norm.alpha_init"] == make_plan("dyt").grid["norm.alpha_init"]
 
 
 def test_variance_exponent_and_halves():

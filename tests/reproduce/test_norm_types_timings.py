@@ -35,3 +35,52 @@ def test_unstamped_or_missing_timings_are_measured_again(tmp_path):
     assert timing_note([timing("layernorm", 1.0)]) == []
     dirty = timing_note([timing("layernorm", 1.0, **{**STAMPED, "code_dirty": True})])
     assert "a dirty tree" in dirty[0]
+
+
+def test_a_smoke_run_times_a_few_steps_with_progress_not_minutes_in_silence(tmp_path, monkeypatch, capsys):
+    """Issue 38: `--smoke` spent about 4 minutes timing in silence. It now times SMOKE's few steps and calls, and
+    says so: a line when the phase starts and a progress count of its measurements (18 = 3 norms × (2 step
+    repeats + 2 × 2 call repeats))."""
+    import normtrain.reproduce.norm_types as norm_types
+    from normtrain.reproduce.cli import make_plan
+
+    seen = {}
+
+    def step_times(base, device, timing, bar):
+        seen["steps"] = timing
+        bar.update(3 * timing.repeats)
+        return []
+
+    def call_times(tokens, d, device, timing, bar):
+        seen["calls"] = timing
+        bar.update(6 * timing.call_repeats)
+        return []
+
+    monkeypatch.setattr(norm_types, "step_times", step_times)
+    monkeypatch.setattr(norm_types, "call_times", call_times)
+    plan = make_plan("norm_types", smoke=True, out=tmp_path, runs_dir=tmp_path)
+    norm_types.NormTypes.time_norms(plan, plan.compose(plan.combos()[0]), "cpu")
+    assert seen == {"steps": norm_types.SMOKE, "calls": norm_types.SMOKE}
+    assert norm_types.SMOKE.total(3) == 18 and norm_types.FULL.total(3) == 63
+    said = capsys.readouterr().err
+    assert "norm_types: timing the training step" in said and "timing: measurement 18/18 (100%)" in said
+    full = make_plan("norm_types", out=tmp_path, runs_dir=tmp_path)
+    monkeypatch.setattr(norm_types, "step_times", step_times)
+    norm_types.NormTypes.time_norms(full, full.compose(full.combos()[0]), "cpu")
+    assert seen["steps"] == norm_types.FULL  # the real experiment's timing is untouched
+
+
+def test_the_loss_panel_shows_a_single_evaluation_far_above_the_line():
+    """Issue 38: a smoke run evaluates once, at step 4, far above the unigram line; the panel's range clipped it
+    away and a one-point curve drew nothing. The range now holds every curve's last point, drawn as a marker."""
+    from normtrain.reproduce import plots
+
+    fig, axes = plots.figure()
+    plots.curves(axes[0], [[(4.0, 5.43)]], "#1f77b4", "layernorm")
+    plots.loss_range(axes[0], 3.41, [[(4.0, 5.43)]])
+    low, high = axes[0].get_ylim()
+    assert low < 3.41 and high > 5.43 and axes[0].lines[0].get_marker() == "o"
+    fig2, ax2 = plots.figure()
+    full = [[(0.0, 5.5), (500.0, 2.9), (1000.0, 2.5)]]  # a real run: the start's 5.5 is cut, the rest kept
+    plots.loss_range(ax2[0], 3.4, full)
+    assert ax2[0].get_ylim()[1] == 3.4 + 0.4 and ax2[0].get_ylim()[0] < 2.5

@@ -1,4 +1,5 @@
-"""Pre-registered checks: rules applied to per-seed values, and the record of when they were committed."""
+"""Pre-registered checks: rules applied to per-seed values, the verdicts (v4: the primary check decides; v3 kept for
+the registrations before it), and the record of when they were committed."""
 
 import math
 import subprocess
@@ -6,17 +7,9 @@ import subprocess
 import pytest
 
 from normtrain.reproduce.catalog import EXPERIMENTS
-from normtrain.reproduce.preregistration import (
-    Guard,
-    Pilot,
-    Registration,
-    Rule,
-    declaration,
-    judge,
-    median_ci,
-    preregistered,
-    verdict,
-)
+from normtrain.reproduce.preregistration import Guard, Pilot, Registration, Rule, declaration, preregistered
+from normtrain.reproduce.stats import median_ci
+from normtrain.reproduce.verdicts import judge, verdict
 
 
 def test_median_rule_decides_on_the_median_not_the_best_seed():
@@ -26,13 +19,15 @@ def test_median_rule_decides_on_the_median_not_the_best_seed():
     cond = result.conditions["lr 1e-3"]
     assert (cond["median"], cond["passing"], cond["n"], cond["min"], cond["max"]) == (0.2, 1, 3, 0.1, 0.9)
     assert cond["per_seed"] == {"0": 0.9, "1": 0.1, "2": 0.2}
-    assert "median 0.200 [0.100, 0.900], 1/3 seeds pass at lr 1e-3" == result.measured()
+    assert result.measured() == ("median 0.200 (range of 3 seeds 0.100 to 0.900), 1/3 seeds pass, sign test p = 0.875 "
+                                 "at lr 1e-3")
 
 
 def test_repeats_of_a_timing_are_called_repeats_not_seeds():
     rule = Rule("faster", "trains faster", "ratio", "<", 1.0)
     result = judge(rule, {"": {"0": 0.9, "1": 1.1, "2": 0.95}}, unit="repeats")
-    assert result.measured() == "median 0.950 [0.900, 1.100], 2/3 repeats pass"
+    assert result.measured() == ("median 0.950 (range of 3 repeats 0.900 to 1.100), 2/3 repeats pass, "
+                                 "sign test p = 0.500")
     assert result.as_dict()["unit"] == "repeats" and "the median over repeats" in result.as_dict()["rule"]
     assert "seed" not in result.measured() + result.as_dict()["rule"]
 
@@ -69,7 +64,7 @@ def test_rules_are_validated_when_declared():
         Rule("flat", "", "q", "between", (-0.1, 0.1))
 
 
-def test_the_median_ci_rule_needs_the_whole_bootstrap_interval_of_the_median():
+def test_the_median_ci_rule_needs_the_whole_bootstrap_interval_of_the_median_called_a_range_below_six_seeds():
     rule = Rule("r", "rises", "q", ">", 0.0, decide="median_ci")
     clear = {str(s): v for s, v in enumerate([0.5, 0.6, 0.7, 0.4, 0.55, 0.65, 0.45, 0.5])}
     carried = {str(s): v for s, v in enumerate([3.0, 2.5, 0.2, -0.2, 0.05, -0.05, 0.1, -0.15])}  # two outliers
@@ -77,8 +72,12 @@ def test_the_median_ci_rule_needs_the_whole_bootstrap_interval_of_the_median():
     result = judge(rule, {"": carried})
     assert result.ok is False and result.conditions[""]["median"] > 0  # the median alone would have passed
     lo, hi = result.conditions[""]["median_ci95"]
-    assert lo < 0 < hi and "95% CI of the median" in result.measured()
+    assert lo < 0 < hi and "95% bootstrap CI of the median" in result.measured()
     assert median_ci([1.0, 2.0]) is None and median_ci([1.0, 2.0, 3.0]) == median_ci([3.0, 1.0, 2.0])
+    five = {str(s): v for s, v in enumerate([0.5, 0.6, 0.7, 0.4, -0.1])}  # with 5 seeds the interval is the range
+    small = judge(rule, {"": five})
+    assert small.ok is False and small.conditions[""]["median_ci95"] == [-0.1, 0.7]
+    assert small.conditions[""]["interval"]["label"] == "range of 5 seeds" and "CI" not in small.measured()
 
 
 def test_a_failed_guard_makes_the_verdict_inconclusive_whatever_the_checks_say():
@@ -129,9 +128,111 @@ def test_provenance_names_the_commit_and_notices_later_edits(tmp_path):
 
 
 @pytest.mark.parametrize("name", list(EXPERIMENTS))
-def test_every_experiment_declares_at_least_three_checks_with_distinct_ids(name):
+def test_every_experiment_declares_its_checks_with_distinct_ids_and_a_basis(name):
     reg = EXPERIMENTS[name]().registration
-    assert len(reg.rules) >= 3 and len({r.id for r in reg.rules}) == len(reg.rules)
-    assert all(r.basis for r in reg.rules)  # every threshold says where it comes from
+    rules = [r for _, r in reg.checks()]
+    assert len({r.id for r in rules}) == len(rules) and all(r.basis for r in rules)  # every threshold says why
+    assert len(rules) >= (1 if reg.protocol >= 4 else 3)
     compares_losses = name not in ("xiong_grad_init", "admin_output_change", "deepnet_update")
     assert (reg.guard is not None) == compares_losses  # a trainability guard wherever losses are compared
+
+
+@pytest.mark.parametrize("name", list(EXPERIMENTS))
+def test_a_v4_registration_evaluates_often_enough_for_the_labels(name):
+    """Under v4 a training experiment evaluates at least every 5% of its runs (the labels read the validation
+    curve's last quarter and a plateau's end); the v3 registrations are records and keep their settings."""
+    from normtrain.config import compose
+    from normtrain.training.outcome import EVAL_FRACTION
+
+    reg, t = EXPERIMENTS[name]().registration, compose([f"experiment={name}"]).train
+    if reg.protocol < 4 or t.max_steps <= 1:
+        pytest.skip("a v3 registration, or no training")
+    assert 0 < t.eval_every <= EVAL_FRACTION * t.max_steps
+
+
+def v4(primary=None, secondary=(), preconditions=(), **kw) -> Registration:
+    primary = primary or Rule("claim", "Post-LN ends worse", "gap", ">", 0.0, decide="median_ci", basis="a sign")
+    return Registration("c", "d", "n", "m", "LN", primary=primary, secondary=tuple(secondary),
+                        preconditions=tuple(preconditions), **kw)
+
+
+def values(*per_seed: float) -> dict:
+    return {"": {str(s): v for s, v in enumerate(per_seed)}}
+
+
+def test_v4_the_primary_check_alone_decides_and_secondary_checks_change_nothing():
+    from normtrain.reproduce.verdicts import decide
+
+    side = Rule("side", "a secondary claim", "side_q", ">", 0.0, basis="a sign")
+    reg = v4(secondary=[side])
+    assert reg.protocol == 4 and [role for role, _ in reg.checks()] == ["primary", "secondary"]
+    held = decide(reg, {"gap": values(0.3, 0.2, 0.4), "side_q": values(-1.0, -1.0, -1.0)}, lambda q: "seeds")
+    assert (held.verdict, held.why) == ("reproduced", "the primary check claim held")
+    assert held.role("secondary")[0].ok is False  # reported beside the verdict, never "partly reproduced"
+    failed = decide(reg, {"gap": values(0.3, -0.2, 0.4), "side_q": values(1.0, 1.0, 1.0)}, lambda q: "seeds")
+    assert failed.verdict == "not reproduced"  # every secondary check held: it does not matter
+    assert decide(reg, {}, lambda q: "seeds").verdict == "not judged"
+
+
+def test_v4_a_failed_or_unmeasured_precondition_or_guard_makes_the_verdict_inconclusive():
+    from normtrain.reproduce.verdicts import PRECONDITION, decide
+
+    leak = Rule("leak_exists", "BatchNorm leaks (holds by construction)", "leak", ">", 1e-3, decide=1.0,
+                basis="far above rounding")
+    reg = v4(preconditions=[leak], guard=Guard(arm="Pre-LN", margin=0.3, basis="b"))
+    good = {"gap": values(0.3, 0.2, 0.4), "leak": values(0.1, 0.1, 0.1), "reference_margin": values(1.0, 1.0, 1.0)}
+    assert decide(reg, good, lambda q: "seeds").verdict == "reproduced"
+    no_leak = decide(reg, {**good, "leak": values(0.1, 0.0, 0.1)}, lambda q: "seeds")
+    assert no_leak.verdict == PRECONDITION and "leak_exists" in no_leak.why
+    unmeasured = decide(reg, {k: v for k, v in good.items() if k != "leak"}, lambda q: "seeds")
+    assert unmeasured.verdict == PRECONDITION
+    short = decide(reg, {**good, "reference_margin": values(0.1, 0.1, 0.1)}, lambda q: "seeds")
+    assert short.verdict == "inconclusive (undertrained)"
+
+
+def test_v4_infeasible_at_a_scale_and_the_pilots_seeds_rerun_are_inconclusive():
+    from normtrain.reproduce.verdicts import AT_THIS_SCALE, REUSED, decide
+
+    hard = v4(infeasible=(("cpu", "the effect needs a 400M model"),))
+    assert decide(hard, {"gap": values(1, 1, 1)}, lambda q: "seeds", "cpu").verdict == AT_THIS_SCALE
+    assert decide(hard, {"gap": values(1, 1, 1)}, lambda q: "seeds", "gpu").verdict == "reproduced"
+    pilot = Pilot(runs="v3", numbers="0.5", changed="the rule", seeds=(0, 1, 2))
+    again = v4(label="after_pilot", pilot=pilot)
+    rerun = decide(again, {"gap": values(1, 1, 1)}, lambda q: "seeds", seeds=[0, 1, 2, 3, 4])
+    assert rerun.verdict == REUSED and "0, 1, 2" in rerun.why
+    assert decide(again, {"gap": values(1, 1, 1)}, lambda q: "seeds", seeds=[5, 6, 7]).verdict == "reproduced"
+
+
+def test_v4_registrations_are_validated_and_v3_ones_keep_their_rule():
+    from normtrain.reproduce.verdicts import decide
+
+    rule = Rule("r", "", "q", ">", 0.0)
+    with pytest.raises(ValueError, match="not rules"):
+        Registration("c", "d", "n", "m", "LN", (rule,), primary=rule)
+    with pytest.raises(ValueError, match="names its primary"):
+        Registration("c", "d", "n", "m", "LN", secondary=(rule,))
+    with pytest.raises(ValueError, match="pilot's seeds"):
+        v4(label="after_pilot", pilot=Pilot(runs="v3", numbers="0.5", changed="x"))
+    with pytest.raises(ValueError, match="distinct"):
+        v4(primary=rule, secondary=[rule])
+    with pytest.raises(ValueError, match="source"):
+        Rule("r", "", "q", ">", 0.0, source="folklore")
+    with pytest.raises(ValueError, match="one direction"):
+        Rule("r", "", "q", "between", (0, 1), decide="sign_test", basis="b")
+    old = Registration("c", "d", "n", "m", "LN", (rule, Rule("s", "", "q2", ">", 0.0)))
+    mixed = decide(old, {"q": values(1, 1, 1), "q2": values(-1, -1, -1)}, lambda q: "seeds")
+    assert (old.protocol, mixed.protocol, mixed.verdict) == (3, 3, "partly reproduced")
+    assert Rule("r", "", "q", ">", 0.0, source="ours").source == "ours"
+
+
+def test_sign_and_t_test_decisions_and_their_p_values():
+    sign = Rule("r", "lower", "q", "<", 0.0, decide="sign_test", basis="a sign")
+    assert judge(sign, values(-0.1, -0.2, -0.1, -0.3, -0.05)).ok is True  # 5 of 5: p = 1/32
+    four = judge(sign, values(-0.1, -0.2, -0.1, -0.3, 0.05))
+    assert four.ok is False and four.conditions[""]["sign_p"] == pytest.approx(6 / 32)
+    t = Rule("r", "higher", "q", ">", 0.0, decide="t_test", basis="a sign")
+    clear = judge(t, values(0.10, 0.12, 0.11, 0.09, 0.13))
+    assert clear.ok is True and clear.conditions[""]["t_p"] < 1e-3
+    assert judge(t, values(0.1, -0.1, 0.05)).ok is False
+    band = judge(Rule("b", "flat", "q", "between", (-1, 1), basis="b"), values(0.1, 0.2))
+    assert band.conditions[""]["sign_p"] is None and "sign test" not in band.measured()

@@ -14,10 +14,12 @@ import pytest
 import normtrain
 from normtrain.reproduce import EXPERIMENTS, reproduce, writeup
 from normtrain.reproduce.cli import ReproduceError, main, make_plan
+from normtrain.reproduce.gpu_scale import ASSUMED_H100
 from normtrain.reproduce.grad_init import GradInit
-from normtrain.reproduce.preregistration import judge, verdict
-from normtrain.reproduce.runner import SEED_AXIS, Plan, sweep_axes
-from normtrain.reproduce.writeup import BEGIN, END, update_index, verdict_section
+from normtrain.reproduce.index import BEGIN, END, update_index
+from normtrain.reproduce.plan import SEED_AXIS, Plan, sweep_axes
+from normtrain.reproduce.verdicts import decide, judge, verdict
+from normtrain.reproduce.writeup import verdict_section
 
 VERDICTS = {"reproduced", "partly reproduced", "not reproduced", "not judged", "inconclusive (undertrained)"}
 
@@ -118,19 +120,21 @@ def test_the_grid_comes_from_the_experiment_yaml_and_scales():
     assert len(cpu.combos()) == 54 and str(cpu.out) == "experiments/deepnet_depth"  # 3 of the 4 (lr, warm-up) arms
     assert {(c["optim.lr"], c["optim.warmup_steps"]) for c in cpu.combos()} == {("0.001", "0"), ("0.001", "100"),
                                                                                  ("0.0003", "100")}
-    gpu = make_plan("deepnet_depth", scale="gpu", seeds=2)
-    assert gpu.grid["model.n_layers"] == ["6", "24", "48", "96", "192"] and gpu.grid["train.seed"] == ["0", "1"]
-    assert str(gpu.out) == "experiments/deepnet_depth-gpu" and "model.d_model=256" in gpu.base
+    gpu = make_plan("deepnet_depth", scale="gpu", seeds=2, device=ASSUMED_H100)  # the design stays; the model grows
+    assert gpu.grid["model.n_layers"] == ["6", "24"] and len(gpu.grid["train.seed"]) >= 2
+    assert str(gpu.out) == "experiments/deepnet_depth-gpu" and gpu.runs_dir == gpu.out / "runs"
+    steps = gpu.budget.rung["steps"]  # the warm-up axis stretches with the runs: the same 10% of each
+    assert gpu.grid["optim.warmup_steps"] == ["0", str(round(100 * steps))] and "model.d_model=128" in gpu.base
     cfg = gpu.compose(gpu.combos()[-1])
-    assert (cfg.model.n_layers, cfg.model.d_model, cfg.placement.name, cfg.optim.warmup_steps) == (192, 256,
-                                                                                                    "deepnorm", 100)
+    assert (cfg.model.d_model, cfg.model.n_heads, cfg.train.batch_size, cfg.train.max_steps) == (128, 4, 16,
+                                                                                                  round(1000 * steps))
     narrowed = make_plan("deepnet_depth", overrides=["model.n_layers=6,96", "model.d_ff=128"])
     assert narrowed.grid["model.n_layers"] == ["6", "96"] and narrowed.base[-1] == "model.d_ff=128"
     with pytest.raises(ReproduceError, match="leave no run of deepnet_depth's grid"):
         make_plan("deepnet_depth", overrides=["optim.lr=3e-3"])  # no arm of the experiment has that lr
     smoke = make_plan("xiong_grad_init", smoke=True)
     assert [len(v) for v in smoke.grid.values()] == [2, 2, 2, 1] and "train.max_steps=4" in smoke.base
-    assert make_plan("deepnet_depth", jobs=3).jobs == 3 and make_plan("deepnet_depth", scale="gpu").jobs == 1
+    assert make_plan("deepnet_depth", jobs=3).jobs == 3 and gpu.jobs == gpu.budget.jobs > 1
     assert make_plan("xiong_grad_init").grid["train.seed"] == [str(s) for s in range(10)]
 
 
@@ -189,11 +193,11 @@ def test_discussion_explains_failed_checks_and_keeps_other_observations(tmp_path
     plan = Plan("xiong_grad_init", "cpu", False, [], {}, tmp_path, tmp_path)
     exp = GradInit()
     findings = exp.analyse(synthetic_grad_rows(False, 0.0), plan)
-    checks = judged(findings, exp)
-    failed = [c.rule.id for c in checks if c.ok is False]
+    decision = decide(exp.registration, findings.measured, findings.unit)
+    failed = [c.rule.id for c in decision.checks if c.ok is False]
     discussion = (f"# Why checks failed\n\n## {failed[0]}\n\nOne seed fell short.\n\n"
                   "## Data order\n\nThe tail fit reads the batches.\n")
-    text = verdict_section(checks, None, {"verdict": verdict(checks)}, findings, discussion)
+    text = verdict_section(decision, {"verdict": decision.verdict}, findings, discussion)
     why, _, others = text.partition("### Why checks failed")[2].partition("### What the checks do not show")
     assert f"**{failed[0]}.** One seed fell short." in why and "Data order" not in why
     assert f"**{failed[1]}.** *Not yet explained: no section in DISCUSSION.md.*" in why
@@ -268,7 +272,7 @@ def test_index_gives_the_cost_of_reused_runs_beside_a_short_reanalysis(tmp_path)
 
 def test_a_finished_run_is_reused_across_new_neutral_keys_but_not_across_changed_ones():
     from normtrain.config import compose, to_container
-    from normtrain.reproduce.runner import same_run
+    from normtrain.reproduce.grid import same_run
 
     new = to_container(compose(["experiment=deepnet_depth"]))
     old = {group: dict(values) for group, values in new.items()}

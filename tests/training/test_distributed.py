@@ -170,3 +170,18 @@ def test_muon_with_qk_clip_on_two_processes_matches_one(strategy, single_muon_cl
     assert_same_curve(out, single_muon_clip, rel=1e-4)
     one, two = losses(single_muon_clip, "attn_logit_max/layer_0"), losses(out, "attn_logit_max/layer_0")
     assert two == pytest.approx(one, rel=1e-4) and one[0] > 2 and max(list(one.values())[1:]) < 1.1
+
+
+@pytest.mark.parametrize("bad,said", [
+    (["model.n_heads=3"], "model.n_heads=3 does not divide model.d_model=32"),  # a value: validate
+    (["model.n_layer=3"], "model.n_layer is not a key of model; did you mean model.n_layers?"),  # Hydra composing
+])
+def test_under_torchrun_a_config_error_is_said_once_and_the_ranks_exit_2(bad, said, text_corpus, tmp_path):
+    """Every rank composes and validates the same config: rank 0 alone says what is wrong. torchrun itself then
+    exits 1 for any worker that failed, whatever its code, with its summary naming the workers' exit code 2."""
+    proc = launch([*torchrun(2), "-m", "normtrain", *tiny_args(text_corpus), *bad, f"hydra.run.dir={tmp_path / 'run'}"],
+                  tmp_path)
+    assert proc.stderr.count(said) == 1, proc.stderr
+    assert proc.returncode == 1 and "exitcode  : 2" in proc.stderr, proc.stderr
+    assert not any(f"normtrain/{where}" in proc.stderr for where in ("cli.py", "config/", "training/"))  # torchrun's
+    # own traceback only, none from a worker

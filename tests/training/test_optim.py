@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from normtrain.model import GPT, GPTConfig
-from normtrain.training.optim import MuonSettings, build_optimizer, lr_at, muon_split, set_lr
+from normtrain.training.optim import MuonSettings, build_optimizer, lr_at, muon_split, schedule_warnings, set_lr
 
 
 def test_weight_decay_only_on_matrices():
@@ -139,3 +139,22 @@ def test_muon_with_adamw_steps_both_and_follows_the_schedule():
     assert set(state) == {"muon", "adamw"} and state["muon"]["state"] and state["adamw"]["state"]
     with pytest.raises(ValueError, match="another optimizer"):
         opt.load_state_dict(torch.optim.AdamW(model.parameters()).state_dict())
+
+
+def test_a_warm_up_as_long_as_the_run_is_warned_of_with_the_peak_it_reaches(tiny, tmp_path, capsys):
+    """The default 50-step warm-up in a 30-step run: the lr never gets past 6e-4 of 1e-3 and the cosine never
+    starts, a silent confound of a comparison at that length."""
+    import normtrain
+
+    optim = normtrain.compose([]).optim  # lr 1e-3, warm-up 50, cosine
+    (warning,) = schedule_warnings(optim, 30)
+    assert "train.max_steps=30 is not longer than optim.warmup_steps=50" in warning
+    assert "reaches 0.0006 at most (optim.lr=0.001) and the cosine decay never starts" in warning
+    assert "optim.warmup_steps=3" in warning
+    assert len(schedule_warnings(optim, 50)) == 1 and schedule_warnings(optim, 51) == []  # 50: lr only at the end
+    optim.warmup_steps = 0
+    assert schedule_warnings(optim, 30) == []
+
+    normtrain.train(normtrain.compose([*tiny, "train.max_steps=4", "optim.warmup_steps=5"]), run_dir=tmp_path)
+    said = [line for line in capsys.readouterr().err.splitlines() if "warm-up" in line]
+    assert len(said) == 1 and said[0].startswith("normtrain: warning: train.max_steps=4 is not longer than"), said

@@ -86,7 +86,7 @@ def test_compile_with_monitor_does_not_recompile(tiny, tmp_path):
     cfg = normtrain.compose([*tiny, "train.max_steps=12", "monitor.every=3", "train.compile=true"])
     summary = normtrain.train(cfg, run_dir=tmp_path)
     assert summary["status"] == "completed"
-    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])  # 4 log steps, one graph
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])  # 5 log steps (the last, 11), one graph
     assert "grad_norm/layer_1" in rows(tmp_path)[0] and "act_std/layer_1" in rows(tmp_path)[3]
     state = load_checkpoint(tmp_path / CKPT_NAME)
     assert not any(k.startswith("_orig_mod.") for k in state["model"])
@@ -136,7 +136,7 @@ def test_bookkeeping_is_one_list_for_a_resume_and_for_reusing_a_result():
     """normtrain.training.resume.BOOKKEEPING: a resume accepts a change of them inside FIXED groups (data.cache_dir) and
     normtrain-reproduce reuses a finished run across them; a change of what the run computes is neither."""
     from normtrain.config import to_container
-    from normtrain.reproduce.runner import same_run
+    from normtrain.reproduce.grid import same_run
     from normtrain.training.resume import config_changes
     from normtrain.util.errors import CheckpointError
 

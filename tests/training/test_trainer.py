@@ -4,6 +4,7 @@ import json
 import math
 
 import pytest
+import torch
 
 import normtrain
 
@@ -25,7 +26,7 @@ def test_tiny_run_writes_metrics_and_summary(tiny, tmp_path):
     assert (tmp_path / "ckpt.pt").is_file()
 
     rows = read_metrics(tmp_path)
-    assert [r["step"] for r in rows] == [0, 5, 10, 15, 20, 25, 30, 35, 40]
+    assert [r["step"] for r in rows] == [0, 5, 10, 15, 20, 25, 30, 35, 39, 40]  # 39: the last step is a log step
     first = rows[0]
     for key in ["train/loss", "lr", "grad_norm/total", "val/loss", "val/bpb"]:
         assert key in first
@@ -42,6 +43,18 @@ def test_tiny_run_writes_metrics_and_summary(tiny, tmp_path):
     assert vals[-1] < vals[0] - 1.0, vals  # ln 256 ≈ 5.5 at init; a tiny model learns bytes quickly
     assert summary["final_val_loss"] == vals[-1] and summary["best_val_loss"] == min(vals)
     assert summary["final_val_bpb"] == pytest.approx(vals[-1] / math.log(2))
+
+
+def test_the_last_step_is_a_log_step_whatever_monitor_every_is(tiny, tmp_path):
+    """80 steps logged every 10 used to end the train curve and every per-layer value at step 70."""
+    normtrain.train(normtrain.compose([*tiny, "train.max_steps=23", "monitor.every=10", "train.eval_every=0"]),
+                    run_dir=tmp_path)
+    rows = read_metrics(tmp_path)
+    assert [r["step"] for r in rows] == [0, 10, 20, 22, 23]  # 23: the final evaluation
+    last = rows[3]
+    for key in ("train/loss", "grad_norm/total", "grad_norm/layer_1", "act_rms/layer_1", "update/layer_1",
+                "attn_entropy/layer_1", "update/output_change", "output/log_z", "tokens_per_s"):
+        assert math.isfinite(last[key]), key
 
 
 def test_huge_lr_diverges_as_a_result(tiny, tmp_path):
@@ -70,7 +83,7 @@ def test_bad_config_raises_before_any_work(tiny, tmp_path):
     assert not (tmp_path / "metrics.jsonl").exists()
 
 
-def test_summary_records_the_unigram_baseline_and_tells_collapsed_from_undertrained(tiny, tmp_path):
+def test_summary_records_the_unigram_baseline_the_labels_and_how_the_run_executed(tiny, tmp_path):
     from normtrain.data import eval_starts, load_corpus
     from normtrain.data.unigram import unigram_loss
 
@@ -80,18 +93,23 @@ def test_summary_records_the_unigram_baseline_and_tells_collapsed_from_undertrai
     expected = unigram_loss(corpus.counts, corpus.val, eval_starts(len(corpus.val), 32, 24), 32)
     assert summary["unigram_val_loss"] == pytest.approx(expected) and summary["eval_windows"] == 24
     assert summary["final_val_loss"] < summary["unigram_val_loss"] - 0.05
-    assert summary["collapsed"] is False and summary["undertrained"] is False
-    # a learning rate of ~0 leaves the model at the uniform distribution, above the unigram line: a 10-step run
-    # has no trend to read (too few logged points at its end), so it is undertrained, never collapsed
-    short = normtrain.train(normtrain.compose([*tiny, "train.max_steps=10", "optim.lr=1e-9"]), run_dir=tmp_path / "s")
-    assert short["final_val_loss"] > short["unigram_val_loss"]
-    assert (short["collapsed"], short["undertrained"], short["loss_trend"]["falling"]) == (False, True, None)
-    # 60 steps logged every 2: twelve points in its last fifth, flat, above the line: stalled there, collapsed
-    stuck = normtrain.train(normtrain.compose([*tiny, "train.max_steps=60", "monitor.every=2", "optim.lr=1e-9",
-                                               "train.eval_every=0"]), run_dir=tmp_path / "stuck")
-    assert (stuck["collapsed"], stuck["undertrained"], stuck["loss_trend"]["falling"]) == (True, False, False)
-    record = json.loads((tmp_path / "stuck" / "summary.json").read_text())
-    assert record["collapsed"] is True and record["loss_trend"]["tail_points"] == 6
+    assert not (summary["collapsed"] or summary["above_line"] or summary["plateaued"])
+    execution = summary["execution"]  # what a rerun that moves a number is compared against
+    assert execution["threads"] == torch.get_num_threads() and execution["device"] == "cpu"
+    assert {"deterministic_algorithms", "cudnn_deterministic", "device_name", "torch"} <= set(execution)
+    # a learning rate of ~0 leaves the model at the uniform distribution, above the unigram line: above_line, never
+    # collapsed; with only the final evaluation there is no last quarter to read, so undertrained is unknown
+    short = normtrain.train(normtrain.compose([*tiny, "train.max_steps=10", "optim.lr=1e-9", "train.eval_every=0"]),
+                            run_dir=tmp_path / "s")
+    assert short["final_val_loss"] > short["unigram_val_loss"] + 0.05
+    assert (short["above_line"], short["collapsed"], short["undertrained"], short["labels"]) == (True, False, None,
+                                                                                                 ["above_line"])
+    # evaluated every 5 of 40 steps: the validation curve's last quarter (steps 30 to 40) is read, and it is flat
+    flat = normtrain.train(normtrain.compose([*tiny, "train.max_steps=40", "optim.lr=1e-9", "train.eval_every=5"]),
+                           run_dir=tmp_path / "flat")
+    assert flat["val_trend"]["window"] == [30, 40] and flat["undertrained"] is False
+    record = json.loads((tmp_path / "flat" / "summary.json").read_text())
+    assert record["above_line"] is True and record["val_trend"]["drop"] == pytest.approx(0.0, abs=1e-4)
 
 
 def test_eval_windows_fix_one_val_set_across_batch_sizes(tiny, tmp_path):

@@ -34,6 +34,10 @@ def test_lines_say_step_loss_rate_and_eta(capsys):
     quiet.close()
     assert "step 5/10" in capsys.readouterr().err  # the last state, at the end
     assert (duration(42), duration(185), duration(3725)) == ("42s", "3m05s", "1h02m")
+    runs = Lines(total=2, initial=0, desc="norm_types: training runs", every_s=3600, unit="run")
+    runs.update(2)
+    runs.close()
+    assert "training runs: run 2/2 (100%)" in capsys.readouterr().err  # runs counted as runs, not steps
 
 
 @slow

@@ -9,11 +9,12 @@ async function unpack(base64) {
   return new Response(stream).text();
 }
 
-// Sets the type of the compiled Vega scale `name` (and its fixed domain, if any) in every scope of the spec.
+// Sets the type of the compiled Vega scale `name` (and its fixed domain, if any) in every scope of the spec: also
+// each panel's own scale of that channel ("concat_2_color": a heatmap's panels each have their own colour scale).
 function withScale(vg, name, log, domains) {
   const visit = (node) => {
     for (const scale of node.scales || []) {
-      if (scale.name !== name) continue;
+      if (scale.name !== name && !new RegExp(`^concat_\\d+_${name}$`).test(scale.name)) continue;
       scale.type = log ? "log" : "linear";
       if (log) { delete scale.zero; scale.nice = false; }  // a nice log domain pads to whole decades
       const domain = domains[log ? "log" : "linear"];
@@ -27,14 +28,14 @@ function withScale(vg, name, log, domains) {
 
 async function render(fig, datasets) {
   const box = document.getElementById(fig.id);
-  const log = box.querySelector("input.log").checked;
+  const log = box.querySelector("input.log")?.checked ?? fig.log;  // a figure without the switch keeps its scale
   const spec = JSON.parse(JSON.stringify(fig.spec));
   spec.datasets = Object.fromEntries(fig.uses.map((name) => [name, datasets[name]]));
   spec.params = (spec.params || []).map((p) => (p.name === "logscale" ? { ...p, value: log } : p));
   if (box.view) box.view.finalize();
   box.dataset.state = "drawing";
-  const result = await vegaEmbed(box.querySelector(".chart"), spec, {
-    actions: false, renderer: "canvas", patch: (vg) => withScale(vg, fig.scale, log, fig.domains),
+  const result = await vegaEmbed(box.querySelector(".chart"), spec, {  // mode: vega-embed takes a "concat" for Vega
+    mode: "vega-lite", actions: false, renderer: "canvas", patch: (vg) => withScale(vg, fig.scale, log, fig.domains),
   });
   box.view = result.view;
   box.dataset.state = "drawn";
@@ -74,7 +75,7 @@ async function main() {
   new Function(await unpack(document.getElementById("normtrain-vega").textContent))();
   for (const fig of data.figures) {
     const box = document.getElementById(fig.id);
-    box.querySelector("input.log").addEventListener("change", () => render(fig, data.datasets));
+    box.querySelector("input.log")?.addEventListener("change", () => render(fig, data.datasets));
     await render(fig, data.datasets);
   }
   document.body.dataset.state = "done";

@@ -1,0 +1,227 @@
+"""The GPU scale's plan for one experiment: the grown configs, the rung the budget buys, ``plan.json``, and what
+the runs measured (normtrain/reproduce/gpu_scale.py has the model of time and memory behind it).
+
+``plan.json`` lives in the results folder (``experiments/NAME-gpu/``) with the runs' summaries and metrics
+(``runs/``, no checkpoints). A later invocation reads it and runs what is left, so a plan larger than one
+invocation's budget finishes over several; it never re-plans unless asked (``--fresh``), so a finished run is
+never wasted on a changed plan.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from normtrain.reproduce.gpu_scale import (
+    ASSUMPTIONS,
+    SAFETY,
+    STEP_KEYS,
+    Device,
+    Recipe,
+    Size,
+    ladder,
+    packing,
+    wall_s,
+)
+from normtrain.reproduce.plan import SEED_AXIS, Plan
+
+PLAN_JSON = "plan.json"
+
+
+class PlanMismatch(ValueError):
+    """plan.json was made for another request than this invocation's."""
+
+
+@dataclass
+class GpuPlan:
+    """What ``plan.json`` holds: the plan, how it was sized, and (once runs ran) what was measured."""
+
+    name: str
+    budget_min: float
+    device: dict[str, Any]
+    recipe: dict[str, Any]
+    rung: dict[str, Any]  # seeds, steps (the factor on the runs' steps), index on the ladder
+    base: list[str]  # the overrides every run gets: the experiment's, the user's, the growth
+    grid: dict[str, list[str]]  # the CPU grid's axes (step counts and widths grown) and the rung's seeds
+    jobs: int
+    memory_gib_per_run: float
+    estimate_s: float
+    scale_up: dict[str, float]  # width, depth, tokens and their product over the CPU scale
+    overrides: list[str]  # the user's overrides the plan was made with
+    fits: bool = True  # False: even the lowest rung needs more than the budget (several invocations finish it)
+    assumptions: list[str] = field(default_factory=lambda: list(ASSUMPTIONS))
+    created_at: str = ""
+    measured: dict[str, Any] = field(default_factory=dict)
+    invocations: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> GpuPlan:
+        return cls(**{k: v for k, v in record.items() if k in cls.__dataclass_fields__})
+
+    def save(self, folder: Path) -> None:
+        from normtrain.util.atomic import write_json
+
+        write_json(folder / PLAN_JSON, asdict(self))
+
+    def text(self) -> str:
+        """The plan in a few lines, for the terminal and the README."""
+        growth = ", ".join(f"{k} × {v:g}" for k, v in self.scale_up.items())
+        return (f"{self.name} at --scale gpu, budget {self.budget_min:g} min on {self.device['name']}: "
+                f"{self.rung['seeds']} seeds, steps × {self.rung['steps']:g} (rung {self.rung['index']} of the "
+                f"ladder), {self.jobs} runs side by side (≈ {self.memory_gib_per_run:.1f} GiB each); the model and "
+                f"its tokens against the CPU scale: {growth}; estimated {self.estimate_s / 60:.1f} min"
+                + ("" if self.fits else ", more than the budget: later invocations continue it")
+                + ". The throughput behind the estimate is assumed, not measured: " + "; ".join(self.assumptions)
+                + ".")
+
+
+def grow(cfg, grid: dict[str, list[str]], recipe: Recipe, steps: float) -> tuple[list[str], dict[str, list[str]]]:
+    """The overrides and the axes of the GPU scale: the recipe's factors on the CPU config ``cfg`` (an axis of the
+    grid is grown value by value instead), and every step count × ``steps``."""
+    axes = {k: list(v) for k, v in grid.items()}
+    over: list[str] = []
+
+    def scaled(key: str, value, factor: float) -> None:
+        if factor == 1 or value is None:
+            return
+        if key in axes:
+            axes[key] = [str(_times(v, factor)) for v in axes[key]]
+        else:
+            over.append(f"{key}={_times(value, factor)}")
+
+    m, t = cfg.model, cfg.train
+    scaled("model.d_model", m.d_model, recipe.width)
+    if "model.d_model" not in axes:  # a width the design compares keeps its heads: they are part of the design
+        scaled("model.n_heads", m.n_heads, recipe.width)
+        scaled("model.d_ff", m.d_ff, recipe.width)
+    scaled("model.n_layers", m.n_layers, recipe.depth)
+    scaled("model.seq_len", m.seq_len, recipe.seq)
+    scaled("train.batch_size", t.batch_size, recipe.batch)
+    scaled("train.global_batch_size", t.global_batch_size, recipe.batch)
+    for key in STEP_KEYS:
+        group, name = key.split(".")
+        scaled(key, cfg[group][name] or None, steps)  # 0 (off) stays off
+    return over, axes
+
+
+def _times(value, factor: float) -> int:
+    """A count × factor, rounded, never below 1 (a count of 0, "off", stays 0)."""
+    return 0 if float(value) == 0 else max(1, round(float(value) * factor))
+
+
+def seed_list(cpu_seeds: list[str], n: int) -> list[str]:
+    """``n`` seeds: the CPU grid's first, then new ones after its largest."""
+    seeds = [int(s) for s in cpu_seeds]
+    extra = range(max(seeds, default=-1) + 1, max(seeds, default=-1) + 1 + max(0, n - len(seeds)))
+    return [str(s) for s in [*seeds[:n], *extra]]
+
+
+def growth(cpu: Size, gpu: Size) -> dict[str, float]:
+    """Width, depth and tokens (sequences × length × steps) of a GPU run over its CPU twin, and their product."""
+    width, depth = gpu.d / cpu.d, gpu.layers / cpu.layers
+    tokens = (gpu.tokens * max(gpu.steps, 1)) / (cpu.tokens * max(cpu.steps, 1))
+    return {"width": round(width, 3), "depth": round(depth, 3), "tokens": round(tokens, 3),
+            "product": round(width * depth * tokens, 3)}
+
+
+def make(name: str, recipe: Recipe, base: list[str], grid: dict[str, list[str]], keep, overrides: list[str],
+         budget_min: float, device: Device) -> GpuPlan:
+    """The highest rung of the ladder whose estimated wall time fits ``SAFETY`` of the budget (the lowest when
+    none does), with its configs, packing and growth."""
+    from normtrain.config import compose
+
+    cpu_plan = Plan(name, "cpu", False, base, grid, Path("."), Path("."), keep=keep)
+    cpu_cfg = compose(cpu_plan.overrides(cpu_plan.combos()[0]))
+    rungs = ladder(len(grid[SEED_AXIS]), recipe.lengthen)
+    seeds = seed_list(grid[SEED_AXIS], max(r.seeds for r in rungs))
+    over, axes = grow(cpu_cfg, grid, recipe, 1.0)
+    probe = Plan(name, "gpu", False, [*base, *over], {**axes, SEED_AXIS: seeds}, Path("."), Path("."), keep=keep)
+    combos = probe.combos()
+    sizes = _sizes(probe, combos)
+    chosen = None
+    for index, rung in enumerate(rungs):
+        runs = [replace(sizes[_key(c)], steps=round(sizes[_key(c)].steps * rung.steps)) for c in combos
+                if c[SEED_AXIS] in seeds[:rung.seeds]]
+        jobs = packing(runs, device, len(runs))
+        estimate = wall_s(runs, device, jobs, recipe)
+        if chosen is None or estimate <= SAFETY * budget_min * 60:
+            chosen = (index, rung, jobs, estimate, max(r.memory_gib() for r in runs))
+        if estimate > SAFETY * budget_min * 60:
+            break
+    index, rung, jobs, estimate, memory = chosen
+    over, axes = grow(cpu_cfg, grid, recipe, rung.steps)
+    axes[SEED_AXIS] = seeds[:rung.seeds]
+    gpu_cfg = compose([*base, *over, *(f"{k}={v[0]}" for k, v in axes.items())])
+    return GpuPlan(name=name, budget_min=budget_min, device=asdict(device), recipe=asdict(recipe),
+                   rung={"index": index, "seeds": rung.seeds, "steps": rung.steps}, base=[*base, *over], grid=axes,
+                   jobs=jobs, memory_gib_per_run=round(memory, 2), estimate_s=round(estimate, 1),
+                   scale_up=growth(Size.of(cpu_cfg), Size.of(gpu_cfg)), overrides=list(overrides),
+                   fits=estimate <= SAFETY * budget_min * 60,
+                   created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+def _key(combo: dict[str, str]) -> tuple:
+    return tuple((k, v) for k, v in combo.items() if k != SEED_AXIS)
+
+
+def _sizes(plan, combos: list[dict[str, str]]) -> dict[tuple, Size]:
+    """One composed Size per combination of the non-seed axes (composing every seed's would cost seconds)."""
+    from normtrain.config import compose
+
+    sizes: dict[tuple, Size] = {}
+    for combo in combos:
+        if _key(combo) not in sizes:
+            sizes[_key(combo)] = Size.of(compose(plan.overrides(combo)))
+    return sizes
+
+
+def load(folder: Path, name: str, overrides: list[str]) -> GpuPlan | None:
+    """The plan an earlier invocation made in ``folder`` (None: there is none); PlanMismatch when it was made
+    for another experiment or other overrides."""
+    path = folder / PLAN_JSON
+    if not path.is_file():
+        return None
+    plan = GpuPlan.from_dict(json.loads(path.read_text()))
+    if plan.name != name or plan.overrides != list(overrides):
+        raise PlanMismatch(f"{path} holds the plan of `{plan.name}` with overrides {plan.overrides or 'none'}; this "
+                           f"invocation asks for `{name}` with {list(overrides) or 'none'}: run it with the same "
+                           "overrides to continue that plan, or --fresh to plan (and train) anew")
+    return plan
+
+
+def measured(run_dirs: list[Path], elapsed_s: float) -> dict[str, Any]:
+    """What the finished runs measured, beside the plan's assumptions: each run's tokens per second over its whole
+    wall time (evaluations and start included), their median, and all runs' tokens over the invocation's elapsed
+    time (the packed throughput)."""
+    rates, tokens = [], 0
+    for folder in run_dirs:
+        path = folder / "summary.json"
+        if not path.is_file():
+            continue
+        s = json.loads(path.read_text())
+        t = (s.get("config") or {}).get("train") or {}
+        seq = ((s.get("config") or {}).get("model") or {}).get("seq_len") or 0
+        n = (s.get("steps") or 0) * (s.get("global_batch_size") or t.get("batch_size") or 0) * seq
+        if s.get("wall_time_s"):
+            rates.append(n / s["wall_time_s"])
+            tokens += n
+    rates.sort()
+    median = rates[len(rates) // 2] if rates else None
+    return {"runs": len(rates), "median_run_tokens_per_s": round(median) if median else None,
+            "packed_tokens_per_s": round(tokens / elapsed_s) if elapsed_s > 0 and tokens else None,
+            "elapsed_s": round(elapsed_s, 1), "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+
+def deadline(budget_min: float) -> float:
+    """The time.monotonic() after which no run starts: the budget less what the analysis and the write-up take
+    (a tenth of it, at most a minute)."""
+    return time.monotonic() + budget_min * 60 - min(60.0, 6.0 * budget_min)
+
+
+def invocations_needed(plan: GpuPlan) -> int:
+    return max(1, math.ceil(plan.estimate_s / (SAFETY * plan.budget_min * 60)))

@@ -1,0 +1,86 @@
+"""The table of reproductions in ``experiments/README.md``, rebuilt from every folder's ``result.json``.
+
+One row per result folder (``NAME`` at --scale cpu, ``NAME-gpu`` beside it), between two markers, so the
+hand-written rest of the page stays as it is. The primary check (the paper's claim, which alone decides a v4
+verdict) and the secondary checks (reported beside it) have their own columns; a result registered under v3 has no
+primary check, and its cells say so. A GPU result whose verdict differs from the CPU one's says that in its
+verdict cell.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from normtrain.reproduce.writeup import markdown_table
+from normtrain.util.atomic import write_text
+
+BEGIN, END = "<!-- reproduce:begin -->", "<!-- reproduce:end -->"
+HOLDS = {True: "holds", False: "**fails**", None: "not measured"}
+HEADER = ["experiment", "claim", "paper's number", "ours (mean ± sd, n)", "primary (decides)",
+          "secondary (reported)", "verdict", "registration", "norm", "scale", "wall time"]
+
+
+def wall_time(result: dict[str, Any]) -> str:
+    """The invocation's wall time and, where it reused earlier runs, what those runs cost: a re-analysis takes
+    a minute, and that minute alone would hide hours of runs."""
+    text = f"{result['wall_time_s'] / 60:.1f} min"
+    reused = result.get("reused_run_time_s") or 0
+    return text + (f", reusing runs that took {reused / 60:.0f} min (their own times summed)" if reused else "")
+
+
+def check_cell(check: dict[str, Any]) -> str:
+    ours = " (ours)" if check.get("source") == "ours" else ""
+    return f"`{check['id']}`{ours} {HOLDS[check.get('ok')]}"
+
+
+def primary_cell(result: dict[str, Any]) -> str:
+    if result.get("protocol", 3) >= 4 and result.get("primary"):
+        return check_cell(result["primary"])
+    return "– (v3: no primary check)"
+
+
+def secondary_cell(result: dict[str, Any]) -> str:
+    if result.get("protocol", 3) >= 4:
+        return "; ".join(check_cell(c) for c in result.get("secondary") or []) or "none"
+    checks = result.get("checks") or []
+    held = sum(c.get("ok") is True for c in checks)
+    return f"v3, all weighed alike: {held} of {len(checks)} hold" if checks else "–"
+
+
+def verdict_cell(result: dict[str, Any]) -> str:
+    text = f"**{result['verdict']}**"
+    if result.get("agrees_with_cpu") is False:
+        text += f" (the CPU result: {result.get('cpu_verdict')})"
+    return text
+
+
+def registration_cell(result: dict[str, Any]) -> str:
+    """The label, and a warning when the checks were not committed before the runs."""
+    declaration = (result.get("provenance") or {}).get("declaration") or {}
+    label = f"`{result.get('registration', 'unlabelled')}`"
+    return label if declaration.get("before_runs") else f"{label} (checks not committed before the runs)"
+
+
+def update_index(index: Path, order: list[str] = ()) -> None:
+    """Rebuild the reproduction table of ``experiments/README.md`` from the folders beside it (``order``
+    first: the experiments' own order, each CPU result before its GPU one; other folders after them by name)."""
+    results = []
+    for path in sorted(index.parent.glob("*/result.json")):
+        r = json.loads(path.read_text())
+        if not r.get("smoke"):
+            results.append((path.parent.name, r))
+    rank = {name: i for i, name in enumerate(order)}
+    results.sort(key=lambda item: (rank.get(item[1].get("name"), len(rank)), item[1].get("scale") == "gpu",
+                                   item[0]))
+    rows = [[f"[`{name}`]({name}/README.md)", r.get("claim", ""), r.get("paper_number", ""), r.get("ours", r["key"]),
+             primary_cell(r), secondary_cell(r), verdict_cell(r), registration_cell(r), r.get("norm", ""),
+             r["scale"], f"{wall_time(r)} ({r['device']})"] for name, r in results]
+    block = f"{BEGIN}\n{markdown_table(HEADER, rows)}\n{END}"
+    text = index.read_text() if index.is_file() else "# Experiments\n"
+    if BEGIN in text and END in text:
+        text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
+    else:
+        text = text.rstrip() + "\n\n## Reproductions\n\n" + block + "\n"
+    write_text(index, text)

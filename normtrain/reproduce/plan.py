@@ -1,0 +1,92 @@
+"""One invocation of a reproduction: the grid expanded into runs, where they go, and the budget they share.
+
+The grid is read from ``hydra.sweeper.params`` of ``configs/experiment/NAME.yaml`` (``sweep_axes``), so
+``normtrain -m experiment=NAME`` and ``normtrain-reproduce NAME`` run the same jobs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+SCALES = ("cpu", "gpu")
+SEED_AXIS = "train.seed"
+SMOKE_OVERRIDES = ["train.max_steps=4", "train.eval_every=0", "train.eval_batches=1", "train.eval_windows=8",
+                   "monitor.every=2"]
+
+
+@dataclass
+class Plan:
+    """One invocation: the grid expanded into runs, and where they and the write-up go."""
+
+    name: str
+    scale: str
+    smoke: bool
+    base: list[str]  # overrides every run gets, the experiment preset first
+    grid: dict[str, list[str]]  # axis -> values, in the YAML's order
+    runs_dir: Path
+    out: Path
+    command: str = ""  # how to run it again, for the write-up
+    fresh: bool = False
+    progress: bool = True
+    reused_s: float = 0.0  # wall time of the runs reused from an earlier invocation (counted in the total)
+    keep: Callable[[dict[str, str]], bool] | None = None  # the experiment's filter on the grid's product
+    jobs: int = 1  # runs at a time, each in its own single-threaded process (1: in this process)
+    deadline: float | None = None  # time.monotonic() after which no run starts (the GPU scale's budget)
+    budget: Any = None  # the GPU scale's plan (normtrain.reproduce.gpu.GpuPlan), None at cpu
+
+    def phase(self, text: str) -> None:
+        """One line when a phase of the invocation starts, so no phase is silent (with progress on)."""
+        if self.progress:
+            from normtrain.util.runlog import say
+
+            say(f"normtrain-reproduce: {self.name}: {text}")
+
+    def out_of_time(self) -> bool:
+        import time
+
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def combos(self) -> list[dict[str, str]]:
+        axes = list(self.grid)
+        every = [dict(zip(axes, values, strict=True)) for values in itertools.product(*self.grid.values())]
+        return [c for c in every if self.keep is None or self.keep(c)]
+
+    def overrides(self, combo: dict[str, str]) -> list[str]:
+        return [*self.base, *(f"{k}={v}" for k, v in combo.items())]
+
+    def compose(self, combo: dict[str, str]) -> DictConfig:
+        from normtrain.config import compose
+
+        return compose(self.overrides(combo))
+
+    def run_dir(self, combo: dict[str, str]) -> Path:
+        return self.runs_dir / "_".join(f"{k.split('.')[-1]}-{_slug(v)}" for k, v in combo.items())
+
+
+def _slug(value: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.+-]+", "", str(value)) or "x"
+
+
+def sweep_axes(name: str) -> dict[str, list[str]]:
+    """``hydra.sweeper.params`` of ``configs/experiment/NAME.yaml``, each expanded to its values."""
+    from normtrain.config import compose
+
+    params = compose([f"experiment={name}"], return_hydra_config=True).hydra.sweeper.params or {}
+    return {k: expand(k, v) for k, v in params.items()}
+
+
+def expand(key: str, value) -> list[str]:
+    """The values of one axis in Hydra's sweep syntax (``a,b``, ``range(0,3)``) or a single value."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    override = OverridesParser.create().parse_override(f"{key}={value}")
+    if override.is_sweep_override():
+        return list(override.sweep_string_iterator())
+    return [override.get_value_element_as_str()]

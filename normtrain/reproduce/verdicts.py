@@ -1,0 +1,182 @@
+"""Judging: a declared rule applied to per-seed values (:func:`judge`), and the verdict from the checks.
+
+The rules are declared in normtrain/reproduce/preregistered/NAME.py (normtrain.reproduce.preregistration). Each
+check keeps, per condition, every seed's value, the median, the range, the interval named for what it is (the range
+of n seeds with n ≤ 5, the 95% bootstrap CI of the median from 6 on: normtrain.reproduce.stats.interval) and, for a
+one-sided rule, the p-values of the sign test and the t-test against the threshold in the claim's direction.
+
+The verdict (:func:`decide`):
+
+- **v4**: the primary check alone decides *reproduced* / *not reproduced*; before it, a claim the registration
+  calls untestable at this scale is *inconclusive at this scale*, a failed trainability guard *inconclusive
+  (undertrained)*, a failed or unmeasured precondition *inconclusive (precondition)*, and an after-pilot
+  re-registration that reran its pilot's seeds *inconclusive (pilot seeds reused)*: a deterministic rerun is no new
+  evidence. Secondary checks are reported beside it and change nothing.
+- **v3** (:func:`verdict`, for the registrations made before v4): every check alike, "partly reproduced" when some
+  held.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from normtrain.reproduce.preregistration import OPS, TESTS, Registration, Rule
+from normtrain.reproduce.significance import ALPHA, sign_test, t_test
+from normtrain.reproduce.stats import interval, median_ci
+from normtrain.util.numbers import number
+
+INCONCLUSIVE = "inconclusive (undertrained)"
+PRECONDITION = "inconclusive (precondition)"
+REUSED = "inconclusive (pilot seeds reused)"
+AT_THIS_SCALE = "inconclusive at this scale"
+V4_VERDICTS = ("reproduced", "not reproduced", INCONCLUSIVE, PRECONDITION, REUSED, AT_THIS_SCALE, "not judged")
+Values = Mapping[str, Mapping[str, float | None]]  # condition -> seed -> value (None: not measurable)
+
+
+@dataclass
+class CheckResult:
+    rule: Rule
+    conditions: dict[str, dict[str, Any]] = field(default_factory=dict)  # condition -> per-seed values and outcome
+    ok: bool | None = None
+    unit: str = "seeds"  # what a condition's values are: seeds, or repeats of one measurement (a timing)
+    role: str = "check"  # primary, secondary, precondition (v4), check (v3)
+
+    def measured(self) -> str:
+        """One line: the median, its interval named for what it is, how many pass and a test's p, per condition."""
+        parts = []
+        for cond, c in self.conditions.items():
+            where = f" at {cond}" if cond else ""
+            if not c["n"]:
+                parts.append(f"not measured{where}")
+                continue
+            found = c.get("interval")
+            spread = f" ({found['label']} {number(found['low'])} to {number(found['high'])})" if found else ""
+            test = (f", sign test p = {number(c['sign_p'])}" if c.get("sign_p") is not None else "")
+            parts.append(f"median {number(c['median'])}{spread}, {c['passing']}/{c['n']} {self.unit} pass{test}{where}")
+        return "; ".join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.rule.id, "role": self.role, "source": self.rule.source,
+                "expectation": self.rule.expectation, "rule": self.rule.condition_text(self.unit),
+                "quantity": self.rule.quantity, "op": self.rule.op, "threshold": self.rule.threshold,
+                "decide": self.rule.decide, "basis": self.rule.basis, "ok": self.ok, "measured": self.measured(),
+                "unit": self.unit, "conditions": self.conditions}
+
+
+def _finite_or_inf(v: float | None) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
+
+
+def judge(rule: Rule, values: Values | None, unit: str = "seeds", role: str = "check") -> CheckResult:
+    """Apply ``rule`` to the per-seed ``values`` of its quantity (a missing value does not count either way);
+    ``unit`` names what the values are when they are not seeds (``"repeats"`` of a timing)."""
+    result = CheckResult(rule, unit=unit, role=role)
+    outcomes = []
+    for cond, seeds in (values or {}).items():
+        vals = [float(v) for v in seeds.values() if _finite_or_inf(v)]
+        result.conditions[cond] = {"per_seed": dict(seeds), **condition(rule, vals, unit)}
+        outcomes.append(result.conditions[cond]["ok"])
+    judged = [o for o in outcomes if o is not None]
+    result.ok = None if not judged or len(judged) < len(outcomes) else all(judged)
+    return result
+
+
+def condition(rule: Rule, vals: list[float], unit: str) -> dict[str, Any]:
+    """One condition's summary and outcome under ``rule``."""
+    test = OPS[rule.op]
+    passing = sum(bool(test(v, rule.threshold)) for v in vals)
+    median = statistics.median(vals) if vals else None
+    ci = median_ci(vals)
+    tests = p_values(rule, vals)
+    if not vals:
+        ok = None
+    elif rule.decide == "median":
+        ok = bool(test(median, rule.threshold))
+    elif rule.decide == "median_ci":  # fewer than 3 values have no interval: not judged
+        ok = None if ci is None else bool(test(ci[0], rule.threshold) and test(ci[1], rule.threshold))
+    elif rule.decide in TESTS:
+        p = tests["sign_p" if rule.decide == "sign_test" else "t_p"]
+        ok = None if p is None else p <= ALPHA
+    else:
+        ok = passing >= math.ceil(rule.decide * len(vals) - 1e-9)
+    return {"n": len(vals), "passing": passing, "median": median, "median_ci95": list(ci) if ci else None,
+            "interval": interval(vals, unit), "min": min(vals) if vals else None,
+            "max": max(vals) if vals else None, **tests, "ok": ok}
+
+
+def p_values(rule: Rule, vals: list[float]) -> dict[str, float | None]:
+    """The one-sided sign test's and t-test's p against the threshold, in the rule's direction (a band: none)."""
+    if rule.op == "between" or not vals:
+        return {"sign_p": None, "t_p": None}
+    greater = rule.op in (">", ">=")
+    t = t_test(vals, rule.threshold, greater)
+    return {"sign_p": sign_test(vals, rule.threshold, greater), "t_p": t[2] if t else None}
+
+
+def verdict(results: list[CheckResult], guard: CheckResult | None = None) -> str:
+    """v3: reproduced / partly / not reproduced / not judged; "inconclusive (undertrained)" when the guard failed."""
+    if guard is not None and guard.ok is False:
+        return INCONCLUSIVE
+    judged = [r.ok for r in results if r.ok is not None]
+    if not judged:
+        return "not judged"
+    if all(judged):
+        return "reproduced"
+    return "partly reproduced" if any(judged) else "not reproduced"
+
+
+@dataclass
+class Judgement:
+    """Every check of a registration judged, and the verdict with the reason in one sentence."""
+
+    protocol: int
+    checks: list[CheckResult]  # in the registration's order (v4: primary, secondary, preconditions)
+    guard: CheckResult | None
+    verdict: str
+    why: str
+
+    def role(self, role: str) -> list[CheckResult]:
+        return [c for c in self.checks if c.role == role]
+
+
+def decide(reg: Registration, measured: Mapping[str, Values], unit_of, scale: str = "cpu",
+           seeds: list[int] = ()) -> Judgement:
+    """Judge every declared check on ``measured`` (quantity → condition → seed → value; ``unit_of(quantity)``
+    names its unit) and reach the verdict of the registration's protocol."""
+    checks = [judge(rule, measured.get(rule.quantity), unit_of(rule.quantity), role) for role, rule in reg.checks()]
+    guard = judge(reg.guard.rule(), measured.get(reg.guard.quantity), role="precondition") if reg.guard else None
+    if reg.protocol < 4:
+        return Judgement(3, checks, guard, verdict(checks, guard), why_v3(checks, guard))
+    text, why = verdict_v4(checks, guard, reg.infeasible_at(scale), reg.reused_seeds(list(seeds)))
+    return Judgement(4, checks, guard, text, why)
+
+
+def why_v3(checks: list[CheckResult], guard: CheckResult | None) -> str:
+    if guard is not None and guard.ok is False:
+        return "the trainability guard failed (protocol v3)"
+    held = sum(c.ok is True for c in checks)
+    return f"{held} of {len(checks)} checks held, every check weighed alike (protocol v3: no primary check)"
+
+
+def verdict_v4(checks: list[CheckResult], guard: CheckResult | None, infeasible: str | None,
+               reused: list[int]) -> tuple[str, str]:
+    """The v4 verdict and why (the module docstring)."""
+    if infeasible:
+        return AT_THIS_SCALE, infeasible
+    if guard is not None and guard.ok is False:
+        return INCONCLUSIVE, "the trainability guard failed: the reference arm did not learn enough to compare"
+    open_ = [c.rule.id for c in checks if c.role == "precondition" and c.ok is not True]
+    open_ += ["trainability_guard"] if guard is not None and guard.ok is None else []
+    if open_:
+        return PRECONDITION, f"precondition {', '.join(open_)} failed or was not measured"
+    if reused:
+        return REUSED, f"seeds {', '.join(map(str, reused))} are the pilot's: their outcome was known"
+    primary = next(c for c in checks if c.role == "primary")
+    if primary.ok is None:
+        return "not judged", f"the primary check {primary.rule.id} was not measured"
+    held = "held" if primary.ok else "failed"
+    return ("reproduced" if primary.ok else "not reproduced"), f"the primary check {primary.rule.id} {held}"

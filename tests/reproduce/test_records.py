@@ -1,0 +1,99 @@
+"""What result.json and the index say beyond the checks: a rerun that moved a checked number (a finding, with its
+size), the primary and secondary checks in separate columns (v3 records readable as they are), and a GPU verdict
+that disagrees with the CPU one."""
+
+from __future__ import annotations
+
+import json
+
+from normtrain.reproduce.index import BEGIN, END, update_index
+from normtrain.reproduce.records import rerun, same_configuration
+from normtrain.reproduce.writeup import rerun_text
+
+
+def result(values: dict[str, float], digest: str = "abc", grid: dict | None = None, **extra) -> dict:
+    """A result.json with one check whose per-seed values are ``values``."""
+    return {"scale": "cpu", "grid": grid or {"placement": ["post", "pre"], "train.seed": ["0", "1"]},
+            "base": ["experiment=x"], "provenance": {"declaration": {"digest": digest}, "run_commits": {"c0": 4}},
+            "execution": {"threads": {"2": 4}},
+            "checks": [{"id": "post_penalty", "conditions": {"lr 1e-3": {"per_seed": values}}}], **extra}
+
+
+def test_a_rerun_of_the_same_configuration_that_moves_a_checked_value_is_reported_with_its_size():
+    before = result({"0": 0.60, "1": 0.40})
+    after = result({"0": 0.79, "1": 0.40})  # xiong_warmup's Post-LN moved by 0.19 nats on a rerun
+    found = rerun(before, after)
+    assert (found["compared"], found["moved"]) == (2, 1)
+    assert found["largest"]["post_penalty"]["delta"] == 0.79 - 0.60 and found["largest"]["post_penalty"]["seed"] == "0"
+    text = rerun_text(found)
+    assert text.startswith("**Rerun finding.**") and "1 of 2 checked per-seed values moved" in text
+    assert "`post_penalty` by 0.190 (lr 1e-3, seed 0: 0.600 → 0.790)" in text and "'threads'" in text
+    same = rerun(before, result({"0": 0.60, "1": 0.40}))
+    assert same["moved"] == 0 and "are the same" in rerun_text(same)
+
+
+def test_only_an_unchanged_configuration_is_compared():
+    before = result({"0": 0.60})
+    assert rerun(before, result({"0": 0.7}, digest="changed")) is None  # the declaration changed: a new design
+    assert rerun(before, result({"0": 0.7}, grid={"train.seed": ["0"]})) is None  # another grid
+    assert rerun(None, result({"0": 0.7})) is None and rerun({**before, "smoke": True}, result({"0": 0.7})) is None
+    old = {k: v for k, v in before.items() if k not in ("grid", "base")} | {"command": "normtrain-reproduce x"}
+    assert same_configuration(old, {**result({}), "command": "normtrain-reproduce x"})  # older records: the command
+    assert rerun_text(None) == ""
+
+
+def write_result(folder, record: dict) -> None:
+    folder.mkdir()
+    (folder / "result.json").write_text(json.dumps(record))
+
+
+BASE = {"claim": "c", "paper_number": "p", "ours": "o", "key": "k", "norm": "LayerNorm", "wall_time_s": 60,
+        "device": "CPU (2 cores)", "registration": "after_pilot", "provenance": {"declaration": {"before_runs": True}}}
+
+
+def test_the_index_shows_the_primary_and_secondary_checks_apart_and_keeps_v3_records_readable(tmp_path):
+    index = tmp_path / "README.md"
+    index.write_text(f"# Experiments\n\n{BEGIN}\nold\n{END}\n")
+    write_result(tmp_path / "xiong_warmup", {**BASE, "name": "xiong_warmup", "scale": "cpu",
+                                             "verdict": "partly reproduced",
+                                             "checks": [{"id": "a", "ok": True}, {"id": "b", "ok": False}]})
+    v4 = {**BASE, "name": "xiong_warmup", "scale": "gpu", "protocol": 4, "verdict": "not reproduced",
+          "primary": {"id": "post_penalty_exceeds_pre", "ok": False, "source": "paper"},
+          "secondary": [{"id": "adam_grows", "ok": True, "source": "ours"}],
+          "cpu_verdict": "partly reproduced", "agrees_with_cpu": False}
+    write_result(tmp_path / "xiong_warmup-gpu", v4)
+    update_index(index, order=["xiong_warmup"])
+    rows = [line for line in index.read_text().splitlines() if line.startswith("| [")]
+    assert [r.split("`")[1] for r in rows] == ["xiong_warmup", "xiong_warmup-gpu"]  # the CPU baseline first
+    cpu, gpu = (r.split(" | ") for r in rows)
+    assert cpu[4:7] == ["– (v3: no primary check)", "v3, all weighed alike: 1 of 2 hold", "**partly reproduced**"]
+    assert gpu[4:7] == ["`post_penalty_exceeds_pre` **fails**", "`adam_grows` (ours) holds",
+                        "**not reproduced** (the CPU result: partly reproduced)"]
+
+
+def test_a_v4_readme_names_the_deciding_check_and_reports_the_others_beside_it():
+    from normtrain.reproduce.preregistration import Registration, Rule
+    from normtrain.reproduce.runner import Findings
+    from normtrain.reproduce.verdicts import decide
+    from normtrain.reproduce.writeup import registration_section, verdict_section
+
+    reg = Registration(
+        "c", "d", "n", "m", "LN",
+        primary=Rule("deepnorm_smaller", "DeepNorm's update is smaller", "ratio", ">=", 3.0, basis="Fig. 4a"),
+        secondary=(Rule("adam_grows", "under Adam DeepNorm's update grows", "slope", ">", 0.3, basis="b",
+                        source="ours"),),
+        preconditions=(Rule("unsaturated", "step 1's update is below 1", "step1", "<", 1.0, basis="b"),))
+    seeds = {"": {"0": 5.0, "1": 6.0, "2": 4.0}}
+    judged = decide(reg, {"ratio": seeds, "slope": {"": {"0": 0.1, "1": 0.2, "2": 0.1}},
+                          "step1": {"": {"0": 0.5, "1": 0.4, "2": 0.6}}}, lambda q: "seeds")
+    findings = Findings(table="", measured={}, figures={}, key="the key", ours="o")
+    text = verdict_section(judged, {"verdict": judged.verdict}, findings, "")
+    assert text.startswith("## Verdict: reproduced\n\nWhy: the primary check deepnorm_smaller held.")
+    assert "**Primary (the paper's claim).** `deepnorm_smaller`" in text and "Holds: yes." in text
+    assert "Secondary checks, reported beside the verdict (they do not change it)" in text
+    assert "| adam_grows *(ours)* |" in text and "| unsaturated |" in text
+    record = {"provenance": {"declaration": {"files": ["x.py"], "commit": None}, "code_commit": None},
+              "pilot_seeds_rerun": []}
+    declared = registration_section(reg, judged, record)
+    assert "**Protocol v4.**" in declared and "| adam_grows | secondary (reported) |" in declared
+    assert "*(ours, not the paper's)*" in declared and "| deepnorm_smaller | primary (decides) |" in declared
