@@ -30,7 +30,7 @@ from normtrain.reproduce.gpu_plan import GpuPlan
 from normtrain.reproduce.gpu_scale import ASSUMED_H100, Device
 from normtrain.reproduce.grid import Unfinished
 from normtrain.reproduce.index import update_index
-from normtrain.reproduce.plan import SCALES, SEED_AXIS, SMOKE_OVERRIDES, Plan, expand, sweep_axes
+from normtrain.reproduce.plan import SCALES, SEED_AXIS, SMOKE_OVERRIDES, Plan, expand, seed_list, sweep_axes
 from normtrain.reproduce.preregistration import declaration, declaration_files
 from normtrain.reproduce.writeup import write
 from normtrain.util.atomic import write_text
@@ -103,7 +103,7 @@ def make_plan(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
     grid = sweep_axes(name)
     rest = split_overrides(grid, overrides)
     if seeds is not None:
-        grid[SEED_AXIS] = [str(s) for s in range(seeds)]
+        grid[SEED_AXIS] = seed_list(grid[SEED_AXIS], seeds)  # the registration's seeds first, never the pilot's
     suffix = "-gpu" if scale == "gpu" else ""
     out = Path(out) if out else None
     default_runs = Path("multirun") / "reproduce" / f"{name}{suffix}{'-smoke' if smoke else ''}"

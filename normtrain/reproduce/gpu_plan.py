@@ -28,7 +28,7 @@ from normtrain.reproduce.gpu_scale import (
     packing,
     wall_s,
 )
-from normtrain.reproduce.plan import SEED_AXIS, Plan
+from normtrain.reproduce.plan import SEED_AXIS, Plan, seed_list
 
 PLAN_JSON = "plan.json"
 
@@ -112,13 +112,6 @@ def grow(cfg, grid: dict[str, list[str]], recipe: Recipe, steps: float) -> tuple
 def _times(value, factor: float) -> int:
     """A count × factor, rounded, never below 1 (a count of 0, "off", stays 0)."""
     return 0 if float(value) == 0 else max(1, round(float(value) * factor))
-
-
-def seed_list(cpu_seeds: list[str], n: int) -> list[str]:
-    """``n`` seeds: the CPU grid's first, then new ones after its largest."""
-    seeds = [int(s) for s in cpu_seeds]
-    extra = range(max(seeds, default=-1) + 1, max(seeds, default=-1) + 1 + max(0, n - len(seeds)))
-    return [str(s) for s in [*seeds[:n], *extra]]
 
 
 def growth(cpu: Size, gpu: Size) -> dict[str, float]:

@@ -90,3 +90,11 @@ def expand(key: str, value) -> list[str]:
     if override.is_sweep_override():
         return list(override.sweep_string_iterator())
     return [override.get_value_element_as_str()]
+
+
+def seed_list(cpu_seeds: list[str], n: int) -> list[str]:
+    """``n`` seeds: the grid's first (a v4 re-registration's are new, not 0, 1, ...), then new ones after its
+    largest."""
+    seeds = [int(s) for s in cpu_seeds]
+    extra = range(max(seeds, default=-1) + 1, max(seeds, default=-1) + 1 + max(0, n - len(seeds)))
+    return [str(s) for s in [*seeds[:n], *extra]]

@@ -128,6 +128,9 @@ def test_the_grid_comes_from_the_experiment_yaml_and_scales():
     cfg = gpu.compose(gpu.combos()[-1])
     assert (cfg.model.d_model, cfg.model.n_heads, cfg.train.batch_size, cfg.train.max_steps) == (128, 4, 16,
                                                                                                   round(1000 * steps))
+    fewer = make_plan("deepnet_depth", seeds=2, overrides=["train.seed=5,6,7"])  # --seeds takes the grid's first
+    assert fewer.grid["train.seed"] == ["5", "6"]  # (a v4 re-registration's seeds are new: never 0, 1 instead)
+    assert make_plan("deepnet_depth", seeds=4, overrides=["train.seed=5,6"]).grid["train.seed"] == ["5", "6", "7", "8"]
     narrowed = make_plan("deepnet_depth", overrides=["model.n_layers=6,96", "model.d_ff=128"])
     assert narrowed.grid["model.n_layers"] == ["6", "96"] and narrowed.base[-1] == "model.d_ff=128"
     with pytest.raises(ReproduceError, match="leave no run of deepnet_depth's grid"):
