@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import normtrain
-from normtrain.reproduce import EXPERIMENTS, reproduce, writeup
+from normtrain.reproduce import EXPERIMENTS, best_lr, reproduce, writeup
 from normtrain.reproduce.cli import ReproduceError, main, make_plan
 from normtrain.reproduce.gpu_scale import ASSUMED_H100
 from normtrain.reproduce.grad_init import GradInit
@@ -57,11 +57,13 @@ def test_every_experiment_runs_end_to_end_in_smoke_mode(name, local, tmp_path):
     assert pngs and all(f"]({p})" in readme for p in pngs)
     assert not (tmp_path / "README.md").exists()  # a smoke run never touches the experiments index
     exp = EXPERIMENTS[name]()
-    assert saved["seeds"] == [0] and saved["claim"] == exp.registration.claim and saved["ours"]
-    assert [c["id"] for c in saved["checks"]] == [r.id for r in exp.registration.rules]
+    seed = plan.grid.get("train.seed", ["0"])[0]  # a smoke run keeps the grid's first seed
+    assert saved["seeds"] == [int(seed)] and saved["claim"] == exp.registration.claim and saved["ours"]
+    assert [c["id"] for c in saved["checks"]] == [r.id for _, r in exp.registration.checks()]
     for check in saved["checks"]:  # every check keeps its per-seed values (timings: per repeat), per condition
-        repeats = check["quantity"].endswith("_time")
-        assert check["conditions"] and all(repeats or set(c["per_seed"]) <= {"0"} for c in check["conditions"].values())
+        repeats = check["quantity"].endswith("_time")  # (a best lr is chosen over all seeds at once: one value)
+        assert check["conditions"] and all(repeats or set(c["per_seed"]) <= {seed, best_lr.ALL_SEEDS}
+                                           for c in check["conditions"].values())
         assert check["unit"] == ("repeats" if repeats else "seeds")  # a timing's repeats are never called seeds
         assert (f"over {check['unit']}" in check["rule"]) == (check["decide"] != 1.0)
     record = saved["provenance"]["declaration"]
