@@ -1,0 +1,58 @@
+"""The v4 analyses of xiong_warmup, deepnet_depth and lr_sensitivity on synthetic rows: every quantity the
+registrations' rules name, each arm at its own best lr."""
+
+from __future__ import annotations
+
+import pytest
+
+from normtrain.reproduce import best_lr
+from normtrain.reproduce.warmup import ARMS, arm_of, measure_checks, penalty_at
+
+
+def warmup_rows(losses: dict[tuple[str, int, float], list[float]]) -> list[dict]:
+    """``losses[(placement, warm-up steps, lr)]``: the final loss per seed (seeds 5, 6, 7); selection = loss."""
+    rows = []
+    for (p, w, lr), vals in losses.items():
+        for i, v in enumerate(vals):
+            rows.append({"placement": p, "optim.warmup_steps": str(w), "optim.lr": str(lr), "train.seed": str(5 + i),
+                         "status": "completed", "final_val_loss": v, best_lr.SELECTION: v,
+                         "val_quarter_drop": 0.02, "unigram_val_loss": 3.3})
+    for r in rows:
+        r["arm"] = arm_of(r)
+    return rows
+
+
+def test_warmup_compares_each_arm_at_its_own_best_lr_and_keeps_the_paper_lrs():
+    post_lrs, pre_lrs = (2.5e-4, 5e-4, 1e-3), (5e-4, 1e-3, 2e-3)
+    cold = {2.5e-4: [2.50, 2.52, 2.51], 5e-4: [2.60, 2.62, 2.61], 1e-3: [3.2, 3.3, 3.25]}  # best at 2.5e-4: an edge
+    warm = {2.5e-4: [2.50, 2.50, 2.50], 5e-4: [2.40, 2.38, 2.41], 1e-3: [2.60, 2.55, 2.70]}  # best 5e-4, inside
+    pre = {5e-4: [2.3, 2.3, 2.3], 1e-3: [2.1, 2.1, 2.1], 2e-3: [2.2, 2.2, 2.2]}
+    rows = warmup_rows({**{("post", 0, lr): cold[lr] for lr in post_lrs},
+                        **{("post", 200, lr): warm[lr] for lr in post_lrs},
+                        **{("pre", 0, lr): pre[lr] for lr in pre_lrs},
+                        **{("pre", 200, lr): [v + 0.01 for v in pre[lr]] for lr in pre_lrs}})
+    best = best_lr.best_lrs(rows, "arm", ARMS)
+    assert [best[a].lr for a in ARMS] == [2.5e-4, 5e-4, 1e-3, 1e-3]
+    m = measure_checks(rows, best, 3.3)
+    # cold at 2.5e-4 against warm at 5e-4, seed by seed: the primary's best-against-best gap
+    assert m["post_cold_minus_warm_at_best"][""] == pytest.approx({"5": 0.10, "6": 0.14, "7": 0.10})
+    assert m["pre_cold_minus_warm_at_best"][""] == pytest.approx({"5": -0.01, "6": -0.01, "7": -0.01})
+    assert m["post_minus_pre_penalty_at_best"][""] == pytest.approx({"5": 0.11, "6": 0.15, "7": 0.11})
+    # at the paper's lrs (v3's comparison): the same lr for both arms
+    assert m["post_penalty"]["lr 0.0005"] == pytest.approx({"5": 0.20, "6": 0.24, "7": 0.20})
+    assert penalty_at(rows, "post", 1e-3) == pytest.approx({"5": 0.6, "6": 0.75, "7": 0.55})
+    assert m["post_penalty_growth"][""] == pytest.approx({"5": 0.4, "6": 0.51, "7": 0.35})
+    assert m["best_lr_inside_grid"] == {"post, no warm-up": {best_lr.ALL_SEEDS: 0.0},
+                                        "post, warm-up": {best_lr.ALL_SEEDS: 1.0}}
+    assert m["reference_margin"]["post, warm-up"] == pytest.approx({"5": 0.9, "6": 0.92, "7": 0.89})
+    assert set(m["val_quarter_drop_at_best"]) == {"post, warm-up"}
+
+
+def test_warmup_keeps_each_placements_own_lr_range():
+    from normtrain.reproduce.warmup import Warmup
+
+    keeps = Warmup().keeps
+    assert keeps({"placement": "post", "optim.lr": "0.000125"})
+    assert not keeps({"placement": "post", "optim.lr": "0.002"})
+    assert keeps({"placement": "pre", "optim.lr": "0.002"})
+    assert not keeps({"placement": "pre", "optim.lr": "0.00025"})
