@@ -116,24 +116,25 @@ def test_forward_only_measurements_are_kept_and_reused(local, tmp_path):
 
 def test_the_grid_comes_from_the_experiment_yaml_and_scales():
     cpu = make_plan("deepnet_depth")
-    assert cpu.grid == {"placement": ["post", "pre", "deepnorm"], "optim.lr": ["0.001", "0.0003"],
-                        "optim.warmup_steps": ["0", "100"], "model.n_layers": ["6", "24"],
-                        "train.seed": ["0", "1", "2"]}
-    assert len(cpu.combos()) == 54 and str(cpu.out) == "experiments/deepnet_depth"  # 3 of the 4 (lr, warm-up) arms
-    assert {(c["optim.lr"], c["optim.warmup_steps"]) for c in cpu.combos()} == {("0.001", "0"), ("0.001", "100"),
-                                                                                 ("0.0003", "100")}
+    assert cpu.grid == {"placement": ["post", "deepnorm"],
+                        "optim.lr": ["0.0005", "0.001", "0.000125", "0.00025", "0.002", "0.004"],
+                        "model.n_layers": ["6", "12", "18", "24"], "train.seed": ["3", "4", "5", "6", "7"]}
+    assert len(cpu.combos()) == 160 and str(cpu.out) == "experiments/deepnet_depth"  # each placement's own 4 lrs
+    assert {p: sorted({float(c["optim.lr"]) for c in cpu.combos() if c["placement"] == p}) for p in
+            ("post", "deepnorm")} == {"post": [1.25e-4, 2.5e-4, 5e-4, 1e-3], "deepnorm": [5e-4, 1e-3, 2e-3, 4e-3]}
     gpu = make_plan("deepnet_depth", scale="gpu", seeds=2, device=ASSUMED_H100)  # the design stays; the model grows
-    assert gpu.grid["model.n_layers"] == ["6", "24"] and len(gpu.grid["train.seed"]) >= 2
+    assert gpu.grid["model.n_layers"] == ["6", "12", "18", "24"] and len(gpu.grid["train.seed"]) >= 2
     assert str(gpu.out) == "experiments/deepnet_depth-gpu" and gpu.runs_dir == gpu.out / "runs"
-    steps = gpu.budget.rung["steps"]  # the warm-up axis stretches with the runs: the same 10% of each
-    assert gpu.grid["optim.warmup_steps"] == ["0", str(round(100 * steps))] and "model.d_model=128" in gpu.base
+    steps = gpu.budget.rung["steps"]  # the warm-up stretches with the runs: the same 10% of each
+    assert "model.d_model=128" in gpu.base
     cfg = gpu.compose(gpu.combos()[-1])
     assert (cfg.model.d_model, cfg.model.n_heads, cfg.train.batch_size, cfg.train.max_steps) == (128, 4, 16,
                                                                                                   round(1000 * steps))
+    assert cfg.optim.warmup_steps == round(100 * steps)
     narrowed = make_plan("deepnet_depth", overrides=["model.n_layers=6,96", "model.d_ff=128"])
     assert narrowed.grid["model.n_layers"] == ["6", "96"] and narrowed.base[-1] == "model.d_ff=128"
     with pytest.raises(ReproduceError, match="leave no run of deepnet_depth's grid"):
-        make_plan("deepnet_depth", overrides=["optim.lr=3e-3"])  # no arm of the experiment has that lr
+        make_plan("deepnet_depth", overrides=["optim.lr=1e-2"])  # no placement of the experiment has that lr
     smoke = make_plan("xiong_grad_init", smoke=True)
     assert [len(v) for v in smoke.grid.values()] == [2, 2, 2, 1] and "train.max_steps=4" in smoke.base
     assert make_plan("deepnet_depth", jobs=3).jobs == 3 and gpu.jobs == gpu.budget.jobs > 1

@@ -56,3 +56,37 @@ def test_warmup_keeps_each_placements_own_lr_range():
     assert not keeps({"placement": "post", "optim.lr": "0.002"})
     assert keeps({"placement": "pre", "optim.lr": "0.002"})
     assert not keeps({"placement": "pre", "optim.lr": "0.00025"})
+
+
+def depth_rows(losses: dict[tuple[str, int, float], list[float]]) -> list[dict]:
+    """``losses[(placement, depth, lr)]``: the final loss per seed (seeds 3, 4, 5); selection = loss."""
+    from normtrain.reproduce.depth import arm_of as depth_arm
+
+    rows = [{"placement": p, "model.n_layers": str(d), "optim.lr": str(lr), "train.seed": str(3 + i),
+             "status": "completed", "final_val_loss": v, best_lr.SELECTION: v, "unigram_val_loss": 3.3}
+            for (p, d, lr), vals in losses.items() for i, v in enumerate(vals)]
+    for r in rows:
+        r["arm"] = depth_arm(r)
+    return rows
+
+
+def test_depth_compares_each_placement_at_its_best_lr_per_depth():
+    from normtrain.reproduce.depth import deep_depths
+    from normtrain.reproduce.depth import measure_checks as depth_checks
+
+    post = {(6, 2.5e-4): 2.6, (6, 5e-4): 2.4, (6, 1e-3): 2.3, (24, 2.5e-4): 3.2, (24, 5e-4): 3.3, (24, 1e-3): 3.3}
+    deep = {(6, 5e-4): 2.5, (6, 1e-3): 2.4, (6, 2e-3): 2.45, (24, 5e-4): 2.4, (24, 1e-3): 2.2, (24, 2e-3): 2.3}
+    rows = depth_rows({**{("post", d, lr): [v, v + 0.01, v + 0.02] for (d, lr), v in post.items()},
+                       **{("deepnorm", d, lr): [v, v, v] for (d, lr), v in deep.items()}})
+    arms = [f"{p}, L={d}" for p in ("post", "deepnorm") for d in (6, 24)]
+    best = best_lr.best_lrs(rows, "arm", arms)
+    assert [best[a].lr for a in arms] == [1e-3, 2.5e-4, 1e-3, 1e-3]
+    m = depth_checks(rows, best, [6, 24], 3.3)
+    assert deep_depths([6, 12, 18, 24]) == [18, 24] and deep_depths([6, 12]) == [12]
+    assert m["post_minus_deepnorm_at_best"] == {"L=24": pytest.approx({"3": 1.0, "4": 1.01, "5": 1.02})}
+    assert m["post_deep_minus_shallow_at_best"] == {"L=24": pytest.approx({"3": 0.9, "4": 0.9, "5": 0.9})}
+    assert m["deepnorm_deep_minus_shallow_at_best"] == {"L=24": pytest.approx({"3": -0.2, "4": -0.2, "5": -0.2})}
+    assert m["post_minus_deepnorm_shallow"] == {"L=6": pytest.approx({"3": -0.1, "4": -0.09, "5": -0.08})}
+    assert m["best_lr_inside_grid"] == {"deepnorm, L=24": {best_lr.ALL_SEEDS: 1.0}}
+    assert m["best_lr_not_smallest"] == {"post, L=24": {best_lr.ALL_SEEDS: 0.0}}  # a smaller lr might train it
+    assert m["reference_margin"]["deepnorm, L=24"] == pytest.approx({"3": 1.1, "4": 1.1, "5": 1.1})
