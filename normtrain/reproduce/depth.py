@@ -60,7 +60,7 @@ class Depth(Experiment):
     reference = "**Wang et al. 2022**, *DeepNet*, Fig. 1 and Table 1; **Liu et al. 2020**, *Admin*, Table 1"
     method = ("The 64-128-2 model (d 64, GELU FFN 128, 2 heads; DeepNet Fig. 5), learned positions, LayerNorm, Adam "
               "β = (0.9, 0.98), no clipping, 1000 steps of 8 × 128 bytes, a 100-step linear warm-up (10%) multiplying "
-              "a cosine to 10% counted from step 0, evaluated every 5% on 512 fixed windows, at 6, 12, 18 and 24 "
+              "a cosine to 10% counted from step 0, evaluated every 5% on 512 fixed windows, at 6, 18 and 24 "
               "layers, seeds 3–7. Post-LN at peak learning rates 1.25e-4, 2.5e-4, 5e-4, 1e-3; DeepNorm at 5e-4, "
               "1e-3, 2e-3, 4e-3. Each placement is judged at its own best lr at each depth: " + best_lr.RULE + ".")
     gpu_recipe = Recipe()

@@ -7,15 +7,18 @@ unchanged as a record: it is v4's pilot."""
 
 from normtrain.reproduce.preregistration import Guard, Pilot, Registration, Rule
 
-DEPTHS = "6, 12, 18, 24"  # configs/experiment/deepnet_depth.yaml: model.n_layers
+DEPTHS = "6, 18, 24"  # configs/experiment/deepnet_depth.yaml: model.n_layers
 POST_LRS, DEEPNORM_LRS = "1.25e-4, 2.5e-4, 5e-4, 1e-3", "5e-4, 1e-3, 2e-3, 4e-3"  # its optim.lr axis, per placement
-BUDGET = ("160 runs (2 placements × 4 lrs × 4 depths × 5 seeds). Estimate: on the quiet 2-core machine a 1000-step "
-          "run of this model took 42–44 s at 6 layers and 156–161 s at 24 (experiments/reproduce_budget/"
-          "sample_runs.csv, v3's grid), about 6.6 s per layer; a seed's 8 (placement, lr) pairs over depths summing "
-          "to 60 layers cost 8 × 60 × 6.6 s ≈ 3,170 s, 5 seeds ≈ 15,800 s of the runs' own time ≈ 132 min at "
-          "--jobs 2 (the same method estimated v3 at 49 min; it took 49 quiet-sampled, 83 on a loaded machine). "
-          "Pre-LN (no check of the claim reads it) and the no-warm-up arm (xiong_warmup's question) are left out "
-          "so that the primary's arms get four depths, four lrs and five seeds within the 3 h")
+BUDGET = ("120 runs (2 placements × 4 lrs × 3 depths × 5 seeds). Estimate: on the quiet 2-core machine a v3 run "
+          "(1000 steps, 5 evaluations) took 42–44 s at 6 layers and 156–161 s at 24 (experiments/reproduce_budget/"
+          "sample_runs.csv); an evaluation of the 512 windows costs about as much as 21 training steps (64k tokens "
+          "forward against 1k forward and backward), so a v3 run was ≈ 1105 step-equivalents at ≈ 6.0 ms per layer, "
+          "and a v4 run, 1000 steps and 21 evaluations, ≈ 1441 of them: ≈ 8.7 s per layer. A seed's 8 (placement, "
+          "lr) pairs over depths summing to 48 layers cost 8 × 48 × 8.7 s ≈ 3,320 s, 5 seeds ≈ 16,600 s of the runs' "
+          "own time ≈ 138 min at --jobs 2 (this method, without the evaluations, estimated v3 at 49 min; it took 49 "
+          "quiet-sampled, 83 on a loaded machine). To fit the 3 h, compute goes to the primary's arms, depths, lrs "
+          "and seeds: Pre-LN (no check of the claim reads it), the no-warm-up arm (xiong_warmup's question) and a "
+          "12-layer point (it would be reported only; +46 min) are left out")
 
 REGISTRATION = Registration(
     claim="With warm-up, each at its own best learning rate, Post-LN ends far behind DeepNorm in deep models "
@@ -54,10 +57,10 @@ REGISTRATION = Registration(
         changed=f"(1) Protocol v4: the primary check is Post-LN − DeepNorm ≥ 0.3 nats at 18 and 24 layers, each "
                 f"at its own best lr at that depth; Post-LN's degradation with depth and DeepNorm's keeping "
                 f"training are secondary; that both train at 6 layers is a precondition (the failure is depth's). "
-                f"(2) Depths {DEPTHS} (v3: 6, 24): three deep points, two of them judged. (3) Best against best: "
+                f"(2) Depths {DEPTHS} (v3: 6, 24): two deep points, both judged. (3) Best against best: "
                 f"Post-LN at {POST_LRS}, DeepNorm at {DEEPNORM_LRS}; DeepNorm's best must lie inside its grid and "
                 "Post-LN's must not be its grid's smallest (preconditions). (4) Only with warm-up (the papers' "
-                "setting); the no-warm-up arm and Pre-LN are dropped for the budget. (5) Seeds 3–7, five (v3: 0–2); "
+                "setting); the no-warm-up arm, Pre-LN and a 12-layer point are dropped for the budget. (5) Seeds 3–7, five (v3: 0–2); "
                 "decisions by one-sided t-tests of the paired differences. (6) Evaluated every 5% (v3: every 25%).",
         seeds=(0, 1, 2),
     ),
@@ -76,7 +79,7 @@ REGISTRATION = Registration(
              "post_deep_minus_shallow_at_best", ">=", 0.1, decide="t_test",
              basis="a deeper model that trains ends lower, not higher; 0.1 nats is 5× v3's seed sd of the trained "
                    "placements' final loss (≈ 0.02), tested against the paired spread"),
-        Rule("deepnorm_keeps_training", "DeepNorm at its best lr is no worse at 12, 18 and 24 layers than at 6",
+        Rule("deepnorm_keeps_training", "DeepNorm at its best lr is no worse at 18 and 24 layers than at 6",
              "deepnorm_deep_minus_shallow_at_best", "<=", 0.05, decide="t_test",
              basis="about twice v3's seed sd of the trained placements' final loss (≈ 0.02); v3 measured −0.08 to "
                    "−0.10 (deeper was better)"),
@@ -98,7 +101,8 @@ REGISTRATION = Registration(
     ),
     reported=("The whole loss-vs-lr curve per placement and depth (median and range over seeds, the best marked) "
               "and its figure at the deepest depth; each placement's selection loss per lr and depth.",
-              "Post-LN − DeepNorm at 12 layers, each at its best lr: where between 6 and 18 Post-LN starts to fail.",
+              "Post-LN − DeepNorm at any depth run between the shallow and the judged ones (none in this grid), each "
+              "at its best lr: where Post-LN starts to fail.",
               "Per cell, how many runs diverged, collapsed, ended above the line, plateaued or were still falling."),
 )
 

@@ -10,10 +10,12 @@ STEPS, WARMUP = 2000, 200  # configs/experiment/xiong_warmup.yaml: train.max_ste
 POST_LRS = "1.25e-4, 2.5e-4, 5e-4, 1e-3"  # its optim.lr axis for Post-LN (normtrain/reproduce/warmup.py keeps)
 PRE_LRS = "5e-4, 1e-3, 2e-3"  # and for Pre-LN
 BUDGET = ("84 runs (Post-LN 2 arms × 4 lrs + Pre-LN 2 arms × 3 lrs = 14 per seed, 6 seeds). Estimate: the v3 runs "
-          "(the same 12-layer model, 1500 steps) took 120.6 s each on the quiet 2-core machine (40 runs, 80.4 min of "
-          "their own, 40.4 min elapsed at --jobs 2: experiments/reproduce_budget/README.md); a run's time scales "
-          "with its steps, so 2000 steps ≈ 161 s and 84 runs ≈ 13,500 s of their own ≈ 113 min elapsed at --jobs 2 "
-          "(under the 3 h budget; on a machine loaded like v3's, 230 s per 1500 steps, about 3.6 h)")
+          "(the same 12-layer model, 1500 steps, 4 evaluations) took 120.6 s each on the quiet 2-core machine (40 "
+          "runs, 80.4 min of their own, 40.4 min elapsed at --jobs 2: experiments/reproduce_budget/README.md). An "
+          "evaluation of the 512 windows costs about as much as 21 training steps (64k tokens forward against 1k "
+          "forward and backward), so v3's run was ≈ 1584 step-equivalents at ≈ 76 ms and a v4 run, 2000 steps and 21 "
+          "evaluations, ≈ 2441 of them ≈ 186 s; 84 runs ≈ 15,600 s of their own ≈ 130 min elapsed at --jobs 2 (under "
+          "the 3 h budget; on a machine loaded like v3's, 230 s per v3 run, about 4 h)")
 
 REGISTRATION = Registration(
     claim="Post-LN needs learning-rate warm-up: without it, at its own best learning rate, it ends clearly worse "
