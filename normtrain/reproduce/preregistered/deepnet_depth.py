@@ -60,8 +60,9 @@ REGISTRATION = Registration(
                 f"(2) Depths {DEPTHS} (v3: 6, 24): two deep points, both judged. (3) Best against best: "
                 f"Post-LN at {POST_LRS}, DeepNorm at {DEEPNORM_LRS}; DeepNorm's best must lie inside its grid and "
                 "Post-LN's must not be its grid's smallest (preconditions). (4) Only with warm-up (the papers' "
-                "setting); the no-warm-up arm, Pre-LN and a 12-layer point are dropped for the budget. (5) Seeds 3–7, five (v3: 0–2); "
-                "decisions by one-sided t-tests of the paired differences. (6) Evaluated every 5% (v3: every 25%).",
+                "setting); the no-warm-up arm, Pre-LN and a 12-layer point are dropped for the budget. (5) Seeds "
+                "3–7, five (v3: 0–2); decisions by one-sided t-tests of the paired differences. (6) Evaluated every "
+                "5% (v3: every 25%).",
         seeds=(0, 1, 2),
     ),
     guard=Guard(arm="DeepNorm at its best lr, at every depth", margin=0.3, quantity="reference_margin",
