@@ -90,3 +90,19 @@ def test_depth_compares_each_placement_at_its_best_lr_per_depth():
     assert m["best_lr_inside_grid"] == {"deepnorm, L=24": {best_lr.ALL_SEEDS: 1.0}}
     assert m["best_lr_not_smallest"] == {"post, L=24": {best_lr.ALL_SEEDS: 0.0}}  # a smaller lr might train it
     assert m["reference_margin"]["deepnorm, L=24"] == pytest.approx({"3": 1.1, "4": 1.1, "5": 1.1})
+
+
+def test_lr_sensitivity_flags_a_best_lr_at_the_grid_edge_per_variant_and_depth():
+    from normtrain.reproduce.lr_sensitivity import best_by_rule
+
+    def row(v, d, lr, s, loss):
+        return {"placement": "pre", "variant": v, "model.n_layers": str(d), "optim.lr": str(lr), "train.seed": str(s),
+                "status": "completed", "final_val_loss": loss, best_lr.SELECTION: loss}
+
+    lrs = (3e-4, 1e-3, 3e-3)
+    rows = [row("pre", 24, lr, s, loss) for s in (3, 4, 5) for lr, loss in zip(lrs, (1.6, 1.5, 1.55), strict=True)]
+    rows += [row("pre+qk", 24, lr, s, loss) for s in (3, 4, 5) for lr, loss in zip(lrs, (1.4, 1.5, 1.6), strict=True)]
+    best = best_by_rule(rows, ["pre", "pre+qk"], [24])
+    assert {a: b.lr for a, b in best.items()} == {"pre, L=24": 1e-3, "pre+qk, L=24": 3e-4}
+    assert best_lr.inside_grid(best) == {"pre, L=24": {best_lr.ALL_SEEDS: 1.0},
+                                         "pre+qk, L=24": {best_lr.ALL_SEEDS: 0.0}}  # its best at the smallest lr
