@@ -7,7 +7,7 @@ from typing import Any
 
 from normtrain.compare.runs import Run
 from normtrain.data.unigram import COLLAPSE_MARGIN, on_unigram_line
-from normtrain.reproduce import plots, stats
+from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.runner import Experiment, Findings, curve_text
@@ -15,8 +15,9 @@ from normtrain.reproduce.writeup import markdown_table
 
 VARIANTS = ("pre", "pre+qk", "peri", "deepnorm", "post")  # the order of rows and lines (v3 runs pre, pre+qk, post)
 SHALLOW_ONLY = ("pre", "pre+qk", "post")  # the variants run at L = 2
-DEEP_ONLY = ("pre", "pre+qk")  # the variants run at L = 24, on the grid's top five learning rates
-DEEP, DEEP_MIN_LR = 24, 3e-3  # at L = 24: the grid's top five learning rates
+DEEP_ONLY = ("pre", "pre+qk")  # the variants run at L = 24, on the grid's top six learning rates
+DEEP, DEEP_MIN_LR = 24, 1e-3  # at L = 24: the grid's top six learning rates (v3: five, from 3e-3)
+PRIMARY = ("pre", "pre+qk")  # the primary check's variants: their best lr must lie inside the grid
 STYLES = {"pre+qk": "--"}  # Pre-LN + QK-norm: Pre-LN's colour, dashed
 HIGH = 2  # the attention-logit check and figure read the grid's highest learning rates, this many
 
@@ -36,6 +37,15 @@ def sensitivity(losses: dict[float, float], l0: float) -> float | None:
         return None
     capped = [min(v, l0) for v in losses.values()]
     return sum(capped) / len(capped) - min(capped)
+
+
+def best_by_rule(rows: list[dict[str, Any]], names: list[str], depths: list[int]) -> dict[str, best_lr.BestLr]:
+    """Each variant's best lr at each depth by the selection rule (normtrain/reproduce/best_lr.py), keyed
+    ``"variant, L=depth"``: the precondition that ℓ* is not at the grid's edge reads it."""
+    for r in rows:
+        r["arm"] = f"{r['variant']}, L={int(r['model.n_layers'])}"
+    arms = [f"{v}, L={d}" for d in depths for v in names if any(r["arm"] == f"{v}, L={d}" for r in rows)]
+    return best_lr.best_lrs(rows, "arm", arms)
 
 
 class Curves:
@@ -86,9 +96,9 @@ class LRSensitivity(Experiment):
                  "instabilities*, Fig. 1, 3 and §3.4")
     method = ("d 64, 4 heads (QK-norm per head), GELU FFN 128, RoPE, no biases, untied embeddings, LayerNorm; "
               "AdamW (0.9, 0.95), eps 1e-8, gradient clipping 1, a 50-step (5%) warm-up then cosine decay, "
-              "independent weight decay 1e-4, z-loss 1e-4 (their recipe); 1000 steps of 8 × 128 bytes, 3 seeds, at "
-              "peak learning rates 1e-3 … 3e-1. Pre-LN with and without QK-norm at 2, 8 and 24 layers (at 24 on "
-              "the grid's top five learning rates) and Post-LN at 2 and 8. The attention "
+              "independent weight decay 1e-4, z-loss 1e-4 (their recipe); 1000 steps of 8 × 128 bytes, seeds 3–5, at "
+              "peak learning rates 3e-4 … 3e-1. Pre-LN with and without QK-norm at 2, 8 and 24 layers (at 24 on "
+              "the grid's top six learning rates) and Post-LN at 2 and 8, evaluated every 5%. The attention "
               "logits are logged every 10 steps (max q·k/√d_head per layer on one sequence).")
     gpu_recipe = Recipe()
 
@@ -103,12 +113,16 @@ class LRSensitivity(Experiment):
         return True
 
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
+        return {**super().row(run, combo), **self.logit_columns(run), best_lr.SELECTION: best_lr.selection_of(run)}
+
+    @staticmethod
+    def logit_columns(run: Run) -> dict[str, Any]:
         keys = run.layer_keys("attn_logit_max")
         logged = [row for row in run.rows if any(k in row for k in keys)]
         peaks = [(row["step"], max((row[k] for k in keys if row.get(k) is not None), default=math.nan))
                  for row in logged]
         finite = [(s, v) for s, v in peaks if math.isfinite(v)]
-        return {**super().row(run, combo), "final_attn_logit_max": finite[-1][1] if finite else None,
+        return {"final_attn_logit_max": finite[-1][1] if finite else None,
                 "attn_logit_curve": curve_text(*zip(*finite, strict=True)) if finite else ""}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
@@ -120,14 +134,22 @@ class LRSensitivity(Experiment):
         unigram = stats.unigram_of(rows)
         common = sorted(set.intersection(*[set(c.lrs_at(d)) for d in depths]))  # one grid for the depth check
         measured = self.measure_checks(c, depths, names, common, unigram)
+        best = best_by_rule(rows, names, depths)
+        measured["best_lr_inside_grid"] = best_lr.inside_grid({a: b for a, b in best.items()
+                                                               if a.split(",")[0] in PRIMARY})
         ranking, mid = self.ranking(c, names, depths, unigram)
         ours = f"LR sensitivity at L={mid}: " + ", ".join(f"{v} {stats.spread(c.sens(v, mid).values())}"
                                                           for v in ranking)
         key = (f"Ranking by LR sensitivity at L={mid} (least sensitive first; a variant that learned nothing at any "
                f"learning rate in most seeds last): {', '.join(ranking)}. {ours}. Max stable lr at L={mid}: "
                + ", ".join(f"{v} {self.stable_cell(c.max_stable(v, mid))}" for v in ranking) + ".")
-        notes = self.notes(c, names, depths, unigram)
-        return Findings(table=self.tables(rows, c, names, depths, common), measured=measured, key=key, ours=ours,
+        notes = [*self.notes(c, names, depths, unigram), f"Best lr rule (declared before the runs; the precondition "
+                 f"best_lr_inside_grid reads it): {best_lr.RULE}.", *(n for b in best.values() if (n := b.edge_note()))]
+        table = "\n\n".join([self.tables(rows, c, names, depths, common), "The selection loss (mean training loss over "
+                               "the last 10% of steps) per variant, depth and peak lr, median [range] over seeds; "
+                               "**bold**: the best lr by the rule (the precondition reads it):\n\n"
+                               + best_lr.curve_table(rows, "arm", best, best_lr.selection_or_inf)])
+        return Findings(table=table, measured=measured, key=key, ours=ours,
                         notes=notes, figures={
                             "loss_vs_lr.png": lambda path: self.draw_curves(c, names, depths, unigram, path),
                             "attention_logits.png": lambda path: self.draw_logits(rows, names, depths, c.lrs, path)})

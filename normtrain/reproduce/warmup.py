@@ -1,17 +1,67 @@
-"""Xiong et al. 2020, §3.2: Post-LN needs learning-rate warm-up; Pre-LN trains without it."""
+"""Xiong et al. 2020, §3.2: Post-LN needs learning-rate warm-up; Pre-LN trains without it.
+
+Four arms, Post-LN and Pre-LN each without and with warm-up, every arm at several learning rates; the paper's
+claim is judged with each arm at its own best lr (normtrain/reproduce/best_lr.py), and the v3 comparison at the
+paper's two learning rates is kept beside it.
+"""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from normtrain.reproduce import plots, stats
+from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.plan import Plan
-from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, curve_points, present
+from normtrain.reproduce.runner import Experiment, Findings, curve_points
 from normtrain.reproduce.writeup import markdown_table
 
 WARMUP_AXIS = "optim.warmup_steps"
+ARMS = ("post, no warm-up", "post, warm-up", "pre, no warm-up", "pre, warm-up")  # the order of rows and lines
+PRIMARY = ARMS[:2]  # the primary check's arms: its preconditions read these
+REFERENCE = ("post, warm-up", "pre, warm-up")  # the guard's arms
+POST_MAX_LR, PRE_MIN_LR = 1e-3, 5e-4  # Post-LN runs the grid up to 1e-3, Pre-LN from 5e-4 (the YAML's lr axis)
+PAPER_LRS = (5e-4, 1e-3)  # Xiong et al.'s two learning rates: the secondary checks at given lrs
+COLORS = {"post, no warm-up": plots.PLACEMENT_COLORS["post"], "post, warm-up": "#ff9896",
+          "pre, no warm-up": plots.PLACEMENT_COLORS["pre"], "pre, warm-up": "#9ecae1"}
+
+
+def arm_of(row: dict[str, Any]) -> str:
+    return f"{row['placement']}, " + ("warm-up" if int(row[WARMUP_AXIS]) > 0 else "no warm-up")
+
+
+def penalty_at(rows: list[dict[str, Any]], placement: str, lr: float) -> dict[str, float | None]:
+    """Per seed: the final loss without warm-up − with warm-up, both at ``lr`` (v3's penalty at a given lr)."""
+    def losses(cold: bool) -> dict[str, float | None]:
+        mine = [r for r in rows if r["placement"] == placement and best_lr.lr_of(r) == lr
+                and (int(r[WARMUP_AXIS]) == 0) == cold]
+        return stats.per_seed(mine, stats.final_or_inf)
+
+    return stats.paired(losses(True), losses(False), stats.difference)
+
+
+def measure_checks(rows: list[dict[str, Any]], best: dict[str, best_lr.BestLr], unigram: float | None
+                   ) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Every quantity the registration's rules name, per condition and seed."""
+    def gap(arm: str, reference: str) -> dict[str, float | None]:
+        return best_lr.paired_at_best(rows, "arm", best, arm, reference)
+
+    post, pre = gap(*ARMS[:2]), gap(*ARMS[2:])
+    paper = [lr for lr in PAPER_LRS if penalty_at(rows, "post", lr)]
+    return {
+        "post_cold_minus_warm_at_best": {"": post},
+        "pre_cold_minus_warm_at_best": {"": pre},
+        "post_minus_pre_penalty_at_best": {"": stats.paired(post, pre, stats.minus) if post and pre else {}},
+        "post_penalty": {f"lr {lr:g}": penalty_at(rows, "post", lr) for lr in paper},
+        "post_penalty_growth": {"": stats.paired(penalty_at(rows, "post", PAPER_LRS[1]),
+                                                 penalty_at(rows, "post", PAPER_LRS[0]), stats.minus)
+                                if len(paper) == 2 else {}},
+        "reference_margin": {a: stats.margin_below(unigram, best_lr.at_best(rows, "arm", best[a], stats.final_or_inf))
+                             for a in REFERENCE if a in best},
+        "best_lr_inside_grid": best_lr.inside_grid({a: b for a, b in best.items() if a in PRIMARY}),
+        "val_quarter_drop_at_best": {a: best_lr.at_best(rows, "arm", best[a], "val_quarter_drop")
+                                     for a in PRIMARY[1:] if a in best},
+    }
 
 
 class Warmup(Experiment):
@@ -20,95 +70,135 @@ class Warmup(Experiment):
     paper = "Xiong et al. 2020, §3.2"
     reference = "**Xiong et al. 2020**, *On Layer Normalization in the Transformer Architecture*, §3.2 and Fig. 2"
     method = ("Scaled down: 12 layers of the 64-128-2 model (d 64, FFN 128 GELU, 2 heads, learned positions), "
-              "LayerNorm, Adam β = (0.9, 0.98), no weight decay, no gradient clipping, 1500 steps of 8 × 128 bytes, "
-              "at the paper's two learning rates (5e-4 and 1e-3), 5 seeds. The learning rate follows a cosine from "
-              "the peak to 10% of it over the whole run (so the with-warm-up runs flatten by the end); the warm-up, "
-              "none or linear over the first 150 steps (10%), *multiplies* that schedule (`optim.warmup_overlaps`), "
-              "so the two runs of a pair differ in the ramp alone.")
+              "LayerNorm, Adam β = (0.9, 0.98), no weight decay, no gradient clipping, 2000 steps of 8 × 128 bytes, "
+              "evaluated every 5% on 512 fixed windows, seeds 5–10. The learning rate follows a cosine from the peak "
+              "to 10% of it over the whole run; the warm-up, none or linear over the first 200 steps (10%), "
+              "*multiplies* that schedule (`optim.warmup_overlaps`), so the two arms of a placement differ in the "
+              "ramp alone. Peak learning rates: Post-LN 1.25e-4, 2.5e-4, 5e-4, 1e-3; Pre-LN 5e-4, 1e-3, 2e-3 (both "
+              "hold the paper's 5e-4 and 1e-3). Each arm is judged at its own best lr: " + best_lr.RULE + ".")
     gpu_recipe = Recipe()
 
+    def keeps(self, combo: dict[str, str]) -> bool:
+        if "optim.lr" not in combo:
+            return True
+        lr = float(combo["optim.lr"])
+        return lr <= POST_MAX_LR if combo.get("placement", "post") == "post" else lr >= PRE_MIN_LR
+
+    def row(self, run, combo: dict[str, str]) -> dict[str, Any]:
+        return {**super().row(run, combo), best_lr.SELECTION: best_lr.selection_of(run)}
+
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
-        lrs = sorted({r["optim.lr"] for r in rows}, key=float)
-        warmups = sorted({r[WARMUP_AXIS] for r in rows}, key=int)
-        places = present(rows, "placement", PLACEMENT_ORDER)
-        lo, hi, cold, warm = lrs[0], lrs[-1], warmups[0], warmups[-1]
+        for r in rows:
+            r["arm"] = arm_of(r)
+        arms = [a for a in ARMS if any(r["arm"] == a for r in rows)]
         unigram = stats.unigram_of(rows)
-
-        def losses(p, lr, w):
-            return stats.seeds(rows, stats.final_or_inf, placement=p, optim__lr=lr, optim__warmup_steps=w)
-
-        def penalty(p, lr):
-            return stats.paired(losses(p, lr, cold), losses(p, lr, warm), stats.difference)
-
-        minus = lambda a, b: a - b  # noqa: E731
-        measured = {
-            "post_penalty": {f"lr {lr}": penalty("post", lr) for lr in lrs},
-            "post_minus_pre_penalty": {f"lr {lr}": stats.paired(penalty("post", lr), penalty("pre", lr), minus)
-                                       for lr in lrs},
-            "post_penalty_growth": {"": stats.paired(penalty("post", hi), penalty("post", lo), minus)
-                                    if lo != hi else {}},
-            "pre_penalty": {f"lr {lr}": penalty("pre", lr) for lr in lrs},
-            "reference_margin": {f"{p}, lr {lr}, warm-up {warm}": stats.margin_below(unigram, losses(p, lr, warm))
-                                 for p in places for lr in lrs},
-        }
-        table = self.table(rows, places, lrs, warmups, losses, penalty)
-        gap = measured["post_minus_pre_penalty"]
-        ours = (f"Post-LN − Pre-LN warm-up penalty {stats.spread(gap[f'lr {hi}'].values())} nats at lr {hi}, "
-                f"{stats.spread(gap[f'lr {lo}'].values())} at lr {lo}")
-        key = (f"No warm-up costs Post-LN {stats.spread(penalty('post', hi).values())} nats at lr {hi} and Pre-LN "
-               f"{stats.spread(penalty('pre', hi).values())}; {ours}.")
-        return Findings(table=table, measured=measured, key=key, ours=ours, figures={
-            "val_loss.png": lambda path: self.draw_curves(rows, lrs, places, unigram, path),
-            "penalty.png": lambda path: self.draw_penalty(places, lrs, penalty, path)})
+        best = best_lr.best_lrs(rows, "arm", arms)
+        measured = measure_checks(rows, best, unigram)
+        post = stats.median_and_interval(measured["post_cold_minus_warm_at_best"][""].values())
+        pre = stats.median_and_interval(measured["pre_cold_minus_warm_at_best"][""].values())
+        ours = f"Post-LN without − with warm-up, each at its best lr: {post} nats (seeds)"
+        key = f"{ours}; Pre-LN: {pre} nats."
+        notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
+                 *(note for b in best.values() if (note := b.edge_note())), *judged_pick_notes(rows, best),
+                 *plateau_notes(rows), execution_note(rows)]
+        return Findings(table=self.tables(rows, best, unigram), measured=measured, key=key, ours=ours, notes=notes,
+                        figures={"warmup.png": lambda path: self.draw(rows, best, unigram, path),
+                                 "penalty.png": lambda path: self.draw_penalty(rows, path)})
 
     @staticmethod
-    def table(rows, places, lrs, warmups, losses, penalty) -> str:
-        def cell(p, lr, w):
-            return stats.cell(losses(p, lr, w).values(), stats.select(rows, placement=p, optim__lr=lr,
-                                                                       optim__warmup_steps=w))
-
-        def tail(p, lr, w):  # the fitted fall of the training loss over the last 20% of the run
-            return stats.spread(r.get("tail_drop") for r in stats.select(rows, placement=p, optim__lr=lr,
-                                                                          optim__warmup_steps=w))
-
-        body = [[p, lr, *[cell(p, lr, w) for w in warmups], stats.spread(penalty(p, lr).values()),
-                 *[tail(p, lr, w) for w in warmups]] for p in places for lr in lrs]
-        return (f"Final validation loss (nats per byte; ∞ = diverged) with and without warm-up, and the no-warm-up "
-                f"penalty per seed; {stats.CELL_NOTE}. 'Fall over the last 20%' is the fitted fall of the training "
-                "loss over the run's last 300 steps (≈ 0: it has stopped falling):\n\n"
-                + markdown_table(["placement", "lr", *[f"warm-up {w}" for w in warmups],
-                                  "penalty (no warm-up − warm-up)", *[f"fall over the last 20%, warm-up {w}"
-                                                                      for w in warmups]], body))
+    def tables(rows, best, unigram) -> str:
+        return "\n\n".join([
+            "The whole loss-vs-lr curve: final validation loss per arm and peak lr, median [range] over seeds (n); "
+            f"**bold**: the arm's best lr by the selection rule:\n\n{best_lr.curve_table(rows, 'arm', best)}",
+            "The selection loss (mean training loss over the last 10% of steps), median [range] over seeds:\n\n"
+            + best_lr.curve_table(rows, "arm", best, best_lr.selection_or_inf),
+            f"Each arm at its best lr ({stats.CELL_NOTE}):\n\n{at_best_table(rows, best)}",
+            "At the paper's learning rates (v3's comparison, secondary): the no-warm-up penalty per seed (no warm-up "
+            f"− warm-up, paired by seed; ∞ = diverged); {stats.CELL_NOTE}:\n\n{paper_lr_table(rows)}"])
 
     @staticmethod
-    def draw_curves(rows, lrs, places, unigram, path) -> None:
-        fig, axes = plots.figure(ncols=len(lrs), width=4.8, height=3.6)
-        for ax, lr in zip(axes, lrs, strict=True):
-            for p in places:
-                for w in sorted({r[WARMUP_AXIS] for r in rows}, key=int):
-                    mine = stats.select(rows, placement=p, optim__lr=lr, optim__warmup_steps=w)
-                    plots.curves(ax, [curve_points(r["val_curve"]) for r in mine if r["val_curve"]],
-                                 plots.PLACEMENT_COLORS[p], f"{p}, warm-up {w}", style="-" if w == "0" else "--")
-            plots.unigram_line(ax, unigram)
-            plots.finish(ax, f"LayerNorm, lr {lr}", "step", "val loss (nats/byte)")
+    def draw(rows, best, unigram, path) -> None:
+        """Left: validation curves at each arm's best lr; right: final loss against lr."""
+        fig, axes = plots.figure(ncols=2, width=4.8, height=3.6)
+        drawn = []
+        for a, b in best.items():
+            mine = [curve_points(r["val_curve"]) for r in rows if r["arm"] == a and r["val_curve"]
+                    and b.lr is not None and best_lr.lr_of(r) == b.lr]
+            plots.curves(axes[0], mine, COLORS[a], f"{a} at lr {b.lr:g}" if b.lr else a,
+                         style="-" if "no warm-up" in a else "--")
+            drawn += mine
+        plots.unigram_line(axes[0], unigram)
+        plots.loss_range(axes[0], unigram, drawn)
+        plots.finish(axes[0], "val loss at each arm's best lr (thin: seeds)", "step", "val loss (nats/byte)")
+        best_lr.draw_curves(axes[1], rows, "arm", best, COLORS, unigram=unigram)
         plots.save(fig, path)
 
     @staticmethod
-    def draw_penalty(places, lrs, penalty, path) -> None:
+    def draw_penalty(rows, path) -> None:
+        """The no-warm-up penalty per seed at the paper's learning rates (v3's figure)."""
         fig, (ax,) = plots.figure(width=5.2, height=3.4)
-        for i, p in enumerate(places):
-            for j, lr in enumerate(lrs):
-                x = i * (len(lrs) + 1) + j
-                vals = [v for v in penalty(p, lr).values() if v is not None]
-                shown = [min(v, 3.0) for v in vals]  # a diverged run (∞) is drawn at the top, as a triangle
-                ax.scatter([x] * len(shown), shown, color=plots.PLACEMENT_COLORS[p], s=14, alpha=0.6,
-                           marker="o" if all(math.isfinite(v) for v in vals) else "^")
-                med = stats.median(vals) if all(math.isfinite(v) for v in vals) else None
-                if med is not None:
-                    ax.hlines(med, x - 0.3, x + 0.3, color=plots.PLACEMENT_COLORS[p], lw=2.5)
-        ax.set_xticks([i * (len(lrs) + 1) + j for i in range(len(places)) for j in range(len(lrs))],
-                      [f"{p}\nlr {lr}" for p in places for lr in lrs], fontsize=7)
+        cells = [(p, lr) for p in ("post", "pre") for lr in PAPER_LRS if penalty_at(rows, p, lr)]
+        for x, (p, lr) in enumerate(cells):
+            vals = [v for v in penalty_at(rows, p, lr).values() if v is not None]
+            shown = [min(v, 3.0) for v in vals]  # a diverged run (∞) is drawn at the top, as a triangle
+            ax.scatter([x] * len(shown), shown, color=plots.PLACEMENT_COLORS[p], s=14, alpha=0.6,
+                       marker="o" if all(math.isfinite(v) for v in vals) else "^")
+            if vals and all(math.isfinite(v) for v in vals):
+                ax.hlines(stats.median(vals), x - 0.3, x + 0.3, color=plots.PLACEMENT_COLORS[p], lw=2.5)
+        ax.set_xticks(range(len(cells)), [f"{p}\nlr {lr:g}" for p, lr in cells], fontsize=7)
         ax.axhline(0, color="k", lw=0.8)
-        plots.finish(ax, "no-warm-up penalty per seed (bar: median), LayerNorm", "", "final loss difference (nats)",
-                     legend=False)
+        plots.finish(ax, "no-warm-up penalty per seed at the paper's lrs (bar: median)", "",
+                     "final loss difference (nats)", legend=False)
         plots.save(fig, path)
+
+
+def at_best_table(rows: list[dict[str, Any]], best: dict[str, best_lr.BestLr]) -> str:
+    body = []
+    for a, b in best.items():
+        mine = [r for r in rows if r["arm"] == a and b.lr is not None and best_lr.lr_of(r) == b.lr]
+        loss = best_lr.at_best(rows, "arm", b, stats.final_or_inf)
+        drop = best_lr.at_best(rows, "arm", b, "val_quarter_drop")
+        body.append([a, "–" if b.lr is None else f"{b.lr:g}" + (" (edge)" if b.at_edge else ""),
+                     stats.cell(loss.values(), mine), stats.median_and_interval(drop.values())])
+    return markdown_table(["arm", "best lr", "final val loss", "val loss fall over the last quarter (median)"], body)
+
+
+def paper_lr_table(rows: list[dict[str, Any]]) -> str:
+    body = []
+    for p in ("post", "pre"):
+        for lr in PAPER_LRS:
+            cells = []
+            for cold in (True, False):
+                mine = [r for r in rows if r["placement"] == p and best_lr.lr_of(r) == lr
+                        and (int(r[WARMUP_AXIS]) == 0) == cold]
+                cells.append(stats.cell([stats.final_or_inf(r) for r in mine], mine) if mine else "–")
+            body.append([p, f"{lr:g}", *cells, stats.median_and_interval(penalty_at(rows, p, lr).values())])
+    return markdown_table(["placement", "lr", "no warm-up", "warm-up", "penalty (median)"], body)
+
+
+def judged_pick_notes(rows: list[dict[str, Any]], best: dict[str, best_lr.BestLr]) -> list[str]:
+    """Reported: the lr that the judged loss itself would have picked, where it differs from the rule's."""
+    picks = best_lr.best_lrs(rows, "arm", list(best), stats.final_or_inf)
+    differ = [f"{a} {picks[a].lr:g} (rule: {b.lr:g})" for a, b in best.items()
+              if picks[a].lr is not None and b.lr is not None and picks[a].lr != b.lr]
+    if not differ:
+        return ["The final validation loss itself picks the same best lr as the selection rule for every arm."]
+    return [f"The final validation loss itself would pick another lr for: {', '.join(differ)}; the checks use "
+            "the rule's."]
+
+
+def plateau_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """Runs that sat on the unigram line and then left it (a transient plateau), with the step they left it."""
+    left = [f"{r['arm']} lr {best_lr.lr_of(r):g} seed {r.get('train.seed')} (left at step {r['left_line_at_step']})"
+            for r in rows if r.get("plateaued")]
+    if not left:
+        return []
+    return [f"{len(left)} run(s) sat on the unigram line for at least 10% of the run and then left it: "
+            + "; ".join(left) + "."]
+
+
+def execution_note(rows: list[dict[str, Any]]) -> str:
+    """How the runs executed (thread counts, determinism switches): a rerun that moves a number is compared to it."""
+    seen = sorted({(str(r.get("threads")), str(r.get("deterministic"))) for r in rows})
+    return ("How the runs executed (torch threads, deterministic algorithms), as recorded in each run's summary: "
+            + ", ".join(f"{t} thread(s), deterministic {d}" for t, d in seen) + ".")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import normtrain
-from normtrain.reproduce import EXPERIMENTS, reproduce, writeup
+from normtrain.reproduce import EXPERIMENTS, best_lr, reproduce, writeup
 from normtrain.reproduce.cli import ReproduceError, main, make_plan
 from normtrain.reproduce.gpu_scale import ASSUMED_H100
 from normtrain.reproduce.grad_init import GradInit
@@ -57,11 +57,13 @@ def test_every_experiment_runs_end_to_end_in_smoke_mode(name, local, tmp_path):
     assert pngs and all(f"]({p})" in readme for p in pngs)
     assert not (tmp_path / "README.md").exists()  # a smoke run never touches the experiments index
     exp = EXPERIMENTS[name]()
-    assert saved["seeds"] == [0] and saved["claim"] == exp.registration.claim and saved["ours"]
-    assert [c["id"] for c in saved["checks"]] == [r.id for r in exp.registration.rules]
+    seed = plan.grid.get("train.seed", ["0"])[0]  # a smoke run keeps the grid's first seed
+    assert saved["seeds"] == [int(seed)] and saved["claim"] == exp.registration.claim and saved["ours"]
+    assert [c["id"] for c in saved["checks"]] == [r.id for _, r in exp.registration.checks()]
     for check in saved["checks"]:  # every check keeps its per-seed values (timings: per repeat), per condition
-        repeats = check["quantity"].endswith("_time")
-        assert check["conditions"] and all(repeats or set(c["per_seed"]) <= {"0"} for c in check["conditions"].values())
+        repeats = check["quantity"].endswith("_time")  # (a best lr is chosen over all seeds at once: one value)
+        assert check["conditions"] and all(repeats or set(c["per_seed"]) <= {seed, best_lr.ALL_SEEDS}
+                                           for c in check["conditions"].values())
         assert check["unit"] == ("repeats" if repeats else "seeds")  # a timing's repeats are never called seeds
         assert (f"over {check['unit']}" in check["rule"]) == (check["decide"] != 1.0)
     record = saved["provenance"]["declaration"]
@@ -114,27 +116,29 @@ def test_forward_only_measurements_are_kept_and_reused(local, tmp_path):
 
 def test_the_grid_comes_from_the_experiment_yaml_and_scales():
     cpu = make_plan("deepnet_depth")
-    assert cpu.grid == {"placement": ["post", "pre", "deepnorm"], "optim.lr": ["0.001", "0.0003"],
-                        "optim.warmup_steps": ["0", "100"], "model.n_layers": ["6", "24"],
-                        "train.seed": ["0", "1", "2"]}
-    assert len(cpu.combos()) == 54 and str(cpu.out) == "experiments/deepnet_depth"  # 3 of the 4 (lr, warm-up) arms
-    assert {(c["optim.lr"], c["optim.warmup_steps"]) for c in cpu.combos()} == {("0.001", "0"), ("0.001", "100"),
-                                                                                 ("0.0003", "100")}
+    assert cpu.grid == {"placement": ["post", "deepnorm"],
+                        "optim.lr": ["0.0005", "0.001", "0.000125", "0.00025", "0.002", "0.004"],
+                        "model.n_layers": ["6", "18", "24"], "train.seed": ["3", "4", "5", "6", "7"]}
+    assert len(cpu.combos()) == 120 and str(cpu.out) == "experiments/deepnet_depth"  # each placement's own 4 lrs
+    assert {p: sorted({float(c["optim.lr"]) for c in cpu.combos() if c["placement"] == p}) for p in
+            ("post", "deepnorm")} == {"post": [1.25e-4, 2.5e-4, 5e-4, 1e-3], "deepnorm": [5e-4, 1e-3, 2e-3, 4e-3]}
     gpu = make_plan("deepnet_depth", scale="gpu", seeds=2, device=ASSUMED_H100)  # the design stays; the model grows
-    assert gpu.grid["model.n_layers"] == ["6", "24"] and len(gpu.grid["train.seed"]) >= 2
+    assert gpu.grid["model.n_layers"] == ["6", "18", "24"] and len(gpu.grid["train.seed"]) >= 2
     assert str(gpu.out) == "experiments/deepnet_depth-gpu" and gpu.runs_dir == gpu.out / "runs"
-    steps = gpu.budget.rung["steps"]  # the warm-up axis stretches with the runs: the same 10% of each
-    assert gpu.grid["optim.warmup_steps"] == ["0", str(round(100 * steps))] and "model.d_model=128" in gpu.base
+    steps = gpu.budget.rung["steps"]  # the warm-up stretches with the runs: the same 10% of each
+    assert "model.d_model=128" in gpu.base
     cfg = gpu.compose(gpu.combos()[-1])
     assert (cfg.model.d_model, cfg.model.n_heads, cfg.train.batch_size, cfg.train.max_steps) == (128, 4, 16,
                                                                                                   round(1000 * steps))
+    assert cfg.optim.warmup_steps == round(100 * steps)
     fewer = make_plan("deepnet_depth", seeds=2, overrides=["train.seed=5,6,7"])  # --seeds takes the grid's first
     assert fewer.grid["train.seed"] == ["5", "6"]  # (a v4 re-registration's seeds are new: never 0, 1 instead)
     assert make_plan("deepnet_depth", seeds=4, overrides=["train.seed=5,6"]).grid["train.seed"] == ["5", "6", "7", "8"]
+    assert make_plan("deepnet_depth", seeds=2).grid["train.seed"] == ["3", "4"]  # the registration's, not the pilot's
     narrowed = make_plan("deepnet_depth", overrides=["model.n_layers=6,96", "model.d_ff=128"])
     assert narrowed.grid["model.n_layers"] == ["6", "96"] and narrowed.base[-1] == "model.d_ff=128"
     with pytest.raises(ReproduceError, match="leave no run of deepnet_depth's grid"):
-        make_plan("deepnet_depth", overrides=["optim.lr=3e-3"])  # no arm of the experiment has that lr
+        make_plan("deepnet_depth", overrides=["optim.lr=1e-2"])  # no placement of the experiment has that lr
     smoke = make_plan("xiong_grad_init", smoke=True)
     assert [len(v) for v in smoke.grid.values()] == [2, 2, 2, 1] and "train.max_steps=4" in smoke.base
     assert make_plan("deepnet_depth", jobs=3).jobs == 3 and gpu.jobs == gpu.budget.jobs > 1
@@ -296,11 +300,11 @@ def test_lr_sensitivity_runs_qk_norm_with_pre_ln_only_and_scores_by_the_paper_fo
 
     plan = make_plan("lr_sensitivity")
     variants = Counter((c["placement"], c["model.qk_norm"].lower(), c["model.n_layers"]) for c in plan.combos())
-    six, five = 6 * 3, 5 * 3  # learning rates × seeds: the whole grid, or its top five at L = 24
-    assert variants == {("pre", "false", "2"): six, ("pre", "true", "2"): six, ("post", "false", "2"): six,
-                        ("pre", "false", "8"): six, ("pre", "true", "8"): six, ("post", "false", "8"): six,
-                        ("pre", "false", "24"): five, ("pre", "true", "24"): five}
-    assert min(float(c["optim.lr"]) for c in plan.combos() if c["model.n_layers"] == "24") == 3e-3
+    seven, six = 7 * 3, 6 * 3  # learning rates × seeds: the whole grid, or its top six at L = 24
+    assert variants == {("pre", "false", "2"): seven, ("pre", "true", "2"): seven, ("post", "false", "2"): seven,
+                        ("pre", "false", "8"): seven, ("pre", "true", "8"): seven, ("post", "false", "8"): seven,
+                        ("pre", "false", "24"): six, ("pre", "true", "24"): six}
+    assert min(float(c["optim.lr"]) for c in plan.combos() if c["model.n_layers"] == "24") == 1e-3
     # E_η[min(ℓ(η), ℓ0) − ℓ*]: a diverged run (∞) and one above ℓ0 both count as ℓ0
     assert sensitivity({1e-3: 3.0, 1e-2: 2.0, 1e-1: math.inf, 3e-1: 6.0}, l0=5.5) == pytest.approx(
         (1.0 + 0.0 + 3.5 + 3.5) / 4)

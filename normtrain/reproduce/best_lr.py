@@ -1,0 +1,190 @@
+"""Best against best (issue 37): compare architectures each at its own best learning rate, chosen by a fixed rule.
+
+An architecture's loss at one learning rate is one point of its loss-vs-lr curve, not its quality. An experiment
+whose grid has an lr axis (``optim.lr``) and an arm axis (``norm``, ``placement``...) trains every arm at ≥ 3
+learning rates, and this module
+
+- picks each arm's best lr by **the selection rule**, fixed before the runs and declared in the registration: the lr
+  whose runs have the lowest *median over seeds* of the **selection loss**, the mean training loss over the last
+  ``SELECTION_FRACTION`` of the steps. The training batches are a different split from the validation windows the
+  comparison is judged on, so the choice does not peek at the judged number (picking on the judged loss itself
+  would bias every arm's judged loss downward by its seed noise). A diverged run's selection loss is +∞; a tie
+  goes to the smaller lr;
+- flags an arm whose best lr sits at an edge of its grid (the smallest or the largest lr run, or a grid of fewer
+  than three): its true best may lie outside, and the write-up says "extend the grid". The registration makes an
+  inside best a precondition (quantity ``best_lr_inside_grid``: 1 inside, 0 at an edge), so a comparison at an
+  edge is inconclusive;
+- reads any per-run quantity at each arm's best lr, per seed, and pairs two arms by seed (seed s of arm A at A's
+  best lr against seed s of arm B at B's), so rules refer to them like any other quantity;
+- shows the whole curve: a Markdown table (arm × lr: median and range over seeds, the best marked) and a figure
+  (loss against lr on a log axis, every seed a point, the medians joined, the best ringed).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from normtrain.reproduce import plots, stats
+from normtrain.reproduce.writeup import markdown_table
+from normtrain.util.numbers import number
+
+LR_AXIS = "optim.lr"
+SELECTION = "selection_loss"  # the runs.csv column the rule reads
+ALL_SEEDS = "all seeds"  # the key of a value decided over every seed at once (the best lr is chosen so)
+SELECTION_FRACTION = 0.1  # the selection loss averages the training loss over this last share of the steps
+RULE = ("each arm's best learning rate is the one whose runs have the lowest median over seeds of the selection "
+        f"loss, the mean training loss over the last {SELECTION_FRACTION:.0%} of the steps (training batches, not "
+        "the validation windows the comparison is judged on); a diverged run counts as +∞, a tie goes to the "
+        "smaller lr; a best lr at the grid's smallest or largest value is at an edge: extend the grid")
+
+Value = Callable[[dict[str, Any]], float | None]
+
+
+def selection_loss(steps: Sequence[float], losses: Sequence[float], max_steps: int,
+                   fraction: float = SELECTION_FRACTION) -> float | None:
+    """The mean of the logged training losses at steps ≥ (1 − ``fraction``) · ``max_steps`` (a run too short to log
+    there, a smoke run: its last logged loss; None when nothing is logged; +∞ when one is not finite)."""
+    pairs = list(zip(steps, losses, strict=True))
+    tail = [float(v) for s, v in pairs if s >= (1 - fraction) * max_steps] or [float(v) for _, v in pairs[-1:]]
+    if not tail:
+        return None
+    return math.inf if not all(math.isfinite(v) for v in tail) else sum(tail) / len(tail)
+
+
+def selection_of(run) -> float | None:
+    """A trained run's selection loss (``run``: a normtrain.compare.runs.Run), from its logged ``train/loss``."""
+    steps, losses = run.series("train/loss")
+    last = ((run.summary.get("config") or {}).get("train") or {}).get("max_steps") or 0
+    return selection_loss(steps.tolist(), losses.tolist(), int(last))
+
+
+def lr_of(row: dict[str, Any]) -> float:
+    return float(row[LR_AXIS])
+
+
+def selection_or_inf(row: dict[str, Any]) -> float | None:
+    """A row's selection loss, +∞ for a diverged run."""
+    return math.inf if row.get("status") == "diverged" else row.get(SELECTION)
+
+
+@dataclass(frozen=True)
+class BestLr:
+    """One arm's grid, its selection score per lr (median over seeds) and the lr the rule picked (None: nothing
+    scored)."""
+
+    arm: str
+    lrs: tuple[float, ...]
+    score: dict[float, float | None]
+    lr: float | None
+
+    @property
+    def at_edge(self) -> bool:
+        """The best is the grid's smallest or largest lr (or the grid has fewer than 3): extend the grid."""
+        return self.lr is not None and (len(self.lrs) < 3 or self.lr in (self.lrs[0], self.lrs[-1]))
+
+    def edge_note(self) -> str | None:
+        if not self.at_edge:
+            return None
+        if len(self.lrs) < 3:
+            return f"{self.arm}: only {len(self.lrs)} learning rate(s) run; a best needs at least 3 around it"
+        side, factor = ("smallest", self.lrs[0] / self.lrs[1]) if self.lr == self.lrs[0] else \
+            ("largest", self.lrs[-1] / self.lrs[-2])
+        return (f"{self.arm}: the best lr {self.lr:g} is the grid's {side}: extend the grid (next point "
+                f"{self.lr * factor:.3g})")
+
+
+def arm_rows(rows: list[dict[str, Any]], arm_key: str, arm: str) -> list[dict[str, Any]]:
+    return [r for r in rows if str(r.get(arm_key)) == arm]
+
+
+def choose(rows: list[dict[str, Any]], arm_key: str, arm: str, value: Value = selection_or_inf) -> BestLr:
+    """The arm's best lr by the rule: the lowest median over seeds of ``value`` (default: the selection loss)."""
+    mine = arm_rows(rows, arm_key, arm)
+    lrs = tuple(sorted({lr_of(r) for r in mine}))
+    score: dict[float, float | None] = {}
+    for lr in lrs:
+        vals = [v for r in mine if lr_of(r) == lr and (v := value(r)) is not None and not math.isnan(v)]
+        score[lr] = statistics.median(vals) if vals else None
+    scored = [(s, lr) for lr, s in score.items() if s is not None]
+    return BestLr(arm, lrs, score, min(scored)[1] if scored else None)  # ties: the smaller lr (sorted second)
+
+
+def best_lrs(rows: list[dict[str, Any]], arm_key: str, arms: Sequence[str],
+             value: Value = selection_or_inf) -> dict[str, BestLr]:
+    return {a: choose(rows, arm_key, a, value) for a in arms}
+
+
+def at_best(rows: list[dict[str, Any]], arm_key: str, best: BestLr, value: str | Value) -> dict[str, float | None]:
+    """``{seed: value}`` of the arm's runs at its best lr (empty when no best)."""
+    if best.lr is None:
+        return {}
+    chosen = [r for r in arm_rows(rows, arm_key, best.arm) if lr_of(r) == best.lr]
+    return stats.per_seed(chosen, value)
+
+
+def paired_at_best(rows: list[dict[str, Any]], arm_key: str, best: dict[str, BestLr], arm: str, reference: str,
+                   value: str | Value = stats.final_or_inf,
+                   op: Callable[[float, float], float | None] = stats.difference) -> dict[str, float | None]:
+    """``op(arm's value, reference's value)`` seed by seed, each arm at its own best lr (``{}`` if one is missing)."""
+    if arm not in best or reference not in best:
+        return {}
+    return stats.paired(at_best(rows, arm_key, best[arm], value), at_best(rows, arm_key, best[reference], value), op)
+
+
+def inside_grid(best: dict[str, BestLr]) -> dict[str, dict[str, float | None]]:
+    """The precondition's quantity: per arm, 1.0 when its best lr lies inside its grid, 0.0 at an edge (None: no
+    best), as one value (the best is chosen over all seeds at once)."""
+    return {arm: {ALL_SEEDS: None if b.lr is None else float(not b.at_edge)} for arm, b in best.items()}
+
+
+def curve_table(rows: list[dict[str, Any]], arm_key: str, best: dict[str, BestLr],
+                value: Value = stats.final_or_inf) -> str:
+    """Arm × lr: median [min, max] (n) of ``value`` over seeds; the rule's best lr in bold with "best", an edge
+    best also "edge"."""
+    lrs = sorted({lr_of(r) for r in rows})
+    body = []
+    for arm, b in best.items():
+        cells = []
+        for lr in lrs:
+            vals = [value(r) for r in arm_rows(rows, arm_key, arm) if lr_of(r) == lr]
+            text = range_text(vals)
+            if lr == b.lr:
+                text = f"**{text}** best" + (" (edge)" if b.at_edge else "")
+            cells.append(text)
+        body.append([arm, *cells])
+    return markdown_table([arm_key, *(f"lr {lr:g}" for lr in lrs)], body)
+
+
+def range_text(values: Sequence[float | None]) -> str:
+    """``1.234 [1.230, 1.240] (n=5)``: the median and the range over seeds (∞ for diverged runs); ``–`` for none."""
+    vals = [v for v in values if v is not None and not math.isnan(v)]
+    if not vals:
+        return "–"
+    return f"{number(statistics.median(vals))} [{number(min(vals))}, {number(max(vals))}] (n={len(vals)})"
+
+
+def draw_curves(ax, rows: list[dict[str, Any]], arm_key: str, best: dict[str, BestLr], colors: dict[str, str],
+                value: Value = stats.final_or_inf, unigram: float | None = None) -> None:
+    """Loss against lr (log x): every seed a point, the medians joined, each arm's best lr ringed; diverged runs
+    (+∞) are left out of the points and the medians they would break."""
+    lrs = sorted({lr_of(r) for r in rows})
+    for arm, b in best.items():
+        color = colors.get(arm, "k")
+        points = [(lr_of(r), v) for r in arm_rows(rows, arm_key, arm) if (v := value(r)) is not None
+                  and math.isfinite(v)]
+        ax.scatter([p[0] for p in points], [p[1] for p in points], color=color, s=10, alpha=plots.SEED_ALPHA + 0.2)
+        medians = [(lr, statistics.median(vs)) for lr in lrs if (vs := [v for x, v in points if x == lr])]
+        if medians:
+            ax.plot(*zip(*medians, strict=True), "-", color=color, lw=plots.MEAN_LW, marker="o", ms=4,
+                    label=f"{arm} (median of seeds)")
+        if b.lr is not None and (at := dict(medians).get(b.lr)) is not None:
+            ax.scatter([b.lr], [at], s=140, facecolors="none", edgecolors=color, linewidths=1.5)
+    plots.unigram_line(ax, unigram)
+    if lrs:
+        plots.log_axis(ax, lrs)
+    plots.finish(ax, "final val loss against lr (ring: the rule's best)", "peak learning rate",
+                 "final val loss (nats/byte)")

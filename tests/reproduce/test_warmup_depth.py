@@ -1,0 +1,108 @@
+"""The v4 analyses of xiong_warmup, deepnet_depth and lr_sensitivity on synthetic rows: every quantity the
+registrations' rules name, each arm at its own best lr."""
+
+from __future__ import annotations
+
+import pytest
+
+from normtrain.reproduce import best_lr
+from normtrain.reproduce.warmup import ARMS, arm_of, measure_checks, penalty_at
+
+
+def warmup_rows(losses: dict[tuple[str, int, float], list[float]]) -> list[dict]:
+    """``losses[(placement, warm-up steps, lr)]``: the final loss per seed (seeds 5, 6, 7); selection = loss."""
+    rows = []
+    for (p, w, lr), vals in losses.items():
+        for i, v in enumerate(vals):
+            rows.append({"placement": p, "optim.warmup_steps": str(w), "optim.lr": str(lr), "train.seed": str(5 + i),
+                         "status": "completed", "final_val_loss": v, best_lr.SELECTION: v,
+                         "val_quarter_drop": 0.02, "unigram_val_loss": 3.3})
+    for r in rows:
+        r["arm"] = arm_of(r)
+    return rows
+
+
+def test_warmup_compares_each_arm_at_its_own_best_lr_and_keeps_the_paper_lrs():
+    post_lrs, pre_lrs = (2.5e-4, 5e-4, 1e-3), (5e-4, 1e-3, 2e-3)
+    cold = {2.5e-4: [2.50, 2.52, 2.51], 5e-4: [2.60, 2.62, 2.61], 1e-3: [3.2, 3.3, 3.25]}  # best at 2.5e-4: an edge
+    warm = {2.5e-4: [2.50, 2.50, 2.50], 5e-4: [2.40, 2.38, 2.41], 1e-3: [2.60, 2.55, 2.70]}  # best 5e-4, inside
+    pre = {5e-4: [2.3, 2.3, 2.3], 1e-3: [2.1, 2.1, 2.1], 2e-3: [2.2, 2.2, 2.2]}
+    rows = warmup_rows({**{("post", 0, lr): cold[lr] for lr in post_lrs},
+                        **{("post", 200, lr): warm[lr] for lr in post_lrs},
+                        **{("pre", 0, lr): pre[lr] for lr in pre_lrs},
+                        **{("pre", 200, lr): [v + 0.01 for v in pre[lr]] for lr in pre_lrs}})
+    best = best_lr.best_lrs(rows, "arm", ARMS)
+    assert [best[a].lr for a in ARMS] == [2.5e-4, 5e-4, 1e-3, 1e-3]
+    m = measure_checks(rows, best, 3.3)
+    # cold at 2.5e-4 against warm at 5e-4, seed by seed: the primary's best-against-best gap
+    assert m["post_cold_minus_warm_at_best"][""] == pytest.approx({"5": 0.10, "6": 0.14, "7": 0.10})
+    assert m["pre_cold_minus_warm_at_best"][""] == pytest.approx({"5": -0.01, "6": -0.01, "7": -0.01})
+    assert m["post_minus_pre_penalty_at_best"][""] == pytest.approx({"5": 0.11, "6": 0.15, "7": 0.11})
+    # at the paper's lrs (v3's comparison): the same lr for both arms
+    assert m["post_penalty"]["lr 0.0005"] == pytest.approx({"5": 0.20, "6": 0.24, "7": 0.20})
+    assert penalty_at(rows, "post", 1e-3) == pytest.approx({"5": 0.6, "6": 0.75, "7": 0.55})
+    assert m["post_penalty_growth"][""] == pytest.approx({"5": 0.4, "6": 0.51, "7": 0.35})
+    assert m["best_lr_inside_grid"] == {"post, no warm-up": {best_lr.ALL_SEEDS: 0.0},
+                                        "post, warm-up": {best_lr.ALL_SEEDS: 1.0}}
+    assert m["reference_margin"]["post, warm-up"] == pytest.approx({"5": 0.9, "6": 0.92, "7": 0.89})
+    assert set(m["val_quarter_drop_at_best"]) == {"post, warm-up"}
+
+
+def test_warmup_keeps_each_placements_own_lr_range():
+    from normtrain.reproduce.warmup import Warmup
+
+    keeps = Warmup().keeps
+    assert keeps({"placement": "post", "optim.lr": "0.000125"})
+    assert not keeps({"placement": "post", "optim.lr": "0.002"})
+    assert keeps({"placement": "pre", "optim.lr": "0.002"})
+    assert not keeps({"placement": "pre", "optim.lr": "0.00025"})
+
+
+def depth_rows(losses: dict[tuple[str, int, float], list[float]]) -> list[dict]:
+    """``losses[(placement, depth, lr)]``: the final loss per seed (seeds 3, 4, 5); selection = loss."""
+    from normtrain.reproduce.depth import arm_of as depth_arm
+
+    rows = [{"placement": p, "model.n_layers": str(d), "optim.lr": str(lr), "train.seed": str(3 + i),
+             "status": "completed", "final_val_loss": v, best_lr.SELECTION: v, "unigram_val_loss": 3.3}
+            for (p, d, lr), vals in losses.items() for i, v in enumerate(vals)]
+    for r in rows:
+        r["arm"] = depth_arm(r)
+    return rows
+
+
+def test_depth_compares_each_placement_at_its_best_lr_per_depth():
+    from normtrain.reproduce.depth import deep_depths
+    from normtrain.reproduce.depth import measure_checks as depth_checks
+
+    post = {(6, 2.5e-4): 2.6, (6, 5e-4): 2.4, (6, 1e-3): 2.3, (24, 2.5e-4): 3.2, (24, 5e-4): 3.3, (24, 1e-3): 3.3}
+    deep = {(6, 5e-4): 2.5, (6, 1e-3): 2.4, (6, 2e-3): 2.45, (24, 5e-4): 2.4, (24, 1e-3): 2.2, (24, 2e-3): 2.3}
+    rows = depth_rows({**{("post", d, lr): [v, v + 0.01, v + 0.02] for (d, lr), v in post.items()},
+                       **{("deepnorm", d, lr): [v, v, v] for (d, lr), v in deep.items()}})
+    arms = [f"{p}, L={d}" for p in ("post", "deepnorm") for d in (6, 24)]
+    best = best_lr.best_lrs(rows, "arm", arms)
+    assert [best[a].lr for a in arms] == [1e-3, 2.5e-4, 1e-3, 1e-3]
+    m = depth_checks(rows, best, [6, 24], 3.3)
+    assert deep_depths([6, 12, 18, 24]) == [18, 24] and deep_depths([6, 12]) == [12]
+    assert m["post_minus_deepnorm_at_best"] == {"L=24": pytest.approx({"3": 1.0, "4": 1.01, "5": 1.02})}
+    assert m["post_deep_minus_shallow_at_best"] == {"L=24": pytest.approx({"3": 0.9, "4": 0.9, "5": 0.9})}
+    assert m["deepnorm_deep_minus_shallow_at_best"] == {"L=24": pytest.approx({"3": -0.2, "4": -0.2, "5": -0.2})}
+    assert m["post_minus_deepnorm_shallow"] == {"L=6": pytest.approx({"3": -0.1, "4": -0.09, "5": -0.08})}
+    assert m["best_lr_inside_grid"] == {"deepnorm, L=24": {best_lr.ALL_SEEDS: 1.0}}
+    assert m["best_lr_not_smallest"] == {"post, L=24": {best_lr.ALL_SEEDS: 0.0}}  # a smaller lr might train it
+    assert m["reference_margin"]["deepnorm, L=24"] == pytest.approx({"3": 1.1, "4": 1.1, "5": 1.1})
+
+
+def test_lr_sensitivity_flags_a_best_lr_at_the_grid_edge_per_variant_and_depth():
+    from normtrain.reproduce.lr_sensitivity import best_by_rule
+
+    def row(v, d, lr, s, loss):
+        return {"placement": "pre", "variant": v, "model.n_layers": str(d), "optim.lr": str(lr), "train.seed": str(s),
+                "status": "completed", "final_val_loss": loss, best_lr.SELECTION: loss}
+
+    lrs = (3e-4, 1e-3, 3e-3)
+    rows = [row("pre", 24, lr, s, loss) for s in (3, 4, 5) for lr, loss in zip(lrs, (1.6, 1.5, 1.55), strict=True)]
+    rows += [row("pre+qk", 24, lr, s, loss) for s in (3, 4, 5) for lr, loss in zip(lrs, (1.4, 1.5, 1.6), strict=True)]
+    best = best_by_rule(rows, ["pre", "pre+qk"], [24])
+    assert {a: b.lr for a, b in best.items()} == {"pre, L=24": 1e-3, "pre+qk, L=24": 3e-4}
+    assert best_lr.inside_grid(best) == {"pre, L=24": {best_lr.ALL_SEEDS: 1.0},
+                                         "pre+qk, L=24": {best_lr.ALL_SEEDS: 0.0}}  # its best at the smallest lr
