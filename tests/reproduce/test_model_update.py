@@ -86,4 +86,4 @@ def test_post_over_deepnorm_pairs_seeds_per_depth():
     assert set(found) == {"L=6", "L=24"} and found["L=6"] == pytest.approx({"0": 5.0, "1": 5.0, "2": 5.0})
     assert found["L=24"]["9"] is None
     table = ratio_table(rows, [6, 24], [SMALL])
-    assert "| ‖ΔF‖/‖F‖ | Adam 5e-5 | 5.000 ± 0 (n=3) |" in table.replace("0.000", "0")
+    assert "| ‖ΔF‖/‖F‖ | Adam 2e-6 | 5.000 ± 0 (n=3) |" in table.replace("0.000", "0")
