@@ -78,12 +78,14 @@ class BatchNormLeak(Experiment):
         gain = measured["leak_gain_at_best"]
         ours = ("the leak's gain in BatchNorm's training-mode loss (future swapped − intact, at its best lr): "
                 + ", ".join(f"{stats.spread(gain[f'batch {b}'].values())} (batch {b})" for b in sizes))
+        gap = {b: stats.paired(at("batchnorm", b, "eval_loss"), at("layernorm", b, "eval_loss"), stats.difference)
+               for b in sizes}
         key = (f"{ours}; BatchNorm − LayerNorm in evaluation mode, each at its best lr: "
-               + ", ".join(f"{stats.spread(stats.paired(at('batchnorm', b, 'eval_loss'), at('layernorm', b, 'eval_loss'), stats.difference).values())} (batch {b})"  # noqa: E501
-                           for b in sizes) + ".")
+               + ", ".join(f"{stats.spread(gap[b].values())} (batch {b})" for b in sizes) + ".")
         notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}."]
         notes += [n for b in best.values() if (n := b.edge_note())]
-        return Findings(table=self.table(rows, norms, sizes, best, at), measured=measured, key=key, ours=ours,
+        table = self.table(rows, norms, sizes, best, at) + cut_table(rows, sizes, at)
+        return Findings(table=table, measured=measured, key=key, ours=ours,
                         notes=notes, figures={"batchnorm_leak.png": lambda path: self.draw(rows, norms, sizes, best,
                                                                                            at, unigram, path)})
 
@@ -132,6 +134,17 @@ class BatchNormLeak(Experiment):
         plots.finish(axes[1], "the leak's gain: swapped − intact future", "batch size (sequences)", "nats")
         axes[2].set_title(f"training-mode loss against lr, batch {sizes[0]}")
         plots.save(fig, path)
+
+
+def cut_table(rows, sizes, at) -> str:
+    """The leak's gain per cut point t, BatchNorm at each batch size's best lr (reported)."""
+    prefix = "swap_gain_t"
+    cuts = sorted({k for r in rows for k in r if k.startswith(prefix)}, key=lambda k: int(k[len(prefix):]))
+    if not cuts or "batchnorm" not in {r["norm"] for r in rows}:
+        return ""
+    body = [[b, *[stats.spread(at("batchnorm", b, k).values()) for k in cuts]] for b in sizes]
+    return ("\n\nThe leak's gain per scored position t (swapped − intact future), BatchNorm at its best lr, mean ± sd "
+            "over seeds (n):\n\n" + markdown_table(["batch", *[f"t = {k[len(prefix):]}" for k in cuts]], body))
 
 
 def measure(at, sizes, best, unigram) -> dict[str, dict[str, dict[str, float | None]]]:
