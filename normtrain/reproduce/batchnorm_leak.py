@@ -1,11 +1,13 @@
 """Why causal transformers do not use BatchNorm: its training statistics see the future.
 
-Three arms train the same Pre-LN model: BatchNorm (statistics over batch × all positions: leaky), the causal
-control (``batchnorm_causal``: statistics over batch × positions ≤ t, so the only difference is the leak) and
-LayerNorm. Each trained model scores the same validation windows two ways: in training mode with its own batch's
-statistics (what the training loss saw) and in evaluation mode (running statistics: what generation sees). A
-direct causality check changes only the last token of every sequence and measures how far the log-probabilities
-at the earlier positions move.
+Pre-LN models train with BatchNorm (statistics over batch × all positions: leaky) or LayerNorm, at several batch
+sizes, each at 3 learning rates (compared at each arm's best: normtrain/reproduce/best_lr.py). Each trained
+BatchNorm model measures its own leak (registration v4): in training mode with its own batch's statistics, the loss
+at a position t with the tokens after t intact against the loss with them swapped for other real text
+(:func:`future_swap_gain`): the same model, mode and normalisation, only the information about t's own future
+differs. Each model also scores the validation windows in evaluation mode (running statistics: what generation
+sees), and a direct causality check changes only the last token of every sequence and measures how far the
+log-probabilities at the earlier positions move. v3's causal twin (``batchnorm_causal``) is still read when present.
 """
 
 from __future__ import annotations
@@ -13,16 +15,22 @@ from __future__ import annotations
 from typing import Any
 
 from normtrain.compare.runs import Run
-from normtrain.reproduce import plots, stats
+from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.plan import Plan
-from normtrain.reproduce.runner import Experiment, Findings, curve_points, present, validation_batches
+from normtrain.reproduce.runner import Experiment, Findings, present, validation_batches
 from normtrain.reproduce.writeup import markdown_table
 from normtrain.training.outcome import line_labels
 
 NORMS = ("batchnorm", "batchnorm_causal", "layernorm")
 MODES = {"own": "training mode, own batch's statistics", "eval": "evaluation mode (running statistics)"}
 COLORS = {"batchnorm": plots.NORM_COLORS["batchnorm"], "batchnorm_causal": "#e6a23c", "layernorm": "#1f77b4"}
+CUTS = (0.25, 0.5, 0.75)  # the scored positions t = ⌊T·f⌋ − 1: 31, 63, 95 for T = 128
+
+
+def arm_of(row: dict[str, Any]) -> str:
+    """An arm of the best-lr rule: a norm at one batch size (each has its own best lr)."""
+    return f"{row['norm']}, batch {row['train.batch_size']}"
 
 
 class BatchNormLeak(Experiment):
@@ -31,11 +39,12 @@ class BatchNormLeak(Experiment):
     paper = "why not BatchNorm (PowerNorm, Shen et al. 2020, §3)"
     reference = ("**Shen et al. 2020**, *PowerNorm: Rethinking Batch Normalization in Transformers*, §3; "
                  "the causal-LM leak is the classic answer to 'why not BatchNorm?'")
-    method = ("Pre-LN, 6 layers, d 64, 4 heads, GELU FFN 256, AdamW lr 1e-3 (50-step warm-up, cosine), 1000 steps, "
-              "with `norm=batchnorm` (statistics over batch × positions), its causal control `norm=batchnorm_causal` "
-              "(statistics over batch × positions ≤ t) or LayerNorm, at batch sizes 1, 2, 8 and 16 sequences of 128 "
-              "bytes, 5 seeds. Each final model scores the same 512 validation windows in batches of its own batch "
-              "size, in training mode (own batch's statistics) and in evaluation mode (running statistics).")
+    method = ("Pre-LN, 6 layers, d 64, 4 heads, GELU FFN 256, AdamW (50-step warm-up, cosine) at peak lrs 1e-3, "
+              "4e-3 and 1.6e-2, 1000 steps, with `norm=batchnorm` (statistics over batch × positions) or LayerNorm, "
+              "at batch sizes 1, 2 and 8 sequences of 128 bytes, 5 seeds; each norm × batch size is read at its own "
+              "best lr. Each final model scores the same 512 validation windows in batches of its own batch size: "
+              "in training mode (own batch's statistics), with the future of positions 31, 63 and 95 intact and "
+              "swapped for the next batch's (the leak's gain), and in evaluation mode (running statistics).")
     # the batch size is the design: longer windows instead of more sequences; each model scored two ways after it
     gpu_recipe = Recipe(batch=1, seq=2, extra_steps=200)
     keep_checkpoints = True
@@ -45,89 +54,117 @@ class BatchNormLeak(Experiment):
         comparisons that need them) and the cell counts it as diverged. A scored run's line labels (collapsed,
         above the line) read its training-mode loss, the one the leak is about; whether it was still falling reads
         its evaluation-mode validation curve, the only one logged."""
+        base = {**super().row(run, combo), best_lr.SELECTION: best_lr.selection_of(run)}
         if run.status == "diverged" or not (run.path / "ckpt.pt").is_file():
-            return {**super().row(run, combo), "own_loss": None, "eval_loss": None, "leak": None}
-        row = {**super().row(run, combo), **score_two_ways(run)}
+            return {**base, "own_loss": None, "eval_loss": None, "leak": None, "swap_gain": None}
+        row = {**base, **score_two_ways(run)}
         if row["unigram_val_loss"] is not None:  # labelled on the loss it is judged by: training mode, own batch
             row.update(line_labels(row["own_loss"], row["unigram_val_loss"], row["val_quarter_drop"]))
         return row
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
+        for r in rows:
+            r["arm"] = arm_of(r)
         sizes = sorted({int(r["train.batch_size"]) for r in rows})
         norms = present(rows, "norm", NORMS)
-        small, large = sizes[0], sizes[-1]
+        arms = [f"{n}, batch {b}" for n in norms for b in sizes]
+        best = best_lr.best_lrs(rows, "arm", arms)
         unigram = stats.unigram_of(rows)
 
-        def seeds(n, b, value):
-            return stats.seeds(rows, value, norm=n, train__batch_size=b)
+        def at(n, b, value):  # {seed: value} of norm n at batch b, at that arm's best lr
+            return best_lr.at_best(rows, "arm", best[f"{n}, batch {b}"], value)
 
-        def versus(a, b, size, mode):  # per seed: arm a's loss minus arm b's, in one scoring mode
-            return stats.paired(seeds(a, size, f"{mode}_loss"), seeds(b, size, f"{mode}_loss"), lambda x, y: x - y)
-
-        bn_vs_ln = {b: versus("batchnorm", "layernorm", b, "eval") for b in sizes}
-        measured = {
-            "bn_leak": {f"batch {b}": seeds("batchnorm", b, "leak") for b in sizes},
-            "control_leak": {f"{n}, batch {b}": seeds(n, b, "leak") for n in ("batchnorm_causal", "layernorm")
-                             for b in sizes},
-            "leak_flatters_training_loss": {f"batch {b}": versus("batchnorm_causal", "batchnorm", b, "own")
-                                            for b in sizes},
-            "leak_hurts_evaluation": {f"batch {b}": versus("batchnorm", "batchnorm_causal", b, "eval")
-                                      for b in sizes},
-            "bn_gap_small_minus_large": {"": stats.paired(bn_vs_ln[small], bn_vs_ln[large], lambda x, y: x - y)},
-            "ln_mode_difference": {f"batch {b}": seeds("layernorm", b, lambda r: stats.absolute(mode_gap(r)))
-                                   for b in sizes},
-            "reference_margin": {f"layernorm, batch {b}": stats.margin_below(unigram, seeds("layernorm", b,
-                                                                                           "eval_loss"))
-                                 for b in sizes},
-        }
-        flatters = measured["leak_flatters_training_loss"]
-        ours = ("the leak's gain in training-mode loss (causal − leaky BatchNorm): "
-                + ", ".join(f"{stats.spread(flatters[f'batch {b}'].values())} (batch {b})" for b in sizes))
-        key = (f"BatchNorm: {ours}; in evaluation mode leaky − causal: "
-               + ", ".join(f"{stats.spread(measured['leak_hurts_evaluation'][f'batch {b}'].values())} (batch {b})"
-                           for b in sizes) + ".")
-        return Findings(table=self.table(rows, norms, sizes, seeds), measured=measured, key=key, ours=ours,
-                        figures={"batchnorm_leak.png": lambda path: self.draw(rows, norms, sizes, seeds, unigram,
-                                                                              path)})
+        measured = measure(at, sizes, best, unigram)
+        gain = measured["leak_gain_at_best"]
+        ours = ("the leak's gain in BatchNorm's training-mode loss (future swapped − intact, at its best lr): "
+                + ", ".join(f"{stats.spread(gain[f'batch {b}'].values())} (batch {b})" for b in sizes))
+        gap = {b: stats.paired(at("batchnorm", b, "eval_loss"), at("layernorm", b, "eval_loss"), stats.difference)
+               for b in sizes}
+        key = (f"{ours}; BatchNorm − LayerNorm in evaluation mode, each at its best lr: "
+               + ", ".join(f"{stats.spread(gap[b].values())} (batch {b})" for b in sizes) + ".")
+        notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}."]
+        notes += [n for b in best.values() if (n := b.edge_note())]
+        table = self.table(rows, norms, sizes, best, at) + cut_table(rows, sizes, at)
+        return Findings(table=table, measured=measured, key=key, ours=ours,
+                        notes=notes, figures={"batchnorm_leak.png": lambda path: self.draw(rows, norms, sizes, best,
+                                                                                           at, unigram, path)})
 
     @staticmethod
-    def table(rows, norms, sizes, seeds) -> str:
-        body = [[n, b, *[stats.cell(seeds(n, b, f"{m}_loss").values(), stats.select(rows, norm=n,
-                                                                                    train__batch_size=b))
-                         for m in MODES],
-                 stats.spread(seeds(n, b, mode_gap).values()),
-                 stats.spread(seeds(n, b, "leak").values())] for n in norms for b in sizes]
-        return ("Validation loss (nats per byte) on the same 512 windows; " + stats.CELL_NOTE + ". Leak: the largest "
-                "change of a log-probability at positions 0…126 when only position 127 changes (0 = causal):\n\n"
-                + markdown_table(["norm", "batch", *[f"val loss: {t}" for t in MODES.values()],
-                                  "eval − own", "leak (max |Δ log p|)"], body))
+    def table(rows, norms, sizes, best, at) -> str:
+        body = [[n, b, best[f"{n}, batch {b}"].lr, *[stats.spread(at(n, b, f"{m}_loss").values()) for m in MODES],
+                 stats.spread(at(n, b, mode_gap).values()), stats.spread(at(n, b, "swap_gain").values()),
+                 stats.spread(at(n, b, "leak").values())] for n in norms for b in sizes]
+        curves = {m: best_lr.curve_table(rows, "arm", best, lambda r, m=m: r.get(f"{m}_loss")) for m in MODES}
+        gains = best_lr.curve_table(rows, "arm", {a: b for a, b in best.items() if a.startswith("batchnorm,")},
+                                    lambda r: r.get("swap_gain"))
+        return ("At each arm's best lr (norm × batch size; the rule in the notes), mean ± sd over seeds (n). Gain: "
+                "the training-mode loss at positions 31, 63, 95 with their future swapped for other text minus "
+                "intact (> 0: the model reads its future); leak: the largest change of a log-probability at "
+                "positions 0…126 when only position 127 changes (0 = causal):\n\n"
+                + markdown_table(["norm", "batch", "best lr", *[f"val loss: {t}" for t in MODES.values()],
+                                  "eval − own", "gain (swapped − intact)", "leak (max |Δ log p|)"], body)
+                + "\n\nThe loss-vs-lr curves: median [min, max] (n) over seeds, **bold** the arm's best lr by the "
+                f"rule. Training mode, own batch's statistics (BatchNorm is judged and labelled by it):\n\n"
+                f"{curves['own']}\n\nEvaluation mode (running statistics):\n\n{curves['eval']}\n\nThe leak's "
+                f"gain at every lr:\n\n{gains}\n\nEvery run: {stats.CELL_NOTE}:\n\n"
+                + markdown_table(["norm", "batch", "lr", "val loss: training mode"],
+                                 [[n, b, lr, stats.cell(stats.per_seed(mine, "own_loss").values(), mine)]
+                                  for n in norms for b in sizes
+                                  for lr in sorted({r["optim.lr"] for r in rows}, key=float)
+                                  if (mine := stats.select(rows, norm=n, train__batch_size=b, optim__lr=lr))]))
 
     @staticmethod
-    def draw(rows, norms, sizes, seeds, unigram, path) -> None:
+    def draw(rows, norms, sizes, best, at, unigram, path) -> None:
         fig, axes = plots.figure(ncols=3, width=4.2, height=3.5)
         for n in norms:
             for m, marker in zip(MODES, ("o", "^"), strict=True):
-                per_seed = list(zip(*[list(seeds(n, b, f"{m}_loss").values()) for b in sizes], strict=True))
+                per_seed = list(zip(*[list(at(n, b, f"{m}_loss").values()) for b in sizes], strict=True))
                 plots.seeds_and_mean(axes[0], sizes, per_seed, COLORS[n], f"{n}, {m}", marker=marker,
                                      style="-" if m == "own" else "--")
-            mine = stats.select(rows, norm=n, train__batch_size=sizes[0])
-            plots.curves(axes[2], [curve_points(r["val_curve"]) for r in mine if r["val_curve"]], COLORS[n],
-                         f"{n}, batch {sizes[0]}")
-        for mode, style in (("own", "-"), ("eval", "--")):
-            gains = list(zip(*[list(stats.paired(seeds("batchnorm_causal", b, f"{mode}_loss"),
-                                                 seeds("batchnorm", b, f"{mode}_loss"), lambda x, y: x - y).values())
-                               for b in sizes], strict=True))
-            plots.seeds_and_mean(axes[1], sizes, gains, COLORS["batchnorm"], f"{mode} mode", style=style)
+        gains = list(zip(*[list(at("batchnorm", b, "swap_gain").values()) for b in sizes], strict=True))
+        plots.seeds_and_mean(axes[1], sizes, gains, COLORS["batchnorm"], "BatchNorm, at its best lr")
         axes[1].axhline(0, color="k", lw=0.8)
         for ax in axes[:2]:
             plots.log_axis(ax, sizes)
-        plots.log_axis(axes[2], (2, 3, 5, 10, 20, 40), axis="y")  # step 0 of BatchNorm sits near 35 nats
-        for ax in (axes[0], axes[2]):
-            plots.unigram_line(ax, unigram)
-        plots.finish(axes[0], "two ways to score (thin: seeds)", "batch size (sequences)", "val loss (nats/byte)")
-        plots.finish(axes[1], "causal − leaky BatchNorm (> 0: the leak helps)", "batch size (sequences)", "nats")
-        plots.finish(axes[2], "val loss in training (evaluation mode)", "step", "val loss (nats/byte)")
+        best_lr.draw_curves(axes[2], rows, "arm", {a: b for a, b in best.items() if a.endswith(f"batch {sizes[0]}")},
+                            {f"{n}, batch {sizes[0]}": COLORS[n] for n in norms},
+                            value=lambda r: r.get("own_loss"), unigram=unigram)
+        plots.unigram_line(axes[0], unigram)
+        plots.finish(axes[0], "at each arm's best lr (thin: seeds)", "batch size (sequences)", "val loss (nats/byte)")
+        plots.finish(axes[1], "the leak's gain: swapped − intact future", "batch size (sequences)", "nats")
+        axes[2].set_title(f"training-mode loss against lr, batch {sizes[0]}")
         plots.save(fig, path)
+
+
+def cut_table(rows, sizes, at) -> str:
+    """The leak's gain per cut point t, BatchNorm at each batch size's best lr (reported)."""
+    prefix = "swap_gain_t"
+    cuts = sorted({k for r in rows for k in r if k.startswith(prefix)}, key=lambda k: int(k[len(prefix):]))
+    if not cuts or "batchnorm" not in {r["norm"] for r in rows}:
+        return ""
+    body = [[b, *[stats.spread(at("batchnorm", b, k).values()) for k in cuts]] for b in sizes]
+    return ("\n\nThe leak's gain per scored position t (swapped − intact future), BatchNorm at its best lr, mean ± sd "
+            "over seeds (n):\n\n" + markdown_table(["batch", *[f"t = {k[len(prefix):]}" for k in cuts]], body))
+
+
+def measure(at, sizes, best, unigram) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Every quantity the registrations name, per condition and seed, each arm at its best lr."""
+    small, large = sizes[0], sizes[-1]
+    gain = {f"batch {b}": at("batchnorm", b, "swap_gain") for b in sizes}
+    bn_vs_ln = {b: stats.paired(at("batchnorm", b, "eval_loss"), at("layernorm", b, "eval_loss"), stats.difference)
+                for b in sizes}
+    return {
+        "leak_gain_at_best": gain,
+        "bn_gap_small_minus_large": {"": stats.paired(bn_vs_ln[small], bn_vs_ln[large], stats.difference)},
+        "leak_gain_small_minus_large": {"": stats.paired(gain[f"batch {small}"], gain[f"batch {large}"],
+                                                         stats.difference)},
+        "bn_leak_at_best": {f"batch {b}": at("batchnorm", b, "leak") for b in sizes},
+        "ln_swap_gain_abs": {f"batch {b}": {s: stats.absolute(v) for s, v in at("layernorm", b, "swap_gain").items()}
+                             for b in sizes},
+        "best_lr_inside_grid": best_lr.inside_grid({a: b for a, b in best.items() if a.startswith("batchnorm,")}),
+        "reference_margin": {f"layernorm, batch {b}": stats.margin_below(unigram, at("layernorm", b, "eval_loss"))
+                             for b in sizes},
+    }
 
 
 def mode_gap(row: dict[str, Any]) -> float | None:
@@ -138,7 +175,7 @@ def mode_gap(row: dict[str, Any]) -> float | None:
 
 
 def score_two_ways(run: Run) -> dict[str, float]:
-    """Val loss with own-batch statistics and in evaluation mode, and the causality leak."""
+    """Val loss with own-batch statistics and in evaluation mode, the causality leak and the leak's gain."""
     import torch
 
     with torch.no_grad():
@@ -166,4 +203,34 @@ def _score_two_ways(run: Run) -> dict[str, float]:
     model.eval()
     return {"own_loss": sum(training(x, y)[1].item() for x, y in full) / len(full),
             "eval_loss": sum(model(x, y)[1].item() for x, y in full) / len(full),
-            "leak": (logp[0] - logp[1]).abs().max().item()}
+            "leak": (logp[0] - logp[1]).abs().max().item(), **future_swap_gain(training, full)}
+
+
+def cut_positions(seq_len: int) -> list[int]:
+    """The scored positions t = ⌊T·f⌋ − 1 for f in ``CUTS`` (31, 63, 95 at T = 128), each with a future to swap."""
+    return sorted({min(max(int(seq_len * f) - 1, 0), seq_len - 2) for f in CUTS})
+
+
+def future_swap_gain(model, batches: list[tuple[Any, Any]]) -> dict[str, float | None]:
+    """The leak's gain of a model in training mode (batch statistics): at each cut t, every sequence of a batch
+    gets the tokens after t from the next batch's sequences (cyclically; real text, so the statistics stay those of
+    real text), and the loss at t on its true target with that swapped future minus with its own; the mean over
+    cuts and batches (``swap_gain``, > 0: the model reads its own future through the statistics) and per cut
+    (``swap_gain_t{t}``). 0 for a causal model up to fp32 rounding (nothing after t reaches position t). Needs two
+    batches."""
+    import torch.nn.functional as F
+
+    if len(batches) < 2:
+        return {"swap_gain": None}
+    cuts = cut_positions(batches[0][0].shape[1])
+    per_cut: dict[int, list[float]] = {t: [] for t in cuts}
+    for i, (x, y) in enumerate(batches):
+        other = batches[(i + 1) % len(batches)][0]
+        intact = model(x)[0].float()
+        for t in cuts:
+            swapped = x.clone()
+            swapped[:, t + 1:] = other[:, t + 1:]
+            lost = F.cross_entropy(model(swapped)[0][:, t].float(), y[:, t], reduction="none")
+            per_cut[t].append((lost - F.cross_entropy(intact[:, t], y[:, t], reduction="none")).mean().item())
+    gains = {f"swap_gain_t{t}": sum(v) / len(v) for t, v in per_cut.items()}
+    return {"swap_gain": sum(gains.values()) / len(gains), **gains}

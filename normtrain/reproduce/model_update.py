@@ -1,5 +1,5 @@
-"""Wang et al. 2022 (DeepNet), Fig. 4(a), Thm. 4.1–4.2: the early model update ‖ΔF‖/‖F‖ by placement, depth and
-optimizer (SGD, the theorem's setting; Adam, the practical one)."""
+"""Wang et al. 2022 (DeepNet), Fig. 4(a)/5, Thm. 4.1–4.2: the early model update ‖ΔF‖/‖F‖ by placement, depth and
+optimizer (Adam at a small lr, where the measure does not saturate, and at v4's lr; SGD, the theorems' setting)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,27 @@ from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, cu
 from normtrain.reproduce.writeup import markdown_table
 
 EARLY = (1, 2, 3)  # the steps the checks read: the first three updates
-ARMS = {("adamw", 5e-4): "Adam", ("sgd", 1e-3): "SGD"}  # (optim, lr) -> name
+SMALL, PRACTICAL = "Adam 2e-6", "Adam 5e-4"  # the primary's arm, and v4's Adam arm (reported)
+ARMS = {("adamw", 2e-6): SMALL, ("sgd", 1e-3): "SGD", ("adamw", 5e-4): PRACTICAL}  # (optim, lr) -> name
 
 
 def arm_of(values: dict[str, Any]) -> str | None:
     return ARMS.get((values.get("optim"), float(values.get("optim.lr", "nan"))))
+
+
+def early_values(run: Run, key: str) -> tuple[dict[int, float], float | None]:
+    """A logged series by step, and its mean over the ``EARLY`` steps (None when none of them is finite)."""
+    steps, values = run.series(key)
+    at = dict(zip(steps.astype(int).tolist(), values.tolist(), strict=True))
+    early = [at[s] for s in EARLY if s in at and math.isfinite(at[s])]
+    return at, (sum(early) / len(early) if early else None)
+
+
+def growth(row: dict[str, Any]) -> float | None:
+    """The update at the last ``EARLY`` step over the first: about 3 while it grows linearly with Adam's
+    lr-sized steps, near 1 once the measure saturates."""
+    first, last = row.get("step1"), row.get(f"step{EARLY[-1]}")
+    return last / first if first and last is not None and math.isfinite(first) and math.isfinite(last) else None
 
 
 def initial_gradient(run: Run) -> dict[str, float | None]:
@@ -63,6 +79,33 @@ def gradient_table(rows, places, depths) -> str:
             + markdown_table(["quantity", "placement", *[f"L={d}" for d in depths], "log-log slope vs L"], body))
 
 
+def post_over_deepnorm(rows, depths, arm, value="early") -> dict[str, dict[str, float | None]]:
+    """Per depth (condition ``L=d``), per seed: Post-LN's ``value`` over DeepNorm's, paired by seed."""
+    return {f"L={d}": stats.paired(stats.seeds(rows, value, placement="post", model__n_layers=d, arm=arm),
+                                   stats.seeds(rows, value, placement="deepnorm", model__n_layers=d, arm=arm),
+                                   stats.ratio) for d in depths}
+
+
+def ratio_table(rows, depths, arms) -> str:
+    """Post-LN / DeepNorm per optimizer and depth, of ‖ΔF‖/‖F‖ and of √KL (reported beside the checks)."""
+    body = [[name, a, *[stats.spread(post_over_deepnorm(rows, depths, a, value)[f"L={d}"].values())
+                        for d in depths]]
+            for name, value in (("‖ΔF‖/‖F‖", "early"), ("√KL(p_θ0 ‖ p_θt)", "early_sqrt_kl")) for a in arms]
+    return ("Post-LN / DeepNorm, each the mean over steps 1–3, paired by seed, mean ± sd over seeds (n); the "
+            "primary check reads the first row (Adam 2e-6); √KL is reported, not judged:\n\n"
+            + markdown_table(["measure", "optimizer", *[f"L={d}" for d in depths]], body))
+
+
+def growth_table(rows, places, depths, arms) -> str:
+    """Step 3's update over step 1's: about 3 while the measure grows linearly, near 1 when it saturates."""
+    body = [[a, p, *[stats.spread(stats.seeds(rows, growth, placement=p, model__n_layers=d, arm=a).values())
+                     for d in depths]] for a in arms for p in places]
+    return ("Is the measure saturated? The update at step 3 over step 1, mean ± sd over seeds (n): Adam's first "
+            "steps are each about lr·sign(g), so an unsaturated update grows about 3× by step 3; a saturated one "
+            "stays near 1 (the precondition reads Post-LN at Adam 2e-6):\n\n"
+            + markdown_table(["optimizer", "placement", *[f"L={d}" for d in depths]], body))
+
+
 class ModelUpdate(Experiment):
     name = "deepnet_update"
     title = "Early model update by placement, depth and optimizer (Wang et al. 2022, DeepNet Fig. 4a, Thm. 4.1–4.2)"
@@ -71,11 +114,12 @@ class ModelUpdate(Experiment):
                  "Thm. 4.1/4.2")
     method = ("64-128-2 Post-LN and DeepNorm models (d 64, FFN 128 GELU, 2 heads, as in DeepNet Fig. 5) of 6, 24, 96 "
               "and 192 layers, LayerNorm, 100 steps of 8 × 128 bytes at a constant learning rate with no warm-up "
-              "and no clipping, under plain SGD (lr 1e-3, the theorem's setting) and Adam (lr 5e-4, β = (0.9, "
-              "0.98)), 5 seeds. Every step logs `update/stream_change` = ‖F(x, θ_t) − F(x, θ_0)‖ / ‖F(x, θ_0)‖ on 8 "
-              "fixed validation sequences, F the residual stream before the final norm (Post-LN and DeepNorm have "
-              "none: their last block's output, the model's F in the paper), the same for the logits "
-              "(`update/logit_change`), and the gradient norms, in all and per block.")
+              "and no clipping, under Adam (β = (0.9, 0.98)) at lr 2e-6 (where the measure does not saturate) and "
+              "5e-4, and plain SGD (lr 1e-3, the theorems' setting), 5 seeds. Every step logs "
+              "`update/stream_change` = ‖F(x, θ_t) − F(x, θ_0)‖ / ‖F(x, θ_0)‖ on 8 fixed validation sequences, F "
+              "the residual stream before the final norm (Post-LN and DeepNorm have none: their last block's "
+              "output, the model's F in the paper), the same for the logits (`update/logit_change`), KL(p_θ0 ‖ "
+              "p_θt) per token (`update/output_kl`), and the gradient norms, in all and per block.")
     gpu_recipe = Recipe(lengthen=False)  # the first 100 steps are the design: more seeds, never longer runs
 
     def keeps(self, combo: dict[str, str]) -> bool:
@@ -84,10 +128,11 @@ class ModelUpdate(Experiment):
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
         steps, change = run.series("update/stream_change")
         _, logits = run.series("update/logit_change")
-        at = dict(zip(steps.astype(int).tolist(), change.tolist(), strict=True))
-        early = [at[s] for s in EARLY if s in at and math.isfinite(at[s])]
-        return {**super().row(run, combo), "arm": arm_of(combo), "early": sum(early) / len(early) if early else None,
-                "step1": at.get(1), "final_change": at.get(max(at, default=0)), **initial_gradient(run),
+        at, early = early_values(run, "update/stream_change")
+        _, kl = early_values(run, "update/output_kl")
+        return {**super().row(run, combo), "arm": arm_of(combo), "early": early, "step1": at.get(1),
+                f"step{EARLY[-1]}": at.get(EARLY[-1]), "final_change": at.get(max(at, default=0)),
+                "early_sqrt_kl": math.sqrt(max(kl, 0.0)) if kl is not None else None, **initial_gradient(run),
                 "change_curve": curve_text(steps, change), "logit_curve": curve_text(steps, logits)}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
@@ -103,26 +148,26 @@ class ModelUpdate(Experiment):
         def depth_slope(p, arm):
             return per_seed_depth_slope(rows, depths, p, arm, "early")
 
-        ratio = lambda a, b: a / b if b else None  # noqa: E731
         measured = {
+            "post_over_deepnorm_adam_small": post_over_deepnorm(rows, depths, SMALL),
             "sgd_post_depth_slope": {"": depth_slope("post", "SGD")},
             "sgd_deepnorm_depth_slope": {"": depth_slope("deepnorm", "SGD")},
-            "post_over_deepnorm": {f"{a}, L={d}": stats.paired(early("post", d, a), early("deepnorm", d, a), ratio)
-                                   for a in arms for d in depths},
-            "adam_deepnorm_depth_slope": {"": depth_slope("deepnorm", "Adam")},
-            "deepnorm_adam_minus_sgd_slope": {"": stats.paired(depth_slope("deepnorm", "Adam"),
-                                                               depth_slope("deepnorm", "SGD"), lambda a, b: a - b)},
+            "post_over_deepnorm_sgd": post_over_deepnorm(rows, depths, "SGD"),
+            "adam_deepnorm_depth_slope": {"": depth_slope("deepnorm", SMALL)},
+            "post_step3_over_step1_adam_small": {f"L={d}": stats.seeds(rows, growth, placement="post",
+                                                                       model__n_layers=d, arm=SMALL)
+                                                 for d in depths},
         }
-        table = self.table(rows, places, depths, arms, early, depth_slope)
+        table = "\n\n".join([self.table(rows, places, depths, arms, early, depth_slope),
+                              ratio_table(rows, depths, arms), growth_table(rows, places, depths, arms)])
         if any(r.get("g0") is not None for r in rows):  # v4's runs log gradient norms; v3's did not
             table += "\n\n" + gradient_table(rows, places, depths)
-        ours = ("DeepNorm's early-update depth slope: SGD "
-                f"{stats.spread(measured['sgd_deepnorm_depth_slope'][''].values())}, Adam "
-                f"{stats.spread(measured['adam_deepnorm_depth_slope'][''].values())}; Post-LN (SGD) "
-                f"{stats.spread(measured['sgd_post_depth_slope'][''].values())}")
-        key = (f"{ours}. Post-LN / DeepNorm at steps 1–3: "
-               + ", ".join(f"{stats.spread(measured['post_over_deepnorm'][f'{a}, L={d}'].values())} ({a}, L={d})"
-                           for a in arms for d in (depths[0], depths[-1])) + ".")
+        primary = measured["post_over_deepnorm_adam_small"]
+        ours = ("Post-LN / DeepNorm early update (Adam, lr 2e-6): "
+                + ", ".join(f"{stats.spread(primary[f'L={d}'].values())} at L={d}" for d in (depths[0], depths[-1])))
+        key = (f"{ours}; DeepNorm's depth slope: SGD "
+               f"{stats.spread(measured['sgd_deepnorm_depth_slope'][''].values())}, Adam 2e-6 "
+               f"{stats.spread(measured['adam_deepnorm_depth_slope'][''].values())}.")
         return Findings(table=table, measured=measured, key=key, ours=ours, notes=[],
                         figures={"model_update.png": lambda path: self.draw(rows, depths, places, arms, path)})
 

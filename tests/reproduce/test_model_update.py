@@ -1,4 +1,5 @@
-"""deepnet_update's reported gradient numbers: read from a run's log, and the split of SGD's step-1 update."""
+"""deepnet_update: the reported gradient numbers (read from a run's log, the split of SGD's step-1 update) and
+registration v5's quantities (the early update read from a log, the saturation precondition, Post-LN / DeepNorm)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,17 @@ import re
 import pytest
 
 from normtrain.compare.runs import load_run
-from normtrain.reproduce.model_update import gradient_table, initial_gradient, per_seed_depth_slope, per_unit_step
+from normtrain.reproduce.model_update import (
+    SMALL,
+    early_values,
+    gradient_table,
+    growth,
+    initial_gradient,
+    per_seed_depth_slope,
+    per_unit_step,
+    post_over_deepnorm,
+    ratio_table,
+)
 
 
 def test_initial_gradient_is_read_at_step_zero(tmp_path):
@@ -46,3 +57,33 @@ def test_the_step1_slope_splits_into_the_gradient_and_the_response():
     assert grad["0"] == pytest.approx(0.3) and response["0"] == pytest.approx(0.6)
     table = gradient_table(rows, ["deepnorm"], depths)
     assert table.count("| deepnorm |") == 4 and re.search(r"\| 0\.600 ± \S+ \(n=3\) \|$", table.splitlines()[-1])
+
+
+def test_early_values_average_the_first_three_updates(tmp_path):
+    rows = [{"step": s, "update/stream_change": v} for s, v in ((0, 0.0), (1, 0.1), (2, float("nan")), (3, 0.3),
+                                                                (4, 9.0))]
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    at, early = early_values(load_run(tmp_path / "run"), "update/stream_change")
+    assert early == pytest.approx(0.2) and at[1] == 0.1 and at[4] == 9.0  # step 2's NaN does not count
+    assert early_values(load_run(tmp_path / "run"), "update/output_kl") == ({}, None)  # not logged
+
+
+def test_growth_tells_a_linear_update_from_a_saturated_one():
+    assert growth({"step1": 0.01, "step3": 0.03}) == pytest.approx(3.0)  # lr-sized steps, unsaturated
+    assert growth({"step1": 1.0, "step3": 1.1}) == pytest.approx(1.1)  # F has turned already: saturated
+    assert growth({"step1": None, "step3": 0.3}) is None and growth({"step1": 0.0, "step3": 0.3}) is None
+    assert growth({"step1": 0.1}) is None  # a smoke run logs every other step
+
+
+def test_post_over_deepnorm_pairs_seeds_per_depth():
+    rows = [{"placement": p, "arm": SMALL, "model.n_layers": str(d), "train.seed": str(s),
+             "early": (10.0 if p == "post" else 2.0) * (1 + s) * d, "early_sqrt_kl": None}
+            for p in ("post", "deepnorm") for d in (6, 24) for s in range(3)]
+    rows.append({"placement": "post", "arm": SMALL, "model.n_layers": "24", "train.seed": "9", "early": 1.0,
+                 "early_sqrt_kl": None})  # no DeepNorm partner: no ratio
+    found = post_over_deepnorm(rows, [6, 24], SMALL)
+    assert set(found) == {"L=6", "L=24"} and found["L=6"] == pytest.approx({"0": 5.0, "1": 5.0, "2": 5.0})
+    assert found["L=24"]["9"] is None
+    table = ratio_table(rows, [6, 24], [SMALL])
+    assert "| ‖ΔF‖/‖F‖ | Adam 2e-6 | 5.000 ± 0 (n=3) |" in table.replace("0.000", "0")

@@ -1,0 +1,78 @@
+"""batchnorm_leak's leak measurement (registration v4): the loss at a position with its own future in the batch
+against the same with that future swapped for other text, on models that cannot and that do read the future."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from normtrain.model import GPT, GPTConfig, NormSpec
+from normtrain.reproduce.batchnorm_leak import arm_of, cut_positions, future_swap_gain, measure
+
+
+class ReadsTheNextToken(torch.nn.Module):
+    """A cheat: its logits at t name the input at t + 1, so it scores well only while its own future is there."""
+
+    def forward(self, x):
+        return 8.0 * torch.nn.functional.one_hot(x.roll(-1, dims=1), 256).float(), None
+
+
+def batches(n: int = 3, size: int = 2, seq: int = 16, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    rows = torch.randint(0, 256, (n, size, seq + 1), generator=g)
+    return [(r[:, :-1], r[:, 1:]) for r in rows]
+
+
+def model(norm: str) -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(n_layers=2, d_model=32, n_heads=2, seq_len=16, mlp="gelu", pos="learned",
+                         norm=NormSpec(name=norm, eps=1e-5))).train()
+
+
+def test_cuts_fall_at_quarters_and_leave_a_future():
+    assert cut_positions(128) == [31, 63, 95]
+    assert cut_positions(16) == [3, 7, 11]
+    assert cut_positions(2) == [0]  # position 0's future is position 1
+
+
+def test_a_model_that_reads_its_future_loses_when_the_future_is_swapped():
+    found = future_swap_gain(ReadsTheNextToken(), batches())
+    assert found["swap_gain"] > 5.0  # its target's logit is 8 higher with the future, one of 256 without
+    assert set(found) == {"swap_gain", "swap_gain_t3", "swap_gain_t7", "swap_gain_t11"}
+
+
+@torch.no_grad()
+def test_the_swap_reads_exactly_zero_on_a_causal_model_and_not_on_batchnorm():
+    assert future_swap_gain(model("layernorm"), batches())["swap_gain"] == 0.0
+    assert future_swap_gain(model("batchnorm_causal"), batches())["swap_gain"] == 0.0
+    assert future_swap_gain(model("batchnorm"), batches())["swap_gain"] != 0.0  # untrained: a leak of either sign
+
+
+def test_one_batch_has_no_other_text_to_swap_in():
+    assert future_swap_gain(ReadsTheNextToken(), batches(n=1)) == {"swap_gain": None}
+
+
+def test_measure_reads_every_quantity_at_each_arms_best_lr():
+    """Synthetic per-seed values: gains 0.2 / 0.05 at batch 1 / 8; BatchNorm − LayerNorm 0.3 / 0.1 in eval mode."""
+    values = {("batchnorm", 1): {"swap_gain": 0.2, "eval_loss": 2.8, "leak": 0.2},
+              ("batchnorm", 8): {"swap_gain": 0.05, "eval_loss": 2.4, "leak": 0.3},
+              ("layernorm", 1): {"swap_gain": 0.0, "eval_loss": 2.5, "leak": 0.0},
+              ("layernorm", 8): {"swap_gain": -1e-7, "eval_loss": 2.3, "leak": 0.0}}
+
+    def at(n, b, value):
+        return {str(s): values[(n, b)][value] + s * 1e-3 for s in range(3)}
+
+    from normtrain.reproduce.best_lr import BestLr
+    best = {"batchnorm, batch 1": BestLr("batchnorm, batch 1", (1e-3, 4e-3, 1.6e-2), {}, 4e-3),
+            "batchnorm, batch 8": BestLr("batchnorm, batch 8", (1e-3, 4e-3, 1.6e-2), {}, 1.6e-2),
+            "layernorm, batch 1": BestLr("layernorm, batch 1", (1e-3, 4e-3, 1.6e-2), {}, 1e-3)}
+    found = measure(at, [1, 8], best, unigram=3.3)
+    assert found["leak_gain_at_best"]["batch 1"]["0"] == pytest.approx(0.2)
+    assert found["leak_gain_small_minus_large"][""]["2"] == pytest.approx(0.15)
+    assert found["bn_gap_small_minus_large"][""]["1"] == pytest.approx(0.3 - 0.1)
+    assert found["ln_swap_gain_abs"]["batch 8"]["0"] == pytest.approx(1e-7)
+    assert found["reference_margin"]["layernorm, batch 1"]["0"] == pytest.approx(0.8)
+    # only BatchNorm's arms decide the precondition: inside at batch 1, at the grid's edge at batch 8
+    assert found["best_lr_inside_grid"] == {"batchnorm, batch 1": {"all seeds": 1.0},
+                                            "batchnorm, batch 8": {"all seeds": 0.0}}
+    assert arm_of({"norm": "batchnorm", "train.batch_size": "8"}) == "batchnorm, batch 8"
