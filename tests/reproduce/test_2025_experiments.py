@@ -15,7 +15,7 @@ from normtrain.reproduce.peri_variance import PeriVariance
 from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.probing import halves
 from normtrain.reproduce.stats import variance_exponent
-from normtrain.reproduce.verdicts import judge, verdict
+from normtrain.reproduce.verdicts import decide, judge, verdict
 
 UNIGRAM = 3.3
 
@@ -27,6 +27,16 @@ def judged(exp, rows, tmp_path) -> tuple[list, object]:
     return checks, judge(reg.guard.rule(), findings.measured.get(reg.guard.quantity))
 
 
+def judged_v4(exp, rows, tmp_path):
+    """The v4 judgement of synthetic rows: every check by its role, and the verdict."""
+    findings = exp.analyse(rows, Plan(exp.name, "cpu", False, [], {}, tmp_path, tmp_path))
+    return decide(exp.registration, findings.measured, findings.unit)
+
+
+def outcomes(judgement) -> dict[str, bool | None]:
+    return {c.rule.id: c.ok for c in judgement.checks}
+
+
 def trained(loss: float, **values) -> dict:
     return {"status": "completed", "final_val_loss": loss, "unigram_val_loss": UNIGRAM, "collapsed": False,
             "undertrained": False, "val_curve": f"0:5.5 1000:{loss}", **values}
@@ -36,9 +46,14 @@ def test_the_grids_run_the_papers_arms(tmp_path):
     peri = make_plan("peri_variance")
     assert len(peri.combos()) == 30 and {c["placement"] for c in peri.combos()} == {"pre", "peri", "post"}
     assert {c["placement"] for c in make_plan("peri_variance", smoke=True).combos()} == {"pre", "peri"}
-    arms = {(c["placement"], c["norm.depth_scaled"].lower()) for c in make_plan("curse_of_depth").combos()}
-    assert arms == {("pre", "false"), ("pre", "true"), ("peri", "false")}  # LNS with Pre-LN only, as the paper
-    assert len(make_plan("curse_of_depth", smoke=True).combos()) == 3
+    depth_combos = make_plan("curse_of_depth").combos()
+    arms = {(c["placement"], c["norm.depth_scaled"].lower()) for c in depth_combos}
+    assert arms == {("pre", "false"), ("pre", "true")}  # LNS with Pre-LN only, as the paper (v4: no Peri-LN)
+    lrs = {arm: sorted(float(c["optim.lr"]) for c in depth_combos if c["norm.depth_scaled"].lower() == arm
+                       and c["train.seed"] == "5") for arm in ("false", "true")}
+    assert lrs == {"false": [2e-3, 5e-3, 1.25e-2], "true": [2e-3, 5e-3, 1.25e-2, 3.125e-2]} and len(depth_combos) == 35
+    assert {c["train.seed"] for c in depth_combos} == {"5", "6", "7", "8", "9"}  # new seeds: v3's pilot ran 0-4
+    assert len(make_plan("curse_of_depth", smoke=True).combos()) == 4  # both arms at two lrs
     dyt = make_plan("dyt").combos()
     assert len(dyt) == 2 * 5 * (5 + 2)  # widths × seeds × (DyT's α grid + LayerNorm + RMSNorm once)
     assert {c["norm.alpha_init"] for c in dyt if c["norm"] != "dyt"} == {"0.5"}
@@ -46,8 +61,9 @@ def test_the_grids_run_the_papers_arms(tmp_path):
     assert {c["norm"] for c in smoke} == {"dyt", "layernorm"} and {c["model.d_model"] for c in smoke} == {"64", "128"}
     depth = make_plan("curse_of_depth")
     cfg = depth.compose(next(c for c in depth.combos() if c["norm.depth_scaled"].lower() == "true"))
-    assert (cfg.norm.name, cfg.norm.depth_scaled, cfg.model.n_layers, cfg.monitor.block_cos) == ("rmsnorm", True, 24,
-                                                                                                 True)
+    assert (cfg.norm.name, cfg.norm.depth_scaled, cfg.model.n_layers, cfg.train.max_steps) == ("rmsnorm", True, 24,
+                                                                                               2000)
+    assert cfg.train.eval_every * 20 == cfg.train.max_steps  # evaluated every 5% of the run
     gpu = make_plan("dyt", scale="gpu", device=ASSUMED_H100, out=tmp_path).grid  # the widths the design compares, × 2
     assert gpu["model.d_model"] == ["128", "256"] and gpu["norm.alpha_init"] == make_plan("dyt").grid["norm.alpha_init"]
 
@@ -88,28 +104,45 @@ def probe(skip: list[float], cos: list[float]) -> dict:
                                         for i, (s, c) in enumerate(zip(skip, cos, strict=True))]}
 
 
-def depth_rows(lns_loss: float = 1.98) -> list[dict]:
-    """Pre-LN's deep blocks are near the identity (cos 0.95, skip Δ 0.01); LNS makes them count (0.8, 0.05)."""
+DEPTH_LRS = {("pre", "False"): (2e-3, 5e-3, 1.25e-2), ("pre", "True"): (2e-3, 5e-3, 1.25e-2, 3.125e-2)}
+
+
+def depth_rows(lns_loss: float = 1.98, lns_best: float = 1.25e-2, drop: float = 0.01) -> list[dict]:
+    """Pre-LN's deep blocks are near the identity (cos 0.95, skip Δ 0.01); LNS makes them count (0.8, 0.05). Each
+    arm's loss is a V over log lr: Pre-LN lowest (2.0) at 5e-3, LNS lowest (``lns_loss``) at ``lns_best``; the
+    probe's numbers are the same at every lr (only the best lr's are read)."""
     early_skip, early_cos = [1.0] + [0.2] * 11, [0.5] * 12
     profiles = {("pre", "False"): probe(early_skip + [0.01] * 12, early_cos + [0.95] * 12),
-                ("pre", "True"): probe(early_skip + [0.05] * 12, early_cos + [0.8] * 12),
-                ("peri", "False"): probe(early_skip + [0.03] * 12, early_cos + [0.85] * 12)}
-    loss = {("pre", "False"): 2.0, ("pre", "True"): lns_loss, ("peri", "False"): 1.99}
-    return [{"placement": p, "norm.depth_scaled": ds, "model.n_layers": "24", "train.seed": str(s),
-             **trained(loss[(p, ds)] + 0.001 * s), **probe_row(profiles[(p, ds)])}
-            for s in range(5) for p, ds in profiles]
+                ("pre", "True"): probe(early_skip + [0.05] * 12, early_cos + [0.8] * 12)}
+    low = {("pre", "False"): (2.0, 5e-3), ("pre", "True"): (lns_loss, lns_best)}
+    rows = []
+    for s in range(5, 10):
+        for arm, lrs in DEPTH_LRS.items():
+            for lr in lrs:
+                loss = low[arm][0] + 0.001 * s + 0.05 * abs(math.log(lr / low[arm][1]))
+                rows.append({"placement": arm[0], "norm.depth_scaled": arm[1], "optim.lr": str(lr),
+                             "model.n_layers": "24", "train.seed": str(s), "selection_loss": loss - 0.01,
+                             "val_quarter_drop": drop, **trained(loss), **probe_row(profiles[arm])})
+    return rows
 
 
-def test_curse_of_depth_reads_the_probe_by_halves_and_judges_per_seed(tmp_path):
+def test_curse_of_depth_reads_the_probe_by_halves_and_judges_each_arm_at_its_best_lr(tmp_path):
     row = probe_row(probe([1.0] * 12 + [0.01] * 12, [0.5] * 12 + [0.95] * 12))
     assert (row["skip_early"], row["skip_deep"], row["cos_deep"]) == (1.0, pytest.approx(0.01), pytest.approx(0.95))
     assert probe_row(None)["skip_deep"] is None  # a run with nothing to probe is missing, not zero
     exp = CurseOfDepth()
-    checks, guard = judged(exp, depth_rows(), tmp_path)
-    assert [c.ok for c in checks] == [True, True, True, True] and verdict(checks, guard) == "reproduced"
-    assert checks[0].conditions["L=24"]["median"] == pytest.approx(0.04)
-    checks, guard = judged(exp, depth_rows(lns_loss=2.01), tmp_path)  # LNS uses its deep blocks, ends worse
-    assert [c.ok for c in checks] == [True, True, True, False]
+    found = judged_v4(exp, depth_rows(), tmp_path)
+    assert found.verdict == "reproduced" and all(outcomes(found).values())
+    primary = found.role("primary")[0]
+    assert primary.rule.id == "lns_lowers_loss" and primary.conditions["L=24"]["median"] == pytest.approx(-0.02)
+    found = judged_v4(exp, depth_rows(lns_loss=2.01), tmp_path)  # LNS uses its deep blocks, but ends worse
+    assert found.verdict == "not reproduced" and outcomes(found)["lns_deep_blocks_count"] is True
+    found = judged_v4(exp, depth_rows(lns_best=3.125e-2), tmp_path)  # LNS's best lr is its grid's largest
+    assert found.verdict == "inconclusive (precondition)" and outcomes(found)["best_lr_inside_grid"] is False
+    found = judged_v4(exp, depth_rows(drop=0.2), tmp_path)  # still falling 0.2 nats over the last quarter
+    assert found.verdict == "inconclusive (precondition)" and outcomes(found)["trained_to_plateau"] is False
+    assert exp.keeps({"placement": "pre", "norm.depth_scaled": "true", "optim.lr": "3.125e-2"})
+    assert not exp.keeps({"placement": "pre", "norm.depth_scaled": "false", "optim.lr": "3.125e-2"})
 
 
 def dyt_rows(best: dict[int, float], dyt_gap: float = 0.005) -> list[dict]:
