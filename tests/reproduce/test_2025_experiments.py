@@ -10,22 +10,15 @@ import pytest
 
 from normtrain.reproduce.cli import make_plan
 from normtrain.reproduce.curse_of_depth import CurseOfDepth, probe_row
-from normtrain.reproduce.dyt import DyT, Grid
+from normtrain.reproduce.dyt import DyT
 from normtrain.reproduce.gpu_scale import ASSUMED_H100
 from normtrain.reproduce.peri_variance import PeriVariance, variance_growth
 from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.probing import halves
 from normtrain.reproduce.stats import variance_exponent
-from normtrain.reproduce.verdicts import decide, judge
+from normtrain.reproduce.verdicts import decide
 
 UNIGRAM = 3.3
-
-
-def judged(exp, rows, tmp_path) -> tuple[list, object]:
-    findings = exp.analyse(rows, Plan(exp.name, "cpu", False, [], {}, tmp_path, tmp_path))
-    reg = exp.registration
-    checks = [judge(rule, findings.measured.get(rule.quantity)) for rule in reg.rules]
-    return checks, judge(reg.guard.rule(), findings.measured.get(reg.guard.quantity))
 
 
 def judged_v4(exp, rows, tmp_path):
@@ -58,17 +51,13 @@ def test_the_grids_run_the_papers_arms(tmp_path):
     assert {c["train.seed"] for c in depth_combos} == {"5", "6", "7", "8", "9"}  # new seeds: v3's pilot ran 0-4
     assert len(make_plan("curse_of_depth", smoke=True).combos()) == 4  # both arms at two lrs
     dyt = make_plan("dyt").combos()
-    assert len(dyt) == 2 * 5 * (5 + 2)  # widths × seeds × (DyT's α grid + LayerNorm + RMSNorm once)
+    assert len(dyt) == 5 * 3 * (3 + 1)  # seeds × lrs × (DyT's α₀ grid + RMSNorm once)
     assert {c["norm.alpha_init"] for c in dyt if c["norm"] != "dyt"} == {"0.5"}
+    assert {c["train.seed"] for c in dyt} == {"5", "6", "7", "8", "9"}  # new seeds: v3's pilot ran 0-4
     smoke = make_plan("dyt", smoke=True).combos()
-    assert {c["norm"] for c in smoke} == {"dyt", "layernorm"} and {c["model.d_model"] for c in smoke} == {"64", "128"}
-    depth = make_plan("curse_of_depth")
-    cfg = depth.compose(next(c for c in depth.combos() if c["norm.depth_scaled"].lower() == "true"))
-    assert (cfg.norm.name, cfg.norm.depth_scaled, cfg.model.n_layers, cfg.train.max_steps) == ("rmsnorm", True, 24,
-                                                                                               2000)
-    assert cfg.train.eval_every * 20 == cfg.train.max_steps  # evaluated every 5% of the run
-    gpu = make_plan("dyt", scale="gpu", device=ASSUMED_H100, out=tmp_path).grid  # the widths the design compares, × 2
-    assert gpu["model.d_model"] == ["128", "256"] and gpu["norm.alpha_init"] == make_plan("dyt").grid["norm.alpha_init"]
+    assert {c["norm"] for c in smoke} == {"dyt", "rmsnorm"} and len(smoke) == 6  # DyT at 2 α₀ and RMSNorm, 2 lrs
+    gpu = make_plan("dyt", scale="gpu", device=ASSUMED_H100, out=tmp_path).grid
+    assert gpu["norm.alpha_init"] == make_plan("dyt").grid["norm.alpha_init"]
 
 
 def test_variance_exponent_and_halves():
@@ -171,34 +160,52 @@ def test_curse_of_depth_reads_the_probe_by_halves_and_judges_each_arm_at_its_bes
     assert not exp.keeps({"placement": "pre", "norm.depth_scaled": "false", "optim.lr": "3.125e-2"})
 
 
-def dyt_rows(best: dict[int, float], dyt_gap: float = 0.005) -> list[dict]:
-    """DyT's loss is lowest at ``best[width]`` (a V over log α), there ``dyt_gap`` above LayerNorm/RMSNorm's 2.0."""
+DYT_LRS = (2e-3, 5e-3, 1.25e-2)
+
+
+def dyt_rows(alpha: float = 1.0, dyt_gap: float = 0.005, dyt_lr: float = 5e-3, spread: float = 0.1) -> list[dict]:
+    """RMSNorm lowest (2.0) at 5e-3; DyT lowest (2.0 + ``dyt_gap``) at α₀ = ``alpha`` and ``dyt_lr``, its loss a V
+    over log lr and, ``spread`` per factor 2, over log α₀; DyT − RMSNorm alternates ± 0.002 around the gap over
+    seeds (a t-test needs a spread)."""
     rows = []
-    for s in range(5):
-        for w in (64, 256):
-            for n in ("layernorm", "rmsnorm"):
-                rows.append({"norm": n, "norm.alpha_init": "0.5", "model.d_model": str(w), "train.seed": str(s),
-                             **trained(2.0 + 0.001 * s)})
-            for a in (0.05, 0.1, 0.2, 0.5, 1.0, 2.0):
-                loss = 2.0 + dyt_gap + 0.001 * s + 0.05 * abs(math.log2(a / best[w]))
-                rows.append({"norm": "dyt", "norm.alpha_init": str(a), "model.d_model": str(w), "train.seed": str(s),
-                             **trained(loss)})
+    for s in range(5, 10):
+        for lr in DYT_LRS:
+            for norm, alphas in (("rmsnorm", (0.5,)), ("dyt", (0.5, 1.0, 2.0))):
+                for a in alphas:
+                    base = (2.0, 5e-3) if norm == "rmsnorm" else (2.0 + dyt_gap, dyt_lr)
+                    loss = base[0] + 0.001 * s + 0.05 * abs(math.log(lr / base[1]))
+                    loss += spread * abs(math.log2(a / alpha)) + 0.002 * (-1) ** s if norm == "dyt" else 0.0
+                    rows.append({"norm": norm, "norm.alpha_init": str(a), "optim.lr": str(lr), "train.seed": str(s),
+                                 "selection_loss": loss - 0.01, "val_quarter_drop": 0.01, **trained(loss)})
     return rows
 
 
-def test_dyt_picks_the_best_alpha_per_width_and_compares_there(tmp_path):
-    rows = dyt_rows({64: 0.5, 256: 0.1})
-    grid = Grid(rows)
-    assert (grid.best_alpha(64), grid.best_alpha(256)) == (0.5, 0.1)
-    assert grid.trains(64, UNIGRAM) == [0.05, 0.1, 0.2, 0.5, 1.0, 2.0] and grid.trains(64, 2.0) == []
+def test_dyt_tunes_alpha_and_lr_by_the_rule_and_compares_with_rmsnorm_at_its_best(tmp_path):
     exp = DyT()
-    checks, guard = judged(exp, rows, tmp_path)
-    assert [c.ok for c in checks] == [True, True, True] and guard.ok
-    assert set(checks[0].conditions) == {"d=64, vs layernorm", "d=64, vs rmsnorm", "d=256, vs layernorm",
-                                         "d=256, vs rmsnorm"}
-    assert checks[1].conditions["d=64 → d=256"]["median"] == pytest.approx(math.log2(0.1 / 0.5))
-    checks, _ = judged(exp, dyt_rows({64: 0.1, 256: 0.5}, dyt_gap=0.05), tmp_path)  # wider wants more α; DyT worse
-    assert [c.ok for c in checks] == [False, False, True]
-    assert checks[2].conditions["d=256"]["per_seed"]["0"] == pytest.approx(0.05 * math.log2(10))  # 0.5 to 0.05
+    found = judged_v4(exp, dyt_rows(), tmp_path)
+    assert found.verdict == "reproduced" and all(outcomes(found).values())
+    assert found.role("primary")[0].conditions[""]["per_seed"]["5"] == pytest.approx(0.003)  # α₀ 1, lr 5e-3
+    assert found.role("secondary")[0].conditions["at DyT's best lr"]["per_seed"]["5"] == pytest.approx(0.1)
+    found = judged_v4(exp, dyt_rows(dyt_gap=0.1), tmp_path)  # DyT 0.1 nats worse at its best
+    assert found.verdict == "not reproduced" and outcomes(found)["dyt_alpha_sensitive"] is True
+    found = judged_v4(exp, dyt_rows(alpha=2.0), tmp_path)  # the best α₀ is the grid's largest
+    assert found.verdict == "inconclusive (precondition)" and outcomes(found)["best_alpha_inside_grid"] is False
+    found = judged_v4(exp, dyt_rows(dyt_lr=2e-3), tmp_path)  # DyT's best lr is the grid's smallest
+    assert outcomes(found)["best_lr_inside_grid"] is False and found.verdict == "inconclusive (precondition)"
     assert exp.keeps({"norm": "rmsnorm", "norm.alpha_init": "0.5"}) and not exp.keeps({"norm": "rmsnorm",
-                                                                                        "norm.alpha_init": "0.1"})
+                                                                                        "norm.alpha_init": "1.0"})
+
+
+def test_dyts_best_alpha_is_the_arm_whose_best_lr_scores_lowest():
+    from normtrain.reproduce.best_lr import ALL_SEEDS, BestLr
+    from normtrain.reproduce.dyt import alpha_inside, arm_of, best_alpha_arm
+
+    arms = ["dyt α₀=0.5", "dyt α₀=1", "dyt α₀=2"]
+    scores = zip(arms, (2.1, 2.0, 2.0), strict=True)
+    best = {a: BestLr(a, (1e-3, 2e-3, 4e-3), {2e-3: score}, 2e-3) for a, score in scores}
+    assert best_alpha_arm(best, arms) == "dyt α₀=1"  # a tie goes to the smaller α₀
+    assert alpha_inside(arms, "dyt α₀=1") == {"DyT": {ALL_SEEDS: 1.0}}
+    assert alpha_inside(arms, "dyt α₀=2") == {"DyT": {ALL_SEEDS: 0.0}} and alpha_inside(arms[:2], "dyt α₀=1") == {
+        "DyT": {ALL_SEEDS: 0.0}}  # fewer than 3 α₀: no inside
+    assert alpha_inside(arms, None) == {"DyT": {ALL_SEEDS: None}}
+    assert arm_of({"norm": "dyt", "norm.alpha_init": "1.0"}) == "dyt α₀=1" and arm_of({"norm": "rmsnorm"}) == "rmsnorm"
