@@ -116,7 +116,7 @@ def quantities(rows, best, refs, dyts, pick, unigram) -> dict[str, dict[str, dic
     gap = best_lr.paired_at_best(rows, ARM, best, pick, REFERENCE) if pick and ref else {}
     reference = best_lr.at_best(rows, ARM, ref, stats.final_or_inf) if ref else {}
     return {"dyt_minus_rms_at_best": {"": gap},
-            "dyt_alpha_range": {"at DyT's best lr": alpha_range(rows, dyts, best[pick].lr if pick else None)},
+            "dyt_alpha_range": {"DyT's best lr": alpha_range(rows, dyts, best[pick].lr if pick else None)},
             "reference_margin": {"": stats.margin_below(unigram, reference)},
             "best_lr_inside_grid": best_lr.inside_grid(chosen),
             "best_alpha_inside_grid": alpha_inside(dyts, pick),

@@ -185,7 +185,7 @@ def test_dyt_tunes_alpha_and_lr_by_the_rule_and_compares_with_rmsnorm_at_its_bes
     found = judged_v4(exp, dyt_rows(), tmp_path)
     assert found.verdict == "reproduced" and all(outcomes(found).values())
     assert found.role("primary")[0].conditions[""]["per_seed"]["5"] == pytest.approx(0.003)  # α₀ 1, lr 5e-3
-    assert found.role("secondary")[0].conditions["at DyT's best lr"]["per_seed"]["5"] == pytest.approx(0.1)
+    assert found.role("secondary")[0].conditions["DyT's best lr"]["per_seed"]["5"] == pytest.approx(0.1)
     found = judged_v4(exp, dyt_rows(dyt_gap=0.1), tmp_path)  # DyT 0.1 nats worse at its best
     assert found.verdict == "not reproduced" and outcomes(found)["dyt_alpha_sensitive"] is True
     found = judged_v4(exp, dyt_rows(alpha=2.0), tmp_path)  # the best α₀ is the grid's largest
