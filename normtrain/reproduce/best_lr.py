@@ -188,3 +188,14 @@ def draw_curves(ax, rows: list[dict[str, Any]], arm_key: str, best: dict[str, Be
         plots.log_axis(ax, lrs)
     plots.finish(ax, "final val loss against lr (ring: the rule's best)", "peak learning rate",
                  "final val loss (nats/byte)")
+
+
+def judged_pick_notes(rows: list[dict[str, Any]], arm_key: str, best: dict[str, BestLr]) -> list[str]:
+    """Reported: the lr that the judged loss itself would have picked, where it differs from the rule's."""
+    picks = best_lrs(rows, arm_key, list(best), stats.final_or_inf)
+    differ = [f"{a} {picks[a].lr:g} (rule: {b.lr:g})" for a, b in best.items()
+              if picks[a].lr is not None and b.lr is not None and picks[a].lr != b.lr]
+    if not differ:
+        return [f"The final validation loss itself picks the same best lr as the selection rule for every {arm_key}."]
+    return [f"The final validation loss itself would pick another lr for: {', '.join(differ)}; the verdict uses "
+            "the rule's."]

@@ -1,26 +1,29 @@
 """Sun et al. 2025 (The Curse of Depth): in Pre-LN the deep blocks approach the identity and removing one costs
 little; LayerNorm Scaling (each block's norms × 1/√ℓ) makes them count again and lowers the loss.
 
-The runs keep their checkpoints and ``normtrain-probe`` measures each trained model on the run's own validation
-windows (normtrain/reproduce/probing.py): the eval loss with each block skipped in turn (Δ = skipped − full), the
-cosine of each block's input and output streams, and the stream's rms after each block. The early half of the blocks
-is 0…L/2−1, the deep half L/2…L−1.
+Each arm (Pre-LN, Pre-LN + LNS) trains at several learning rates and is judged at its own best one
+(normtrain/reproduce/best_lr.py). The runs keep their checkpoints and ``normtrain-probe`` measures the trained
+models at each arm's best lr on the run's own validation windows (normtrain/reproduce/probing.py): the eval loss
+with each block skipped in turn (Δ = skipped − full), the cosine of each block's input and output streams, and the
+stream's rms after each block. The early half of the blocks is 0…L/2−1, the deep half L/2…L−1.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from normtrain.reproduce import plots, stats
+from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.grid import train_grid
 from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.probing import halves, per_layer, probe_runs, profile_text, profile_values
-from normtrain.reproduce.runner import Experiment, Findings, curve_points, present
+from normtrain.reproduce.runner import Experiment, Findings, curve_points, present, read_rows
 from normtrain.reproduce.writeup import markdown_table
 
 PRE, LNS, PERI = "Pre-LN", "Pre-LN + LayerNorm Scaling", "Peri-LN"
 ARMS = {("pre", "false"): PRE, ("pre", "true"): LNS, ("peri", "false"): PERI}  # (placement, depth_scaled) -> arm
+LNS_ONLY_LR = 3.125e-2  # the grid's top lr, run for LNS only (Pre-LN's pilot: 0.74 nats worse at 3e-2)
+ARM = "arm"
 COLORS = {PRE: plots.PLACEMENT_COLORS["pre"], LNS: "#2ca02c", PERI: plots.PLACEMENT_COLORS["peri"]}
 
 
@@ -39,99 +42,118 @@ def probe_row(probe: dict[str, Any] | None) -> dict[str, Any]:
 
 class CurseOfDepth(Experiment):
     name = "curse_of_depth"
-    title = "The curse of depth: Pre-LN's idle deep blocks, LayerNorm Scaling and Peri-LN (Sun et al. 2025)"
+    title = "The curse of depth: Pre-LN's idle deep blocks and LayerNorm Scaling (Sun et al. 2025)"
     paper = "Sun et al. 2025 (Curse of Depth)"
     reference = ("**Sun et al. 2025**, *The Curse of Depth in Large Language Models* (arXiv 2502.05795, NeurIPS "
                  "2025): Fig. 1 (the loss of skipping each layer), the angular distance between layers, and the "
                  "perplexity tables of LayerNorm Scaling")
     method = ("d 64, 4 heads, SwiGLU, RoPE, RMSNorm, Xavier init (no depth-scaled init); 24 layers; AdamW (0.9, "
-              "0.95), lr 1e-3 with a 50-step warm-up then cosine to 10%, weight decay 0.1, clipping 1; 1000 steps of "
-              "8 × 128 bytes; Pre-LN, Pre-LN with LayerNorm Scaling (`norm.depth_scaled=true`: both sublayer-input "
-              "norms of block ℓ times 1/√ℓ, the final norm unscaled, as the authors' code) and Peri-LN; 5 seeds. "
-              "After training, `normtrain-probe` measures every run on its 512 validation windows: the loss with each "
-              "block skipped, the block input/output cosine and the stream's rms per block.")
+              "0.95), a 100-step (5%) warm-up then cosine to 10%, weight decay 0.1, clipping 1; 2000 steps of 8 × 128 "
+              "bytes, evaluated every 5% on 512 fixed windows; Pre-LN at peak lrs 2e-3, 5e-3, 1.25e-2 and Pre-LN with "
+              "LayerNorm Scaling (`norm.depth_scaled=true`: both sublayer-input norms of block ℓ times 1/√ℓ, the "
+              "final norm unscaled, as the authors' code) at those and 3.125e-2; seeds 5–9. Each arm is judged at its "
+              "own best lr: " + best_lr.RULE + ". After training, `normtrain-probe` measures the runs at each arm's "
+              "best lr on their 512 validation windows: the loss with each block skipped, the block input/output "
+              "cosine and the stream's rms per block.")
     keep_checkpoints = True  # the probe reads the trained model
     gpu_recipe = Recipe(extra_steps=300)  # the probe: the eval loss with each of 24 blocks skipped
 
     def keeps(self, combo: dict[str, str]) -> bool:
-        return "placement" not in combo or arm_of(combo) is not None
+        if "placement" in combo and arm_of(combo) is None:
+            return False
+        return arm_of(combo) == LNS or float(combo.get(best_lr.LR_AXIS, "0")) != LNS_ONLY_LR
+
+    def row(self, run, combo: dict[str, str]) -> dict[str, Any]:
+        return {**super().row(run, combo), ARM: arm_of(combo), best_lr.SELECTION: best_lr.selection_of(run)}
 
     def measure(self, plan: Plan) -> list[dict[str, Any]]:
-        """Train the grid, then probe every run (a probe already made of the same run is reused)."""
+        """Train the grid, then probe the runs at each arm's best lr (a probe already made of a run is reused)."""
         done = train_grid(plan, keep_checkpoints=True)
-        probes = probe_runs(plan, [combo for combo, _ in done])
-        return [{**combo, **self.row(run, combo), **probe_row(p)} for (combo, run), p in zip(done, probes,
-                                                                                             strict=True)]
+        rows = read_rows(plan, done, self.row)
+        best = best_lr.best_lrs(rows, ARM, present(rows, ARM, tuple(ARMS.values())))
+        probed = [i for i, r in enumerate(rows) if (b := best.get(r[ARM])) and b.lr == best_lr.lr_of(r)]
+        for i, found in zip(probed, probe_runs(plan, [done[i][0] for i in probed]), strict=True):
+            rows[i].update(probe_row(found))
+        return rows
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         for r in rows:
-            r["arm"] = arm_of(r)
-        arms = present(rows, "arm", tuple(ARMS.values()))
-        depths = sorted({int(r["model.n_layers"]) for r in rows})
+            r[ARM] = arm_of(r)
+        arms = present(rows, ARM, tuple(ARMS.values()))
         unigram = stats.unigram_of(rows)
-
-        def per(a, d, key):
-            return stats.seeds(rows, key, arm=a, model__n_layers=d)
-
-        def loss(a, d):
-            return per(a, d, stats.final_or_inf)
-
-        def at_depths(fn):
-            return {f"L={d}": fn(d) for d in depths}
-
-        measured = {
-            "lns_minus_pre_deep_skip": at_depths(lambda d: stats.paired(per(LNS, d, "skip_deep"),
-                                                                        per(PRE, d, "skip_deep"), stats.minus)),
-            "pre_minus_lns_deep_cos": at_depths(lambda d: stats.paired(per(PRE, d, "cos_deep"),
-                                                                       per(LNS, d, "cos_deep"), stats.minus)),
-            "pre_cos_deep_minus_early": at_depths(lambda d: stats.paired(per(PRE, d, "cos_deep"),
-                                                                         per(PRE, d, "cos_early"), stats.minus)),
-            "lns_minus_pre_loss": at_depths(lambda d: stats.paired(loss(LNS, d), loss(PRE, d), stats.difference)),
-            "reference_margin": at_depths(lambda d: stats.margin_below(unigram, loss(PRE, d))),
-        }
-        deep = depths[-1]
-        gain = measured["lns_minus_pre_deep_skip"][f"L={deep}"]
-        ours = (f"deep-half skip Δ, LNS − Pre-LN at L={deep}: {stats.spread(gain.values())} nats; final loss LNS − "
-                f"Pre-LN {stats.spread(measured['lns_minus_pre_loss'][f'L={deep}'].values())}")
-        key = (f"{ours}; Pre-LN deep − early block cosine "
-               f"{stats.spread(measured['pre_cos_deep_minus_early'][f'L={deep}'].values())}; Peri-LN deep-half skip "
-               f"Δ {stats.spread(per(PERI, deep, 'skip_deep').values())} (Pre-LN "
-               f"{stats.spread(per(PRE, deep, 'skip_deep').values())}).")
-        return Findings(table=self.table(rows, arms, depths, per, loss), measured=measured, key=key, ours=ours,
-                        figures={"depth_profile.png": lambda path: self.draw(rows, arms, depths, unigram, path)})
+        best = best_lr.best_lrs(rows, ARM, arms)
+        measured = self.quantities(rows, best, unigram)
+        loss, skip = (measured[k]["L=24"] for k in ("lns_minus_pre_loss_at_best", "lns_minus_pre_deep_skip_at_best"))
+        ours = (f"final loss LNS − Pre-LN, each at its best lr: {stats.median_and_interval(loss.values())} nats; "
+                f"deep-half skip Δ LNS − Pre-LN {stats.median_and_interval(skip.values())}")
+        key = (f"{ours}; best lr: " + ", ".join(f"{a} {b.lr:g}" for a, b in best.items() if b.lr is not None) + ".")
+        notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
+                 *(note for b in best.values() if (note := b.edge_note())),
+                 *best_lr.judged_pick_notes(rows, ARM, best)]
+        at = [r for r in rows if (b := best.get(r[ARM])) and b.lr == best_lr.lr_of(r)]
+        return Findings(table=self.table(rows, at, arms, best), measured=measured, key=key, ours=ours, notes=notes,
+                        figures={"depth_profile.png": lambda path: self.draw(rows, at, arms, best, unigram, path)})
 
     @staticmethod
-    def table(rows, arms, depths, per, loss) -> str:
-        body = [[f"L={d}", a, stats.cell(loss(a, d).values(), stats.select(rows, arm=a, model__n_layers=d)),
-                 *[stats.spread(per(a, d, k).values()) for k in ("skip_early", "skip_deep", "cos_early", "cos_deep",
-                                                                 "rms_exponent")]]
-                for d in depths for a in arms]
-        return (f"Per arm, mean ± sd over seeds (n); {stats.CELL_NOTE}. Skip Δ: the eval loss with one block skipped "
-                "minus the full model's, averaged over the early or the deep half of the blocks (nats per byte); cos: "
-                "the mean cosine of a block's input and output streams over that half; k: the exponent of "
-                "Var(x_ℓ) ∝ ℓ^k of the stream after block ℓ (the probe's rms).\n\n"
-                + markdown_table(["depth", "arm", "final val loss", "skip Δ early", "skip Δ deep", "cos early",
-                                  "cos deep", "k"], body))
+    def quantities(rows, best, unigram) -> dict[str, dict[str, dict[str, float | None]]]:
+        """Every quantity the registration names, read at each arm's best lr (paired by seed where two arms)."""
+        def paired(arm, reference, value, op):
+            return best_lr.paired_at_best(rows, ARM, best, arm, reference, value, op) if {arm, reference} <= set(best) \
+                else {}
+
+        pre = best.get(PRE)
+        curse = (best_lr.at_best(rows, ARM, pre, lambda r: stats.minus(r.get("cos_deep"), r.get("cos_early")))
+                 if pre else {})
+        return {"lns_minus_pre_loss_at_best": {"L=24": paired(LNS, PRE, stats.final_or_inf, stats.difference)},
+                "lns_minus_pre_deep_skip_at_best": {"L=24": paired(LNS, PRE, "skip_deep", stats.minus)},
+                "pre_minus_lns_deep_cos_at_best": {"L=24": paired(PRE, LNS, "cos_deep", stats.minus)},
+                "pre_cos_deep_minus_early_at_best": {"L=24": curse},
+                "reference_margin": {"L=24": stats.margin_below(unigram, best_lr.at_best(rows, ARM, pre,
+                                                                                         stats.final_or_inf)
+                                                                  if pre else {})},
+                "best_lr_inside_grid": best_lr.inside_grid(best),
+                "val_quarter_drop_at_best": {a: best_lr.at_best(rows, ARM, b, "val_quarter_drop")
+                                             for a, b in best.items()}}
 
     @staticmethod
-    def draw(rows, arms, depths, unigram, path) -> None:
-        fig, axes = plots.figure(ncols=4, nrows=len(depths), width=4.2, height=3.3)
-        for i, d in enumerate(depths):
-            ax_skip, ax_cos, ax_rms, ax_loss = axes[4 * i: 4 * i + 4]
-            blocks = list(range(d))
-            for a in arms:
-                chosen = stats.select(rows, arm=a, model__n_layers=d)
-                for ax, key in ((ax_skip, "skip_profile"), (ax_cos, "cos_profile"), (ax_rms, "rms_profile")):
-                    profiles = [profile_values(r.get(key)) for r in chosen]
-                    if profiles and all(len(p) == d for p in profiles):
-                        plots.seeds_and_mean(ax, blocks, profiles, COLORS[a], a)
-                plots.curves(ax_loss, [curve_points(r["val_curve"]) for r in chosen if r["val_curve"]], COLORS[a], a)
-            ax_skip.set_yscale("symlog", linthresh=1e-3)
-            ax_rms.set_yscale("log")
-            plots.unigram_line(ax_loss, unigram)
-            plots.finish(ax_skip, f"L={d}: loss rise when block i is skipped", "block i", "Δ val loss (nats/byte)")
-            plots.finish(ax_cos, f"L={d}: cos(block input, output)", "block i", "cosine")
-            plots.finish(ax_rms, f"L={d}: stream rms after block i", "block i", "rms")
-            plots.finish(ax_loss, f"L={d}: val loss (RMSNorm)", "step", "val loss (nats/byte)")
+    def table(rows, at, arms, best) -> str:
+        body = [[a, "–" if best[a].lr is None else f"{best[a].lr:g}" + (" (edge)" if best[a].at_edge else ""),
+                 stats.cell([stats.final_or_inf(r) for r in mine], mine),
+                 *[stats.median_and_interval(r.get(k) for r in mine)
+                   for k in ("val_quarter_drop", "skip_early", "skip_deep", "cos_early", "cos_deep", "rms_exponent")]]
+                for a in arms for mine in [stats.select(at, arm=a)]]
+        return "\n\n".join([
+            "The whole loss-vs-lr curve: final validation loss per arm and peak lr, median [range] over seeds (n); "
+            f"**bold**: the arm's best lr by the selection rule:\n\n{best_lr.curve_table(rows, ARM, best)}",
+            "The selection loss (mean training loss over the last 10% of steps), median [range] over seeds:\n\n"
+            + best_lr.curve_table(rows, ARM, best, best_lr.selection_or_inf),
+            f"Each arm at its best lr ({stats.CELL_NOTE}); the rest median [range] over seeds. Quarter fall: the "
+            "validation loss's fall over the last quarter of the run. Skip Δ: the eval loss with one block skipped "
+            "minus the full model's, averaged over the early or the deep half of the blocks (nats per byte); cos: "
+            "the mean cosine of a block's input and output streams over that half; k: the exponent of Var(x_ℓ) ∝ ℓ^k "
+            "of the stream after block ℓ (the probe's rms).\n\n"
+            + markdown_table(["arm", "best lr", "final val loss", "quarter fall", "skip Δ early", "skip Δ deep",
+                              "cos early", "cos deep", "k"], body)])
+
+    @staticmethod
+    def draw(rows, at, arms, best, unigram, path) -> None:
+        """Per block at each arm's best lr: skip Δ, cosine, stream rms; its val curves; the loss-vs-lr curve."""
+        fig, axes = plots.figure(ncols=5, width=4.2, height=3.3)
+        ax_skip, ax_cos, ax_rms, ax_loss, ax_lr = axes[:5]
+        for a in arms:
+            chosen = stats.select(at, arm=a)
+            for ax, key in ((ax_skip, "skip_profile"), (ax_cos, "cos_profile"), (ax_rms, "rms_profile")):
+                profiles = [profile_values(r.get(key)) for r in chosen]
+                if profiles and len({len(p) for p in profiles}) == 1 and profiles[0]:
+                    plots.seeds_and_mean(ax, list(range(len(profiles[0]))), profiles, COLORS[a], a)
+            label = f"{a} at lr {best[a].lr:g}" if best[a].lr is not None else a
+            plots.curves(ax_loss, [curve_points(r["val_curve"]) for r in chosen if r["val_curve"]], COLORS[a], label)
+        ax_skip.set_yscale("symlog", linthresh=1e-3)
+        ax_rms.set_yscale("log")
+        plots.unigram_line(ax_loss, unigram)
+        plots.finish(ax_skip, "loss rise when block i is skipped (best lr)", "block i", "Δ val loss (nats/byte)")
+        plots.finish(ax_cos, "cos(block input, output) (best lr)", "block i", "cosine")
+        plots.finish(ax_rms, "stream rms after block i (best lr)", "block i", "rms")
+        plots.finish(ax_loss, "val loss at each arm's best lr (RMSNorm)", "step", "val loss (nats/byte)")
+        best_lr.draw_curves(ax_lr, rows, ARM, best, COLORS, unigram=unigram)
         plots.save(fig, path)
-

@@ -1,205 +1,179 @@
-"""Zhu et al. 2025 (Transformers without Normalization): DyT = γ·tanh(α·x) + β against LayerNorm and RMSNorm across
-an α-init grid at two widths; does the best α shrink with width, and do trained LayerNorms follow a tanh?
+"""Zhu et al. 2025 (Transformers without Normalization): DyT = γ·tanh(α·x) + β against RMSNorm, each at its own best
+learning rate (DyT also at its best α₀); and how much DyT's loss depends on α₀.
 
-LayerNorm and RMSNorm run once per width and seed; DyT at every α of the grid. The best α of a width is the grid
-point with the lowest median final loss over seeds (a diverged run counts +∞); DyT there is compared with each norm
-seed by seed. After training, ``normtrain-probe`` fits γ·tanh(α·x) to every norm's input → output curve
-(normtrain/probe/norm_curves.py) of the LayerNorm runs (how S-shaped a trained LayerNorm is) and of the DyT runs at
-the best α (the α DyT learned).
+Every run is one arm of the best-lr machinery (normtrain/reproduce/best_lr.py): RMSNorm, and DyT at each α₀ of the
+grid (``dyt α₀=1`` ...). Each arm's best lr is chosen by the selection rule; DyT's best α₀ is the arm whose best lr
+scores lowest by the same rule (the lowest median selection loss over the α₀ × lr grid), so α₀ is tuned on a rule
+fixed before the runs, on training batches, never on the judged validation loss. DyT there is compared with RMSNorm
+at RMSNorm's best lr, seed by seed.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 from typing import Any
 
-from normtrain.reproduce import plots, stats
+from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
-from normtrain.reproduce.grid import train_grid
 from normtrain.reproduce.plan import Plan
-from normtrain.reproduce.probing import probe_runs
-from normtrain.reproduce.runner import Experiment, Findings, present, read_rows
+from normtrain.reproduce.runner import Experiment, Findings, curve_points
 from normtrain.reproduce.writeup import markdown_table
 
-NORMS = ("layernorm", "rmsnorm", "dyt")
-REFERENCES = ("layernorm", "rmsnorm")
-DEFAULT_ALPHA = 0.5  # DyT's default α init; the reference norms run with it (they do not use it)
+REFERENCE = "rmsnorm"  # the paper's LLaMA baseline
+DEFAULT_ALPHA = 0.5  # DyT's default α init; the reference norm runs with it (it does not use it)
 ALPHA = "norm.alpha_init"
-WIDTH = "model.d_model"
-TRAINS_MARGIN = 0.3  # an α "trains" when every seed ends this far below the unigram line (the guard's margin)
+ARM = "arm"
 
 
 def alpha_of(row: dict[str, Any]) -> float:
     return float(row.get(ALPHA, DEFAULT_ALPHA))
 
 
-def block_fits(probe: dict[str, Any] | None) -> list[dict[str, float]]:
-    """The tanh fits of the norms inside the blocks (not the final norm)."""
-    return [n["fit"] for n in (probe or {}).get("norms", []) if n.get("layer") is not None]
+def arm_of(row: dict[str, Any]) -> str:
+    """``rmsnorm`` (or another reference norm), or ``dyt α₀=A``: one lr curve each."""
+    return f"dyt α₀={alpha_of(row):g}" if row.get("norm") == "dyt" else str(row.get("norm"))
 
 
-def spread_of(rows: list[dict[str, Any]], key: str) -> str:
-    return stats.spread(r.get(key) for r in rows)
+def dyt_arms(rows: list[dict[str, Any]]) -> list[str]:
+    """DyT's arms in the order of α₀."""
+    return [f"dyt α₀={a:g}" for a in sorted({alpha_of(r) for r in rows if r.get("norm") == "dyt"})]
 
 
-def probe_row(probe: dict[str, Any] | None) -> dict[str, Any]:
-    """Per probed run: the median over its block norms of the tanh fit's R², of its gain over a straight line, and
-    of the fitted α (for DyT: the α it learned)."""
-    fits = block_fits(probe)
-    if not fits:
-        return {}
-    return {"tanh_r2": statistics.median(f["r2"] for f in fits),
-            "tanh_gain": statistics.median(f["r2"] - f["r2_line"] for f in fits),
-            "fitted_alpha": statistics.median(f["alpha"] for f in fits)}
+def score_at_best(b: best_lr.BestLr) -> float | None:
+    return None if b.lr is None else b.score.get(b.lr)
 
 
-class Grid:
-    """Final losses by (norm, width, α, seed), and the best α of each width."""
+def best_alpha_arm(best: dict[str, best_lr.BestLr], arms: list[str]) -> str | None:
+    """DyT's best α₀: the arm whose best lr has the lowest selection score (a tie goes to the smaller α₀)."""
+    scored = [(s, i) for i, a in enumerate(arms) if (s := score_at_best(best[a])) is not None]
+    return arms[min(scored)[1]] if scored else None
 
-    def __init__(self, rows: list[dict[str, Any]]):
-        self.rows = rows
-        self.widths = sorted({int(r[WIDTH]) for r in rows})
-        self.alphas = sorted({alpha_of(r) for r in rows if r["norm"] == "dyt"})
 
-    def loss(self, norm: str, width: int, alpha: float | None = None) -> dict[str, float | None]:
-        chosen = [r for r in stats.select(self.rows, norm=norm, model__d_model=width)
-                  if alpha is None or alpha_of(r) == alpha]
-        return stats.per_seed(chosen, stats.final_or_inf)
+def alpha_inside(arms: list[str], chosen: str | None) -> dict[str, dict[str, float | None]]:
+    """The precondition's quantity: 1.0 when DyT's best α₀ lies strictly inside its α₀ grid (≥ 3 points), else 0."""
+    value = None if chosen is None else float(len(arms) >= 3 and chosen not in (arms[0], arms[-1]))
+    return {"DyT": {best_lr.ALL_SEEDS: value}}
 
-    def best_alpha(self, width: int) -> float | None:
-        """The α with the lowest median final DyT loss over seeds."""
-        medians = {a: statistics.median(v) for a in self.alphas
-                   if (v := [x for x in self.loss("dyt", width, a).values() if x is not None])}
-        return min(medians, key=medians.get) if medians else None
 
-    def best_alpha_per_seed(self, width: int) -> dict[str, float]:
-        by_seed: dict[str, dict[float, float]] = {}
-        for a in self.alphas:
-            for s, v in self.loss("dyt", width, a).items():
-                if v is not None:
-                    by_seed.setdefault(s, {})[a] = v
-        return {s: min(c, key=c.get) for s, c in by_seed.items()}
-
-    def alpha_range(self, width: int) -> dict[str, float]:
-        """Per seed, the worst DyT final loss over the α grid minus the best (+∞ when a run diverged)."""
-        by_seed: dict[str, list[float]] = {}
-        for a in self.alphas:
-            for s, v in self.loss("dyt", width, a).items():
-                if v is not None:
-                    by_seed.setdefault(s, []).append(v)
-        return {s: max(v) - min(v) for s, v in by_seed.items() if len(v) > 1}
-
-    def trains(self, width: int, unigram: float | None) -> list[float]:
-        """The α whose DyT runs all ended at least ``TRAINS_MARGIN`` below the unigram line."""
-        if unigram is None:
-            return []
-        return [a for a in self.alphas if (v := list(self.loss("dyt", width, a).values()))
-                and all(x is not None and x <= unigram - TRAINS_MARGIN for x in v)]
+def alpha_range(rows: list[dict[str, Any]], arms: list[str], lr: float | None) -> dict[str, float | None]:
+    """Per seed, DyT's worst final loss over the α₀ grid minus its best, all at ``lr`` (+∞ when a run diverged)."""
+    by_seed: dict[str, list[float]] = {}
+    for r in rows:
+        if arm_of(r) in arms and lr is not None and best_lr.lr_of(r) == lr and (v := stats.final_or_inf(r)) is not None:
+            by_seed.setdefault(str(r["train.seed"]), []).append(v)
+    return {s: max(v) - min(v) for s, v in by_seed.items() if len(v) == len(arms) > 1}
 
 
 class DyT(Experiment):
     name = "dyt"
-    title = "DyT against LayerNorm and RMSNorm across α-init and width (Zhu et al. 2025)"
+    title = "DyT against RMSNorm, each at its best learning rate, and DyT's α₀ (Zhu et al. 2025)"
     paper = "Zhu et al. 2025 (DyT)"
-    reference = ("**Zhu et al. 2025**, *Transformers without Normalization* (CVPR 2025): Fig. 2 (trained LayerNorms' "
-                 "S-shaped input → output), the LLaMA results, and the α₀ ablations (α₀ by width)")
-    method = ("Pre-LN, the default model's shape (6 layers, 4 heads, SwiGLU, RoPE) at widths d 64 and 128; AdamW (0.9, "
-              "0.95), lr 1e-3 with a 50-step warm-up then cosine to 10%, weight decay 0.1, clipping 1; 800 steps of "
-              "8 × 128 bytes; LayerNorm and RMSNorm once per width and seed, DyT (one scalar α per norm, γ = 1, "
-              "β = 0 at init) at α₀ ∈ {0.1, 0.2, 0.5, 1, 2}; 5 seeds. After training, `normtrain-probe` fits "
-              "γ·tanh(α·x) to each block norm's input → output curve of the LayerNorm runs and of DyT at the best α₀.")
-    keep_checkpoints = True  # the probe reads the trained LayerNorm and DyT models
-    gpu_recipe = Recipe(extra_steps=50)  # widths × 2 (the width is an axis); the probe of some runs
+    reference = ("**Zhu et al. 2025**, *Transformers without Normalization* (CVPR 2025): the LLaMA results (DyT "
+                 "on par with RMSNorm) and the α₀ ablations")
+    method = ("Pre-LN, 6 layers, d 128, 4 heads, SwiGLU, RoPE; AdamW (0.9, 0.95), a 80-step (5%) warm-up then cosine "
+              "to 10%, weight decay 0.1, clipping 1; 1600 steps of 8 × 128 bytes, evaluated every 5% on 512 fixed "
+              "windows; RMSNorm and DyT (one scalar α per norm, γ = 1, β = 0 at init) at α₀ ∈ {0.5, 1, 2}, each at "
+              "peak lrs 2e-3, 5e-3 and 1.25e-2; seeds 5–9. Each arm is judged at its own best lr: " + best_lr.RULE
+              + "; DyT's α₀ is the one whose best lr scores lowest by the same rule.")
+    gpu_recipe = Recipe()
 
     def keeps(self, combo: dict[str, str]) -> bool:
         return combo.get("norm", "dyt") == "dyt" or alpha_of(combo) == DEFAULT_ALPHA
 
-    def measure(self, plan: Plan) -> list[dict[str, Any]]:
-        """Train the grid, then probe the LayerNorm runs and DyT at each width's best α."""
-        done = train_grid(plan, keep_checkpoints=True)
-        rows = read_rows(plan, done, self.row)
-        grid = Grid(rows)
-        best = {w: grid.best_alpha(w) for w in grid.widths}
-        probed = [i for i, r in enumerate(rows) if r["norm"] == "layernorm"
-                  or (r["norm"] == "dyt" and alpha_of(r) == best[int(r[WIDTH])])]
-        for i, probe in zip(probed, probe_runs(plan, [done[i][0] for i in probed]), strict=True):
-            rows[i].update(probe_row(probe))
-        return rows
+    def row(self, run, combo: dict[str, str]) -> dict[str, Any]:
+        return {**super().row(run, combo), ARM: arm_of(combo), best_lr.SELECTION: best_lr.selection_of(run)}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
-        g, unigram = Grid(rows), stats.unigram_of(rows)
-        refs = [n for n in REFERENCES if any(r["norm"] == n for r in rows)]
-        best = {w: g.best_alpha(w) for w in g.widths}
-        narrow, wide = g.widths[0], g.widths[-1]
-        per_seed = {w: g.best_alpha_per_seed(w) for w in g.widths}
-        shift = {s: math.log2(per_seed[wide][s] / a) for s, a in per_seed[narrow].items()
-                 if s in per_seed[wide]} if wide != narrow else {}
-        measured = {
-            "dyt_minus_reference": {f"d={w}, vs {n}": stats.paired(g.loss("dyt", w, best[w]), g.loss(n, w), stats.minus)
-                                    for w in g.widths for n in refs if best[w] is not None},
-            "best_alpha_shift": {f"d={narrow} → d={wide}": shift},
-            "dyt_alpha_range": {f"d={w}": g.alpha_range(w) for w in g.widths},
-            "reference_margin": {f"{n}, d={w}": stats.margin_below(unigram, g.loss(n, w)) for n in refs
-                                 for w in g.widths},
-        }
-        gaps = "; ".join(f"{c} {stats.spread(v.values())}" for c, v in measured["dyt_minus_reference"].items())
-        ours = ("best α₀: " + ", ".join(f"d={w} {best[w]:g}" for w in g.widths if best[w] is not None)
-                + f"; DyT at it − norm: {gaps} nats")
-        key = (f"{ours}. α₀ that train (every seed ≥ {TRAINS_MARGIN} below the unigram line): "
-               + "; ".join(f"d={w}: {', '.join(f'{a:g}' for a in g.trains(w, unigram)) or 'none'}" for w in g.widths)
-               + ".")
-        return Findings(table=self.table(rows, g, unigram, best), measured=measured, key=key, ours=ours,
-                        notes=self.curve_notes(rows, g, best),
-                        figures={"dyt_alpha.png": lambda path: self.draw(g, refs, unigram, best, path)})
+        for r in rows:
+            r[ARM] = arm_of(r)
+        dyts = dyt_arms(rows)
+        refs = [a for a in (REFERENCE,) if any(r[ARM] == a for r in rows)]
+        best = best_lr.best_lrs(rows, ARM, [*refs, *dyts])
+        pick = best_alpha_arm(best, dyts)
+        unigram = stats.unigram_of(rows)
+        measured = quantities(rows, best, refs, dyts, pick, unigram)
+        gap = measured["dyt_minus_rms_at_best"][""]
+        picked = "none" if pick is None else f"{pick} at lr {best[pick].lr:g}"
+        ours = f"DyT ({picked}) − RMSNorm at its best lr: {stats.median_and_interval(gap.values())} nats"
+        rng = measured["dyt_alpha_range"]
+        key = f"{ours}; DyT's α₀ range at its best lr {stats.median_and_interval(next(iter(rng.values())).values())}."
+        notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}. DyT's α₀: the arm whose best lr scores "
+                 "lowest by the same rule.", *(note for a in [*refs, pick] if a and (note := best[a].edge_note())),
+                 *best_lr.judged_pick_notes(rows, ARM, best),
+                 f"DyT's best α₀ and lr are chosen from {len(dyts) * len(best[dyts[0]].lrs) if dyts else 0} "
+                 f"configurations, RMSNorm's lr from {len(best[REFERENCE].lrs) if refs else 0}: the larger search "
+                 "favours DyT by a little seed noise (the rule reads training batches, the judged loss the "
+                 "validation windows)."]
+        return Findings(table=table(rows, best, refs, pick, dyts), measured=measured, key=key, ours=ours,
+                        notes=notes, figures={"dyt_alpha.png": lambda path: draw(rows, best, refs, pick, unigram,
+                                                                                 path)})
 
-    @staticmethod
-    def table(rows, g: Grid, unigram, best) -> str:
-        norms = present(rows, "norm", NORMS)
-        body = []
-        for w in g.widths:
-            for n in norms:
-                alphas = g.alphas if n == "dyt" else [None]
-                for a in alphas:
-                    chosen = [r for r in stats.select(rows, norm=n, model__d_model=w) if a is None or alpha_of(r) == a]
-                    mark = " (best)" if a is not None and a == best[w] else ""
-                    body.append([f"d={w}", n, "–" if a is None else f"{a:g}{mark}",
-                                 stats.cell(g.loss(n, w, a).values(), chosen)])
-        return (f"Final validation loss per width, norm and α₀ (DyT only); {stats.CELL_NOTE}. Unigram line: "
-                f"{unigram if unigram is None else round(unigram, 3)} nats.\n\n"
-                + markdown_table(["width", "norm", "α₀", "final val loss"], body))
 
-    @staticmethod
-    def curve_notes(rows, g: Grid, best) -> list[str]:
-        notes = []
-        for w in g.widths:
-            ln = stats.select(rows, norm="layernorm", model__d_model=w)
-            dyt = [r for r in stats.select(rows, norm="dyt", model__d_model=w) if alpha_of(r) == best[w]]
-            if best[w] is not None and any(r.get("tanh_gain") is not None for r in ln):
-                notes.append(
-                    f"d={w}: trained LayerNorms' input → output curves (median over block norms, per seed): tanh fit "
-                    f"R² {spread_of(ln, 'tanh_r2')}, its gain over a straight line {spread_of(ln, 'tanh_gain')}, "
-                    f"fitted α {spread_of(ln, 'fitted_alpha')}; DyT at α₀ = {best[w]:g} learned α "
-                    f"{spread_of(dyt, 'fitted_alpha')}.")
-        return notes
+def quantities(rows, best, refs, dyts, pick, unigram) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Every quantity the registration names: DyT at its best α₀ and lr against RMSNorm at its best lr."""
+    ref = best.get(REFERENCE)
+    chosen = {a: best[a] for a in [*refs, pick] if a}
+    gap = best_lr.paired_at_best(rows, ARM, best, pick, REFERENCE) if pick and ref else {}
+    reference = best_lr.at_best(rows, ARM, ref, stats.final_or_inf) if ref else {}
+    return {"dyt_minus_rms_at_best": {"": gap},
+            "dyt_alpha_range": {"DyT's best lr": alpha_range(rows, dyts, best[pick].lr if pick else None)},
+            "reference_margin": {"": stats.margin_below(unigram, reference)},
+            "best_lr_inside_grid": best_lr.inside_grid(chosen),
+            "best_alpha_inside_grid": alpha_inside(dyts, pick),
+            "val_quarter_drop_at_best": {a: best_lr.at_best(rows, ARM, b, "val_quarter_drop")
+                                         for a, b in chosen.items()}}
 
-    @staticmethod
-    def draw(g: Grid, refs, unigram, best, path) -> None:
-        fig, axes = plots.figure(ncols=len(g.widths), width=4.6, height=3.6)
-        for ax, w in zip(axes, g.widths, strict=True):
-            per_seed = {}
-            for a in g.alphas:
-                for s, v in g.loss("dyt", w, a).items():
-                    per_seed.setdefault(s, []).append(v if v is not None and math.isfinite(v) else None)
-            plots.seeds_and_mean(ax, g.alphas, list(per_seed.values()), plots.NORM_COLORS["dyt"], "DyT")
-            for n in refs:
-                vals = stats.finite(g.loss(n, w).values())
-                if vals:
-                    ax.axhline(statistics.mean(vals), color=plots.NORM_COLORS[n], ls="--", lw=1.5,
-                               label=f"{n} (mean of {len(vals)})")
-            if best[w] is not None:
-                ax.axvline(best[w], color="k", lw=0.6, alpha=0.5)
-            plots.unigram_line(ax, unigram)
-            plots.log_axis(ax, g.alphas)
-            plots.finish(ax, f"d={w}: final val loss vs DyT's α₀ (thin: seeds)", "α₀", "val loss (nats/byte)")
-        plots.save(fig, path)
+
+def table(rows, best, refs, pick, dyts) -> str:
+    body = []
+    for a in [*refs, *dyts]:
+        b = best[a]
+        mine = [r for r in rows if r[ARM] == a and b.lr is not None and best_lr.lr_of(r) == b.lr]
+        body.append([a + (" (DyT's pick)" if a == pick else ""),
+                     "–" if b.lr is None else f"{b.lr:g}" + (" (edge)" if b.at_edge else ""),
+                     stats.cell([stats.final_or_inf(r) for r in mine], mine),
+                     stats.median_and_interval(best_lr.paired_at_best(rows, ARM, best, a, REFERENCE).values())
+                     if refs and a != REFERENCE else "–",
+                     stats.median_and_interval(r.get("val_quarter_drop") for r in mine)])
+    return "\n\n".join([
+        "The whole loss-vs-lr curve: final validation loss per arm (RMSNorm; DyT at each α₀) and peak lr, median "
+        f"[range] over seeds (n); **bold**: the arm's best lr by the selection rule:\n\n"
+        f"{best_lr.curve_table(rows, ARM, best)}",
+        "The selection loss (mean training loss over the last 10% of steps), median [range] over seeds (DyT's α₀: "
+        "the arm whose bold value is lowest):\n\n" + best_lr.curve_table(rows, ARM, best, best_lr.selection_or_inf),
+        f"Each arm at its best lr ({stats.CELL_NOTE}); the rest median [range] over seeds:\n\n"
+        + markdown_table(["arm", "best lr", "final val loss", "− RMSNorm at its best lr, paired by seed",
+                          "val loss fall over the last quarter"], body)])
+
+
+def draw(rows, best, refs, pick, unigram, path) -> None:
+    """Left: final loss against lr per arm; middle: against α₀ at DyT's best lr; right: val curves at the best."""
+    fig, axes = plots.figure(ncols=3, width=4.4, height=3.6)
+    colors = {a: plots.NORM_COLORS.get(a, "k") for a in best}
+    shades = ("#ff9896", "#d62728", "#8c564b", "#e377c2", "#7f7f7f")
+    colors.update({a: shades[i % len(shades)] for i, a in enumerate(x for x in best if x not in refs)})
+    best_lr.draw_curves(axes[0], rows, ARM, best, colors, unigram=unigram)
+    lr = best[pick].lr if pick else None
+    dyts = [a for a in best if a not in refs]
+    per_seed: dict[str, dict[str, float]] = {}
+    for r in rows:
+        if r[ARM] in dyts and lr is not None and best_lr.lr_of(r) == lr and (v := stats.final_or_inf(r)) is not None:
+            per_seed.setdefault(str(r["train.seed"]), {})[r[ARM]] = v
+    alphas = [float(a.split("=")[1]) for a in dyts]
+    plots.seeds_and_mean(axes[1], alphas, [[s.get(a) for a in dyts] for s in per_seed.values()],
+                         plots.NORM_COLORS.get("dyt", "k"), f"DyT at lr {lr:g}" if lr else "DyT")
+    for a in refs:
+        vals = stats.finite(best_lr.at_best(rows, ARM, best[a], stats.final_or_inf).values())
+        if vals:
+            axes[1].axhline(statistics.median(vals), color=colors[a], ls="--", lw=1.5, label=f"{a} at its best lr")
+    if alphas:
+        plots.log_axis(axes[1], alphas)
+    plots.finish(axes[1], "final val loss vs DyT's α₀ (thin: seeds)", "α₀", "val loss (nats/byte)")
+    for a in [*refs, pick]:
+        if a and best[a].lr is not None:
+            mine = [curve_points(r["val_curve"]) for r in rows if r[ARM] == a and best_lr.lr_of(r) == best[a].lr
+                    and r["val_curve"]]
+            plots.curves(axes[2], mine, colors[a], f"{a} at lr {best[a].lr:g}")
+    plots.unigram_line(axes[2], unigram)
+    plots.finish(axes[2], "val loss at the best lr (thin: seeds)", "step", "val loss (nats/byte)")
+    plots.save(fig, path)

@@ -290,7 +290,8 @@ class NormTypes(Experiment):
                 f"RMSNorm/LayerNorm {step} (repeats)")
         key = f"{ours}; pRMSNorm − LayerNorm {prms} nats."
         notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
-                 *(note for b in best.values() if (note := b.edge_note())), *judged_pick_notes(rows, best),
+                 *(note for b in best.values() if (note := b.edge_note())),
+                 *best_lr.judged_pick_notes(rows, "norm", best),
                  *timing_note(timings)]
         return Findings(table=table, measured=measured, key=key, ours=ours, notes=notes,
                         figures={"norm_types.png": lambda path: self.draw(rows, best, timings, unigram, path)},
@@ -330,17 +331,6 @@ def at_best_table(rows: list[dict[str, Any]], best: dict[str, best_lr.BestLr],
                      stats.median_and_interval(drop.values())])
     return markdown_table(["norm", "best lr", "final val loss", "Δ vs LayerNorm, paired by seed (median)",
                            "val loss fall over the last quarter (median)"], body)
-
-
-def judged_pick_notes(rows: list[dict[str, Any]], best: dict[str, best_lr.BestLr]) -> list[str]:
-    """Reported: the lr that the judged loss itself would have picked, where it differs from the rule's."""
-    picks = best_lr.best_lrs(rows, "norm", list(best), stats.final_or_inf)
-    differ = [f"{n} {picks[n].lr:g} (rule: {b.lr:g})" for n, b in best.items()
-              if picks[n].lr is not None and b.lr is not None and picks[n].lr != b.lr]
-    if not differ:
-        return ["The final validation loss itself picks the same best lr as the selection rule for every norm."]
-    return [f"The final validation loss itself would pick another lr for: {', '.join(differ)}; the verdict uses "
-            "the rule's."]
 
 
 def draw_times(ax, timings: list[dict[str, Any]], norms: list[str]) -> None:

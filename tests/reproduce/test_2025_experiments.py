@@ -5,26 +5,30 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from normtrain.reproduce.cli import make_plan
 from normtrain.reproduce.curse_of_depth import CurseOfDepth, probe_row
-from normtrain.reproduce.dyt import DyT, Grid
+from normtrain.reproduce.dyt import DyT
 from normtrain.reproduce.gpu_scale import ASSUMED_H100
-from normtrain.reproduce.peri_variance import PeriVariance
+from normtrain.reproduce.peri_variance import PeriVariance, variance_growth
 from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.probing import halves
 from normtrain.reproduce.stats import variance_exponent
-from normtrain.reproduce.verdicts import judge, verdict
+from normtrain.reproduce.verdicts import decide
 
 UNIGRAM = 3.3
 
 
-def judged(exp, rows, tmp_path) -> tuple[list, object]:
+def judged_v4(exp, rows, tmp_path):
+    """The v4 judgement of synthetic rows: every check by its role, and the verdict."""
     findings = exp.analyse(rows, Plan(exp.name, "cpu", False, [], {}, tmp_path, tmp_path))
-    reg = exp.registration
-    checks = [judge(rule, findings.measured.get(rule.quantity)) for rule in reg.rules]
-    return checks, judge(reg.guard.rule(), findings.measured.get(reg.guard.quantity))
+    return decide(exp.registration, findings.measured, findings.unit)
+
+
+def outcomes(judgement) -> dict[str, bool | None]:
+    return {c.rule.id: c.ok for c in judgement.checks}
 
 
 def trained(loss: float, **values) -> dict:
@@ -33,23 +37,27 @@ def trained(loss: float, **values) -> dict:
 
 
 def test_the_grids_run_the_papers_arms(tmp_path):
-    peri = make_plan("peri_variance")
-    assert len(peri.combos()) == 30 and {c["placement"] for c in peri.combos()} == {"pre", "peri", "post"}
+    peri = make_plan("peri_variance").combos()
+    assert len(peri) == 35 and {c["placement"] for c in peri} == {"pre", "peri"}  # v4: Post-LN dropped
+    assert {float(c["optim.lr"]) for c in peri if c["placement"] == "pre"} == {2e-3, 5e-3, 1.25e-2}
+    assert {c["train.seed"] for c in peri} == {"5", "6", "7", "8", "9"}  # new seeds: v3's pilot ran 0-4
     assert {c["placement"] for c in make_plan("peri_variance", smoke=True).combos()} == {"pre", "peri"}
-    arms = {(c["placement"], c["norm.depth_scaled"].lower()) for c in make_plan("curse_of_depth").combos()}
-    assert arms == {("pre", "false"), ("pre", "true"), ("peri", "false")}  # LNS with Pre-LN only, as the paper
-    assert len(make_plan("curse_of_depth", smoke=True).combos()) == 3
+    depth_combos = make_plan("curse_of_depth").combos()
+    arms = {(c["placement"], c["norm.depth_scaled"].lower()) for c in depth_combos}
+    assert arms == {("pre", "false"), ("pre", "true")}  # LNS with Pre-LN only, as the paper (v4: no Peri-LN)
+    lrs = {arm: sorted(float(c["optim.lr"]) for c in depth_combos if c["norm.depth_scaled"].lower() == arm
+                       and c["train.seed"] == "5") for arm in ("false", "true")}
+    assert lrs == {"false": [2e-3, 5e-3, 1.25e-2], "true": [2e-3, 5e-3, 1.25e-2, 3.125e-2]} and len(depth_combos) == 35
+    assert {c["train.seed"] for c in depth_combos} == {"5", "6", "7", "8", "9"}  # new seeds: v3's pilot ran 0-4
+    assert len(make_plan("curse_of_depth", smoke=True).combos()) == 4  # both arms at two lrs
     dyt = make_plan("dyt").combos()
-    assert len(dyt) == 2 * 5 * (5 + 2)  # widths × seeds × (DyT's α grid + LayerNorm + RMSNorm once)
+    assert len(dyt) == 5 * 3 * (3 + 1)  # seeds × lrs × (DyT's α₀ grid + RMSNorm once)
     assert {c["norm.alpha_init"] for c in dyt if c["norm"] != "dyt"} == {"0.5"}
+    assert {c["train.seed"] for c in dyt} == {"5", "6", "7", "8", "9"}  # new seeds: v3's pilot ran 0-4
     smoke = make_plan("dyt", smoke=True).combos()
-    assert {c["norm"] for c in smoke} == {"dyt", "layernorm"} and {c["model.d_model"] for c in smoke} == {"64", "128"}
-    depth = make_plan("curse_of_depth")
-    cfg = depth.compose(next(c for c in depth.combos() if c["norm.depth_scaled"].lower() == "true"))
-    assert (cfg.norm.name, cfg.norm.depth_scaled, cfg.model.n_layers, cfg.monitor.block_cos) == ("rmsnorm", True, 24,
-                                                                                                 True)
-    gpu = make_plan("dyt", scale="gpu", device=ASSUMED_H100, out=tmp_path).grid  # the widths the design compares, × 2
-    assert gpu["model.d_model"] == ["128", "256"] and gpu["norm.alpha_init"] == make_plan("dyt").grid["norm.alpha_init"]
+    assert {c["norm"] for c in smoke} == {"dyt", "rmsnorm"} and len(smoke) == 6  # DyT at 2 α₀ and RMSNorm, 2 lrs
+    gpu = make_plan("dyt", scale="gpu", device=ASSUMED_H100, out=tmp_path).grid
+    assert gpu["norm.alpha_init"] == make_plan("dyt").grid["norm.alpha_init"]
 
 
 def test_variance_exponent_and_halves():
@@ -58,29 +66,52 @@ def test_variance_exponent_and_halves():
     assert halves([1.0, 2.0, 3.0]) == (1.0, 2.5) and halves([1.0]) == (None, None)
 
 
-def peri_rows(peri_loss: float = 1.95, reference_loss: float = 2.0) -> list[dict]:
-    """Pre-LN's variance grows faster (k 1.8 vs 1.0) and peaks 10× higher; Post-LN's first block gets a tenth of
-    Pre-LN's share of the gradient."""
-    k = {"pre": 1.8, "peri": 1.0, "post": 0.3}
-    peak = {"pre": 200.0, "peri": 20.0, "post": 5.0}
-    ratio = {"pre": 1.0, "peri": 1.0, "post": 0.1}
-    loss = {"pre": reference_loss, "peri": peri_loss, "post": 2.5}
-    return [{"placement": p, "model.n_layers": str(d), "train.seed": str(s),
-             **trained(loss[p] + 0.002 * s, growth_exponent=k[p] + 0.01 * s, final_absmax=peak[p],
-                       absmax_growth=3.0, grad_first_over_last=ratio[p], grad_spikes=0, loss_spikes=1,
-                       rms_profile=" ".join("1" for _ in range(d)), absmax_curve=f"0:1 1000:{peak[p]}")}
-            for s in range(5) for p in ("post", "pre", "peri") for d in (6, 24)]
+PERI_LRS = {"pre": (2e-3, 5e-3, 1.25e-2), "peri": (2e-3, 5e-3, 1.25e-2, 3.125e-2)}
 
 
-def test_peri_variance_verdict_follows_the_numbers(tmp_path):
+def peri_rows(peri_loss: float = 1.95, reference_loss: float = 2.0, peri_best: float = 1.25e-2,
+              pre_growth: float = 2.0) -> list[dict]:
+    """Each placement's loss is a V over log lr: Pre-LN lowest (``reference_loss``) at 5e-3, Peri-LN lowest
+    (``peri_loss``) at ``peri_best``. Over training Pre-LN's last-block variance grows ``pre_growth``×, Peri-LN's
+    1.5×; max |x| 3× and 2×; the depth exponent k is set by the placement (Peri-LN's larger, reported only)."""
+    low = {"pre": (reference_loss, 5e-3), "peri": (peri_loss, peri_best)}
+    growth, absmax = {"pre": pre_growth, "peri": 1.5}, {"pre": 3.0, "peri": 2.0}
+    rows = []
+    for s in range(5, 10):
+        for p, lrs in PERI_LRS.items():
+            for lr in lrs:
+                loss = low[p][0] + 0.002 * s + 0.05 * abs(math.log(lr / low[p][1]))
+                rows.append({"placement": p, "optim.lr": str(lr), "model.n_layers": "24", "train.seed": str(s),
+                             "selection_loss": loss - 0.01, "val_quarter_drop": 0.01,
+                             **trained(loss, growth_exponent={"pre": 0.8, "peri": 1.0}[p] + 0.01 * s,
+                                       variance_growth=growth[p], absmax_growth=absmax[p], final_absmax=20.0,
+                                       grad_spikes=0, loss_spikes=1, rms_profile=" ".join("1" for _ in range(24)),
+                                       absmax_curve="0:1 1000:20")})
+    return rows
+
+
+def test_variance_growth_is_the_last_blocks_mean_square_end_over_start():
+    rms = np.array([[1.0, 2.0, 4.0], [1.0, 3.0, 6.0], [1.5, 3.0, 8.0]])  # logged steps × blocks
+    assert variance_growth(rms) == pytest.approx(4.0)  # (8 / 4)²: the level at step 0 divides out
+    assert variance_growth(np.empty((0, 3))) is None and variance_growth(np.array([[1.0, 0.0]])) is None
+
+
+def test_peri_variance_verdict_follows_the_loss_at_each_arms_best_lr(tmp_path):
     exp = PeriVariance()
-    checks, guard = judged(exp, peri_rows(), tmp_path)
-    assert [c.ok for c in checks] == [True, True, True, True] and guard.ok and verdict(checks, guard) == "reproduced"
-    assert checks[0].conditions["L=24"]["per_seed"]["0"] == pytest.approx(0.8)  # per seed, paired
-    checks, guard = judged(exp, peri_rows(peri_loss=2.05), tmp_path)
-    assert [c.ok for c in checks] == [True, True, False, True] and verdict(checks, guard) == "partly reproduced"
-    checks, guard = judged(exp, peri_rows(reference_loss=UNIGRAM - 0.1), tmp_path)  # Pre-LN barely learned
-    assert guard.ok is False and verdict(checks, guard) == "inconclusive (undertrained)"
+    found = judged_v4(exp, peri_rows(), tmp_path)
+    assert found.verdict == "reproduced" and all(outcomes(found).values())
+    primary = found.role("primary")[0]
+    assert primary.conditions["L=24"]["per_seed"]["5"] == pytest.approx(-0.05)  # per seed, each at its best lr
+    assert found.role("secondary")[0].conditions["L=24"]["median"] == pytest.approx(2.0 / 1.5)
+    found = judged_v4(exp, peri_rows(peri_loss=2.05, pre_growth=1.2), tmp_path)  # Peri-LN worse; growth 1.2 < 1.5
+    assert found.verdict == "not reproduced"
+    assert outcomes(found)["pre_variance_grows_more_in_training"] is False
+    found = judged_v4(exp, peri_rows(peri_best=3.125e-2), tmp_path)  # Peri-LN's best is its grid's largest
+    assert found.verdict == "inconclusive (precondition)" and outcomes(found)["best_lr_inside_grid"] is False
+    found = judged_v4(exp, peri_rows(reference_loss=UNIGRAM - 0.1), tmp_path)  # Pre-LN barely learned
+    assert found.guard.ok is False and found.verdict == "inconclusive (undertrained)"
+    assert not exp.keeps({"placement": "pre", "optim.lr": "3.125e-2"}) and exp.keeps({"placement": "peri",
+                                                                                       "optim.lr": "3.125e-2"})
 
 
 def probe(skip: list[float], cos: list[float]) -> dict:
@@ -88,58 +119,93 @@ def probe(skip: list[float], cos: list[float]) -> dict:
                                         for i, (s, c) in enumerate(zip(skip, cos, strict=True))]}
 
 
-def depth_rows(lns_loss: float = 1.98) -> list[dict]:
-    """Pre-LN's deep blocks are near the identity (cos 0.95, skip Δ 0.01); LNS makes them count (0.8, 0.05)."""
+DEPTH_LRS = {("pre", "False"): (2e-3, 5e-3, 1.25e-2), ("pre", "True"): (2e-3, 5e-3, 1.25e-2, 3.125e-2)}
+
+
+def depth_rows(lns_loss: float = 1.98, lns_best: float = 1.25e-2, drop: float = 0.01) -> list[dict]:
+    """Pre-LN's deep blocks are near the identity (cos 0.95, skip Δ 0.01); LNS makes them count (0.8, 0.05). Each
+    arm's loss is a V over log lr: Pre-LN lowest (2.0) at 5e-3, LNS lowest (``lns_loss``) at ``lns_best``; the
+    probe's numbers are the same at every lr (only the best lr's are read)."""
     early_skip, early_cos = [1.0] + [0.2] * 11, [0.5] * 12
     profiles = {("pre", "False"): probe(early_skip + [0.01] * 12, early_cos + [0.95] * 12),
-                ("pre", "True"): probe(early_skip + [0.05] * 12, early_cos + [0.8] * 12),
-                ("peri", "False"): probe(early_skip + [0.03] * 12, early_cos + [0.85] * 12)}
-    loss = {("pre", "False"): 2.0, ("pre", "True"): lns_loss, ("peri", "False"): 1.99}
-    return [{"placement": p, "norm.depth_scaled": ds, "model.n_layers": "24", "train.seed": str(s),
-             **trained(loss[(p, ds)] + 0.001 * s), **probe_row(profiles[(p, ds)])}
-            for s in range(5) for p, ds in profiles]
+                ("pre", "True"): probe(early_skip + [0.05] * 12, early_cos + [0.8] * 12)}
+    low = {("pre", "False"): (2.0, 5e-3), ("pre", "True"): (lns_loss, lns_best)}
+    rows = []
+    for s in range(5, 10):
+        for arm, lrs in DEPTH_LRS.items():
+            for lr in lrs:
+                loss = low[arm][0] + 0.001 * s + 0.05 * abs(math.log(lr / low[arm][1]))
+                rows.append({"placement": arm[0], "norm.depth_scaled": arm[1], "optim.lr": str(lr),
+                             "model.n_layers": "24", "train.seed": str(s), "selection_loss": loss - 0.01,
+                             "val_quarter_drop": drop, **trained(loss), **probe_row(profiles[arm])})
+    return rows
 
 
-def test_curse_of_depth_reads_the_probe_by_halves_and_judges_per_seed(tmp_path):
+def test_curse_of_depth_reads_the_probe_by_halves_and_judges_each_arm_at_its_best_lr(tmp_path):
     row = probe_row(probe([1.0] * 12 + [0.01] * 12, [0.5] * 12 + [0.95] * 12))
     assert (row["skip_early"], row["skip_deep"], row["cos_deep"]) == (1.0, pytest.approx(0.01), pytest.approx(0.95))
     assert probe_row(None)["skip_deep"] is None  # a run with nothing to probe is missing, not zero
     exp = CurseOfDepth()
-    checks, guard = judged(exp, depth_rows(), tmp_path)
-    assert [c.ok for c in checks] == [True, True, True, True] and verdict(checks, guard) == "reproduced"
-    assert checks[0].conditions["L=24"]["median"] == pytest.approx(0.04)
-    checks, guard = judged(exp, depth_rows(lns_loss=2.01), tmp_path)  # LNS uses its deep blocks, ends worse
-    assert [c.ok for c in checks] == [True, True, True, False]
+    found = judged_v4(exp, depth_rows(), tmp_path)
+    assert found.verdict == "reproduced" and all(outcomes(found).values())
+    primary = found.role("primary")[0]
+    assert primary.rule.id == "lns_lowers_loss" and primary.conditions["L=24"]["median"] == pytest.approx(-0.02)
+    found = judged_v4(exp, depth_rows(lns_loss=2.01), tmp_path)  # LNS uses its deep blocks, but ends worse
+    assert found.verdict == "not reproduced" and outcomes(found)["lns_deep_blocks_count"] is True
+    found = judged_v4(exp, depth_rows(lns_best=3.125e-2), tmp_path)  # LNS's best lr is its grid's largest
+    assert found.verdict == "inconclusive (precondition)" and outcomes(found)["best_lr_inside_grid"] is False
+    found = judged_v4(exp, depth_rows(drop=0.2), tmp_path)  # still falling 0.2 nats over the last quarter
+    assert found.verdict == "inconclusive (precondition)" and outcomes(found)["trained_to_plateau"] is False
+    assert exp.keeps({"placement": "pre", "norm.depth_scaled": "true", "optim.lr": "3.125e-2"})
+    assert not exp.keeps({"placement": "pre", "norm.depth_scaled": "false", "optim.lr": "3.125e-2"})
 
 
-def dyt_rows(best: dict[int, float], dyt_gap: float = 0.005) -> list[dict]:
-    """DyT's loss is lowest at ``best[width]`` (a V over log α), there ``dyt_gap`` above LayerNorm/RMSNorm's 2.0."""
+DYT_LRS = (2e-3, 5e-3, 1.25e-2)
+
+
+def dyt_rows(alpha: float = 1.0, dyt_gap: float = 0.005, dyt_lr: float = 5e-3, spread: float = 0.1) -> list[dict]:
+    """RMSNorm lowest (2.0) at 5e-3; DyT lowest (2.0 + ``dyt_gap``) at α₀ = ``alpha`` and ``dyt_lr``, its loss a V
+    over log lr and, ``spread`` per factor 2, over log α₀; DyT − RMSNorm alternates ± 0.002 around the gap over
+    seeds (a t-test needs a spread)."""
     rows = []
-    for s in range(5):
-        for w in (64, 256):
-            for n in ("layernorm", "rmsnorm"):
-                rows.append({"norm": n, "norm.alpha_init": "0.5", "model.d_model": str(w), "train.seed": str(s),
-                             **trained(2.0 + 0.001 * s)})
-            for a in (0.05, 0.1, 0.2, 0.5, 1.0, 2.0):
-                loss = 2.0 + dyt_gap + 0.001 * s + 0.05 * abs(math.log2(a / best[w]))
-                rows.append({"norm": "dyt", "norm.alpha_init": str(a), "model.d_model": str(w), "train.seed": str(s),
-                             **trained(loss)})
+    for s in range(5, 10):
+        for lr in DYT_LRS:
+            for norm, alphas in (("rmsnorm", (0.5,)), ("dyt", (0.5, 1.0, 2.0))):
+                for a in alphas:
+                    base = (2.0, 5e-3) if norm == "rmsnorm" else (2.0 + dyt_gap, dyt_lr)
+                    loss = base[0] + 0.001 * s + 0.05 * abs(math.log(lr / base[1]))
+                    loss += spread * abs(math.log2(a / alpha)) + 0.002 * (-1) ** s if norm == "dyt" else 0.0
+                    rows.append({"norm": norm, "norm.alpha_init": str(a), "optim.lr": str(lr), "train.seed": str(s),
+                                 "selection_loss": loss - 0.01, "val_quarter_drop": 0.01, **trained(loss)})
     return rows
 
 
-def test_dyt_picks_the_best_alpha_per_width_and_compares_there(tmp_path):
-    rows = dyt_rows({64: 0.5, 256: 0.1})
-    grid = Grid(rows)
-    assert (grid.best_alpha(64), grid.best_alpha(256)) == (0.5, 0.1)
-    assert grid.trains(64, UNIGRAM) == [0.05, 0.1, 0.2, 0.5, 1.0, 2.0] and grid.trains(64, 2.0) == []
+def test_dyt_tunes_alpha_and_lr_by_the_rule_and_compares_with_rmsnorm_at_its_best(tmp_path):
     exp = DyT()
-    checks, guard = judged(exp, rows, tmp_path)
-    assert [c.ok for c in checks] == [True, True, True] and guard.ok
-    assert set(checks[0].conditions) == {"d=64, vs layernorm", "d=64, vs rmsnorm", "d=256, vs layernorm",
-                                         "d=256, vs rmsnorm"}
-    assert checks[1].conditions["d=64 → d=256"]["median"] == pytest.approx(math.log2(0.1 / 0.5))
-    checks, _ = judged(exp, dyt_rows({64: 0.1, 256: 0.5}, dyt_gap=0.05), tmp_path)  # wider wants more α; DyT worse
-    assert [c.ok for c in checks] == [False, False, True]
-    assert checks[2].conditions["d=256"]["per_seed"]["0"] == pytest.approx(0.05 * math.log2(10))  # 0.5 to 0.05
+    found = judged_v4(exp, dyt_rows(), tmp_path)
+    assert found.verdict == "reproduced" and all(outcomes(found).values())
+    assert found.role("primary")[0].conditions[""]["per_seed"]["5"] == pytest.approx(0.003)  # α₀ 1, lr 5e-3
+    assert found.role("secondary")[0].conditions["DyT's best lr"]["per_seed"]["5"] == pytest.approx(0.1)
+    found = judged_v4(exp, dyt_rows(dyt_gap=0.1), tmp_path)  # DyT 0.1 nats worse at its best
+    assert found.verdict == "not reproduced" and outcomes(found)["dyt_alpha_sensitive"] is True
+    found = judged_v4(exp, dyt_rows(alpha=2.0), tmp_path)  # the best α₀ is the grid's largest
+    assert found.verdict == "inconclusive (precondition)" and outcomes(found)["best_alpha_inside_grid"] is False
+    found = judged_v4(exp, dyt_rows(dyt_lr=2e-3), tmp_path)  # DyT's best lr is the grid's smallest
+    assert outcomes(found)["best_lr_inside_grid"] is False and found.verdict == "inconclusive (precondition)"
     assert exp.keeps({"norm": "rmsnorm", "norm.alpha_init": "0.5"}) and not exp.keeps({"norm": "rmsnorm",
-                                                                                        "norm.alpha_init": "0.1"})
+                                                                                        "norm.alpha_init": "1.0"})
+
+
+def test_dyts_best_alpha_is_the_arm_whose_best_lr_scores_lowest():
+    from normtrain.reproduce.best_lr import ALL_SEEDS, BestLr
+    from normtrain.reproduce.dyt import alpha_inside, arm_of, best_alpha_arm
+
+    arms = ["dyt α₀=0.5", "dyt α₀=1", "dyt α₀=2"]
+    scores = zip(arms, (2.1, 2.0, 2.0), strict=True)
+    best = {a: BestLr(a, (1e-3, 2e-3, 4e-3), {2e-3: score}, 2e-3) for a, score in scores}
+    assert best_alpha_arm(best, arms) == "dyt α₀=1"  # a tie goes to the smaller α₀
+    assert alpha_inside(arms, "dyt α₀=1") == {"DyT": {ALL_SEEDS: 1.0}}
+    assert alpha_inside(arms, "dyt α₀=2") == {"DyT": {ALL_SEEDS: 0.0}} and alpha_inside(arms[:2], "dyt α₀=1") == {
+        "DyT": {ALL_SEEDS: 0.0}}  # fewer than 3 α₀: no inside
+    assert alpha_inside(arms, None) == {"DyT": {ALL_SEEDS: None}}
+    assert arm_of({"norm": "dyt", "norm.alpha_init": "1.0"}) == "dyt α₀=1" and arm_of({"norm": "rmsnorm"}) == "rmsnorm"

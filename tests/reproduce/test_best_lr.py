@@ -122,3 +122,14 @@ def test_the_curve_figure_draws(tmp_path):
     plots.save(fig, tmp_path / "lr.png")
     assert (tmp_path / "lr.png").stat().st_size > 1000
     assert axes[0].get_xscale() == "log"
+
+
+def test_the_judged_loss_pick_is_reported_where_it_differs_from_the_rules():
+    rows = grid({("a", 1e-3): [2.0] * 3, ("a", 3e-3): [1.9] * 3, ("a", 1e-2): [1.5] * 3},
+                selection={("a", 1e-3): [2.0] * 3, ("a", 3e-3): [1.7] * 3, ("a", 1e-2): [1.8] * 3})
+    best = best_lr.best_lrs(rows, "norm", ["a"])
+    assert best_lr.judged_pick_notes(rows, "norm", best) == [
+        "The final validation loss itself would pick another lr for: a 0.01 (rule: 0.003); the verdict uses the "
+        "rule's."]
+    same = grid({("a", 1e-3): [2.0] * 3, ("a", 3e-3): [1.9] * 3, ("a", 1e-2): [1.95] * 3})
+    assert "same best lr" in best_lr.judged_pick_notes(same, "norm", best_lr.best_lrs(same, "norm", ["a"]))[0]
