@@ -18,10 +18,11 @@ from normtrain.reproduce.gpu_scale import ASSUMED_H100
 from normtrain.reproduce.grad_init import GradInit
 from normtrain.reproduce.index import BEGIN, END, update_index
 from normtrain.reproduce.plan import SEED_AXIS, Plan, sweep_axes
-from normtrain.reproduce.verdicts import decide, judge, verdict
+from normtrain.reproduce.verdicts import AT_THIS_SCALE, PRECONDITION, decide, judge, verdict
 from normtrain.reproduce.writeup import verdict_section
 
-VERDICTS = {"reproduced", "partly reproduced", "not reproduced", "not judged", "inconclusive (undertrained)"}
+VERDICTS = {"reproduced", "partly reproduced", "not reproduced", "not judged", "inconclusive (undertrained)",
+            PRECONDITION, AT_THIS_SCALE}
 
 
 @pytest.fixture
