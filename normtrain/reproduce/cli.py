@@ -30,7 +30,7 @@ from normtrain.reproduce.gpu_plan import GpuPlan
 from normtrain.reproduce.gpu_scale import ASSUMED_H100, Device
 from normtrain.reproduce.grid import Unfinished
 from normtrain.reproduce.index import update_index
-from normtrain.reproduce.plan import SCALES, SEED_AXIS, SMOKE_OVERRIDES, Plan, expand, seed_list, sweep_axes
+from normtrain.reproduce.plan import SCALES, SEED_AXIS, SMOKE_OVERRIDES, Plan, expand, seed_list, smoke_grid, sweep_axes
 from normtrain.reproduce.preregistration import declaration, declaration_files
 from normtrain.reproduce.writeup import write
 from normtrain.util.atomic import write_text
@@ -116,7 +116,7 @@ def make_plan(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
         budgeted = gpu_request(name, exp, base, grid, list(overrides), budget, device, out, fresh)
         base, grid = list(budgeted.base), {k: list(v) for k, v in budgeted.grid.items()}
     if smoke:
-        grid = {k: v[:1] if k == SEED_AXIS else v[:2] for k, v in grid.items()}
+        grid = smoke_grid(grid)
         base += SMOKE_OVERRIDES
     command = " ".join([PROG, name, *(["--scale", scale] if scale != "cpu" else []),
                         *(["--budget", f"{budget:g}"] if scale == "gpu" else []),

@@ -19,6 +19,8 @@ SCALES = ("cpu", "gpu")
 SEED_AXIS = "train.seed"
 SMOKE_OVERRIDES = ["train.max_steps=4", "train.eval_every=0", "train.eval_batches=1", "train.eval_windows=8",
                    "monitor.every=2"]
+SMOKE_LONGEST = 40  # a smoke run's longest run, in steps, where the run length is an axis of the grid
+STEPS_AXIS = "train.max_steps"
 
 
 @dataclass
@@ -68,6 +70,17 @@ class Plan:
 
     def run_dir(self, combo: dict[str, str]) -> Path:
         return self.runs_dir / "_".join(f"{k.split('.')[-1]}-{_slug(v)}" for k, v in combo.items())
+
+
+def smoke_grid(grid: dict[str, list[str]]) -> dict[str, list[str]]:
+    """A smoke run's grid: the first seed and the first two values of every other axis. Where the run length
+    (``train.max_steps``) is an axis, its values would override the smoke run's few steps: they shrink in
+    proportion, the longest to ``SMOKE_LONGEST`` steps (at least 1 each)."""
+    small = {k: v[:1] if k == SEED_AXIS else v[:2] for k, v in grid.items()}
+    if STEPS_AXIS in small:
+        longest = max(int(v) for v in small[STEPS_AXIS])
+        small[STEPS_AXIS] = [str(max(1, round(int(v) * SMOKE_LONGEST / longest))) for v in small[STEPS_AXIS]]
+    return small
 
 
 def _slug(value: str) -> str:

@@ -1,0 +1,163 @@
+"""HybridNorm past 16 layers (issue 39): does HybridNorm (and HybridNorm*, block 0 Pre-LN) train at 24 and 48
+layers where Pre-LN does, each at its own best learning rate?
+
+Zhuo et al. 2025 trained HybridNorm at most 16 layers deep; a reimplementation reports divergence deeper. Every arm
+(Pre-LN, HybridNorm, HybridNorm*) runs at every depth and at 3 learning rates; at each depth each arm's best lr is
+picked by the rule of normtrain/reproduce/best_lr.py, and the arms are compared there seed by seed. Beside the
+best-against-best losses the analysis counts, per seed, the learning rates at which HybridNorm diverged while Pre-LN
+at the same lr and seed did not ("diverges where Pre-LN trains").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from normtrain.reproduce import best_lr, plots, stats
+from normtrain.reproduce.gpu_scale import Recipe
+from normtrain.reproduce.plan import Plan
+from normtrain.reproduce.runner import Experiment, Findings, curve_points
+from normtrain.reproduce.writeup import markdown_table
+
+ARM = "arm"  # the runs.csv column naming the arm (from placement and placement.first_pre)
+FIRST_PRE = "placement.first_pre"
+DEPTH = "model.n_layers"
+ARMS = ("pre", "hybrid", "hybrid*")
+PRIMARY = ("pre", "hybrid")  # the primary check's arms: the preconditions read these
+PAPER_MAX_DEPTH = 16  # the deepest model the paper trained: deeper is what the claim is about
+COLORS = {"pre": plots.PLACEMENT_COLORS["pre"], "hybrid": "#8c564b", "hybrid*": "#e377c2"}
+
+
+def arm_of(combo: dict[str, Any]) -> str:
+    """``pre``, ``hybrid`` (HybridNorm) or ``hybrid*`` (HybridNorm*: ``placement.first_pre=true``)."""
+    if combo.get("placement") == "hybrid":
+        return "hybrid*" if str(combo.get(FIRST_PRE)).lower() == "true" else "hybrid"
+    return str(combo.get("placement", "pre"))
+
+
+def diverged_where_reference_trains(rows: list[dict[str, Any]], arm: str, reference: str = "pre"
+                                    ) -> dict[str, float | None]:
+    """Per seed: how many learning rates the arm diverged at while the reference, at the same lr and seed, did
+    not (None for a seed with no lr run by both)."""
+    def status(a: str) -> dict[tuple[str, float], bool]:
+        return {(str(r["train.seed"]), best_lr.lr_of(r)): r.get("status") == "diverged"
+                for r in best_lr.arm_rows(rows, ARM, a)}
+
+    mine, ref = status(arm), status(reference)
+    out: dict[str, float | None] = {}
+    for seed in sorted({s for s, _ in mine}, key=str):
+        shared = [key for key in mine if key[0] == seed and key in ref]
+        out[seed] = float(sum(mine[k] and not ref[k] for k in shared)) if shared else None
+    return out
+
+
+class Depth:
+    """One depth's rows, its arms' best lrs and the values at them."""
+
+    def __init__(self, rows: list[dict[str, Any]], layers: int, unigram: float | None):
+        self.layers, self.unigram = layers, unigram
+        self.rows = stats.select(rows, model__n_layers=layers)
+        self.arms = [a for a in ARMS if any(r[ARM] == a for r in self.rows)]
+        self.best = best_lr.best_lrs(self.rows, ARM, self.arms)
+
+    @property
+    def deep(self) -> bool:
+        return self.layers > PAPER_MAX_DEPTH
+
+    def minus_pre(self, arm: str) -> dict[str, float | None]:
+        return best_lr.paired_at_best(self.rows, ARM, self.best, arm, "pre")
+
+    def loss(self, arm: str) -> dict[str, float | None]:
+        return best_lr.at_best(self.rows, ARM, self.best[arm], stats.final_or_inf) if arm in self.best else {}
+
+
+def measured_of(depths: list[Depth]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Every quantity the registration names, per condition (a depth, or an arm at a depth) and seed."""
+    deep, shallow = [d for d in depths if d.deep], [d for d in depths if not d.deep]
+    primary = [(d, a) for d in deep for a in PRIMARY if a in d.best]
+    return {
+        "hybrid_minus_pre_deep": {f"{d.layers} layers": d.minus_pre("hybrid") for d in deep},
+        "hybrid_minus_pre_shallow": {f"{d.layers} layers": d.minus_pre("hybrid") for d in shallow},
+        "star_minus_pre_deep": {f"{d.layers} layers": d.minus_pre("hybrid*") for d in deep if "hybrid*" in d.best},
+        "hybrid_diverged_where_pre_trains": {f"{d.layers} layers": diverged_where_reference_trains(d.rows, "hybrid")
+                                             for d in deep},
+        "reference_margin": {f"Pre-LN, {d.layers} layers": stats.margin_below(d.unigram, d.loss("pre"))
+                             for d in depths},
+        "best_lr_inside_grid": {f"{a}, {d.layers} layers": best_lr.inside_grid({a: d.best[a]})[a]
+                                for d, a in primary},
+        "val_quarter_drop_at_best": {f"{a}, {d.layers} layers": best_lr.at_best(d.rows, ARM, d.best[a],
+                                                                                 "val_quarter_drop")
+                                     for d, a in primary},
+    }
+
+
+class HybridDepth(Experiment):
+    name = "hybrid_depth"
+    title = "HybridNorm and HybridNorm* against Pre-LN at 12, 24 and 48 layers (Zhuo et al. 2025)"
+    paper = "Zhuo et al. 2025 (HybridNorm)"
+    reference = ("**Zhuo et al. 2025**, *HybridNorm: Towards Stable and Efficient Transformer Training via Hybrid "
+                 "Normalization* (NeurIPS 2025, arXiv 2503.04598; code BryceZhuo/HybridNorm): dense models of at "
+                 "most 16 layers")
+    method = ("RMSNorm; Pre-LN, HybridNorm (per-head QKV-norm, Post-LN around the FFN) and HybridNorm* (block 0 "
+              "Pre-LN) at 12, 24 and 48 layers of a narrow model (d 64, 4 heads, GELU FFN 128, RoPE); AdamW (0.9, "
+              "0.95), weight decay 0.1, clipping 1, a 5% warm-up then cosine decay to 10%; 300 steps of 8 × 128 "
+              "bytes, evaluated every 5% on 256 fixed windows; each arm at peak lr 1e-3, 3e-3 and 1e-2, seeds 0–2 "
+              "(`--scale gpu`: wider, more tokens, up to 6 seeds and longer runs). At each depth each arm is judged "
+              "at its own best lr: " + best_lr.RULE + ".")
+    gpu_recipe = Recipe(depth=1.0)  # width × 2 and tokens × 2 (the defaults); depth is the axis compared
+
+    def keeps(self, combo: dict[str, str]) -> bool:
+        return combo.get("placement") == "hybrid" or str(combo.get(FIRST_PRE, "null")).lower() in ("null", "none")
+
+    def row(self, run, combo: dict[str, str]) -> dict[str, Any]:
+        return {**super().row(run, combo), ARM: arm_of(combo), best_lr.SELECTION: best_lr.selection_of(run)}
+
+    def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
+        unigram = stats.unigram_of(rows)
+        depths = [Depth(rows, n, unigram) for n in sorted({int(r[DEPTH]) for r in rows})]
+        measured = measured_of(depths)
+        gaps = measured["hybrid_minus_pre_deep"] or measured["hybrid_minus_pre_shallow"]
+        ours = "HybridNorm − Pre-LN at each one's best lr: " + "; ".join(
+            f"{c} {stats.median_and_interval(v.values())}" for c, v in gaps.items()) + " nats"
+        diverged = sum(r.get("status") == "diverged" for r in rows if r[ARM] != "pre")
+        key = (f"{ours}; HybridNorm* − Pre-LN: " + ("; ".join(
+            f"{c} {stats.median_and_interval(v.values())}" for c, v in measured["star_minus_pre_deep"].items())
+            or "–") + f"; {diverged} HybridNorm(*) runs diverged in all.")
+        notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
+                 *(f"{d.layers} layers, {note}" for d in depths for b in d.best.values() if (note := b.edge_note()))]
+        return Findings(table=self.table(depths), measured=measured, key=key, ours=ours, notes=notes,
+                        figures={"hybrid_depth.png": lambda path: self.draw(depths, path)})
+
+    @staticmethod
+    def table(depths: list[Depth]) -> str:
+        parts = []
+        for d in depths:
+            body = []
+            for a, b in d.best.items():
+                mine = [r for r in best_lr.arm_rows(d.rows, ARM, a) if b.lr is not None and best_lr.lr_of(r) == b.lr]
+                body.append([a, "–" if b.lr is None else f"{b.lr:g}" + (" (edge)" if b.at_edge else ""),
+                             stats.cell(d.loss(a).values(), mine),
+                             "–" if a == "pre" else stats.median_and_interval(d.minus_pre(a).values())])
+            parts += [f"**{d.layers} layers**: final validation loss against lr (median [range] over seeds; the "
+                      "rule's best in bold), then each arm at its best lr.",
+                      best_lr.curve_table(d.rows, ARM, d.best),
+                      markdown_table(["arm", "best lr", "final val loss", "Δ vs Pre-LN, paired by seed (median)"],
+                                     body)]
+        return f"{stats.CELL_NOTE}.\n\n" + "\n\n".join(parts)
+
+    @staticmethod
+    def draw(depths: list[Depth], path) -> None:
+        """Top: final loss against lr at each depth; bottom: validation curves at each arm's best lr."""
+        fig, axes = plots.figure(ncols=len(depths), nrows=2, width=4.2, height=3.4)
+        for i, d in enumerate(depths):
+            best_lr.draw_curves(axes[i], d.rows, ARM, d.best, COLORS, unigram=d.unigram)
+            axes[i].set_title(f"{d.layers} layers: final val loss against lr", fontsize=8)
+            ax, drawn = axes[len(depths) + i], []
+            for a, b in d.best.items():
+                mine = [curve_points(r["val_curve"]) for r in best_lr.arm_rows(d.rows, ARM, a)
+                        if r.get("val_curve") and b.lr is not None and best_lr.lr_of(r) == b.lr]
+                plots.curves(ax, mine, COLORS[a], f"{a} at lr {b.lr:g}" if b.lr else a)
+                drawn += mine
+            plots.unigram_line(ax, d.unigram)
+            plots.loss_range(ax, d.unigram, drawn)
+            plots.finish(ax, f"{d.layers} layers: val loss at each arm's best lr", "step", "val loss (nats/byte)")
+        plots.save(fig, path)

@@ -1,0 +1,78 @@
+"""HybridNorm past 16 layers (issue 39): does HybridNorm train at 24 and 48 layers where Pre-LN does?
+
+Registered before any run of this experiment (``before_runs``): nothing of it was run or seen. The settings and
+the CPU time estimate are in configs/experiment/hybrid_depth.yaml."""
+
+from normtrain.reproduce.preregistration import Guard, Registration, Rule
+
+STEPS = 300  # configs/experiment/hybrid_depth.yaml: train.max_steps (the CPU scale; --scale gpu lengthens)
+LRS = "1e-3, 3e-3, 1e-2"  # its optim.lr axis: a log grid, factor ≈ 3
+BAND = ("+0.02 nats, an a-priori non-inferiority margin: about 1% of the final loss at this scale, the margin "
+        "norm_types uses for an equivalence of two norms. There is no pilot of this experiment to take a paired "
+        "spread from (stats.paired_sd is reported beside the verdict); norm_types' pilot paired spread of two norms "
+        "was 0.0016 nats, and a placement swap at 24–48 layers is expected to be noisier, so the band is judged on "
+        "the median's interval over seeds (6 at --scale gpu: a bootstrap CI; ≤ 5: the range, every seed)")
+
+REGISTRATION = Registration(
+    claim="HybridNorm trains at 24 and 48 layers where Pre-LN does: no divergence, and a final loss at its best lr "
+          "not worse than Pre-LN's at its best lr beyond a paired band",
+    detail=("**Who claims what.** The paper (Zhuo et al. 2025, *HybridNorm*, NeurIPS 2025, arXiv 2503.04598; code "
+            "BryceZhuo/HybridNorm, an OLMo fork) proposes per-head QKV-norm in the attention and Post-LN around the "
+            "FFN (HybridNorm), and HybridNorm* with a Pre-LN first block, and reports them training stably with a "
+            "lower loss than Pre-Norm; its dense models have at most 16 layers (its reviewers' point: 'limited to "
+            "models with up to 16 layers'). A **reimplementation** reports HybridNorm diverging deeper (SCIENCE.md's "
+            "catalog notes; we have no number from it). The question is therefore not the paper's own figure but "
+            "whether its claim extends past its depths: **at 24 and 48 layers, does HybridNorm train where Pre-LN "
+            "does?** Each arm is compared at its own best learning rate (issue 37): a placement that needs a "
+            "smaller lr at depth is not penalised for it, one that diverges at every lr where Pre-LN trains is."),
+    paper_number="no number beyond 16 layers: HybridNorm below Pre-Norm in loss at ≤ 16 layers (their 550M and 1.2B "
+                 "dense models); the reimplementation's divergence deeper comes with no number we could locate",
+    metric=(f"Final validation loss (nats per byte) of RMSNorm models of 12, 24 and 48 layers (d 64 at the CPU "
+            f"scale) after {STEPS} steps, per arm (Pre-LN, HybridNorm, HybridNorm*) at peak learning rates {LRS}. "
+            "**Best lr, a rule fixed before the runs** (normtrain/reproduce/best_lr.py), at each depth and arm: the "
+            "lr whose runs have the lowest median over seeds of the *selection loss*, the mean training loss over "
+            "the last 10% of the steps (training batches, not the validation windows judged); a diverged run "
+            "counts +∞; a tie goes to the smaller lr. The judged difference is HybridNorm seed s at its best lr − "
+            "Pre-LN seed s at its best lr (+∞ where HybridNorm's run diverged), at 24 and at 48 layers. A "
+            "divergence is the trainer's (a non-finite loss, normtrain/training). CPU time: about 1 h 45 min at "
+            "--jobs 2 (the YAML's comment gives the estimate and its basis)."),
+    norm="RMSNorm in every arm (the reference code's norm; HybridNorm's QKV-norms are per-head RMSNorms with a gain)",
+    label="before_runs",
+    guard=Guard(arm="Pre-LN at its best lr, at every depth (the reference of every comparison)", margin=0.3,
+                basis="0.3 nats below the unigram line: well clear of a model that learned byte frequencies only"),
+    primary=Rule("hybrid_trains_deep", "At 24 and at 48 layers HybridNorm's final loss at its best lr is not worse "
+                 "than Pre-LN's at its best lr by more than the band (a diverged HybridNorm run counts +∞)",
+                 "hybrid_minus_pre_deep", "<=", 0.02, decide="median_ci", basis=BAND),
+    secondary=(
+        Rule("star_trains_deep", "At 24 and 48 layers HybridNorm* (block 0 Pre-LN) is not worse than Pre-LN by more "
+             "than the band, each at its best lr", "star_minus_pre_deep", "<=", 0.02, decide="median_ci", basis=BAND),
+        Rule("hybrid_no_divergence_deep", "At 24 and 48 layers HybridNorm diverges at no learning rate at which "
+             "Pre-LN (same lr, same seed) trains", "hybrid_diverged_where_pre_trains", "<=", 0.0, decide=1.0,
+             basis="the reimplementation's report is of divergence: one lr of one seed where HybridNorm diverges "
+                   "and Pre-LN does not contradicts 'trains where Pre-LN does'"),
+        Rule("hybrid_beats_pre_shallow", "At 12 layers (inside the paper's depths) HybridNorm's loss at its best lr "
+             "is below Pre-LN's at its best lr", "hybrid_minus_pre_shallow", "<", 0.0, decide="median",
+             basis="the paper's own claim at its depths, in the median over seeds (reported: the sign test's p)"),
+    ),
+    preconditions=(
+        Rule("best_lr_inside_grid", "At 24 and 48 layers, Pre-LN's and HybridNorm's best lr is not the grid's "
+             "smallest or largest (an edge best says: extend the grid)", "best_lr_inside_grid", ">=", 1.0, decide=1.0,
+             basis="1 when the arm's best lr lies strictly inside its lr grid, 0 at an edge; one value per arm and "
+                   "depth"),
+        Rule("trained_to_plateau", "At 24 and 48 layers, at its best lr, each primary arm's validation loss has "
+             "stopped falling: it fell by at most 0.05 nats over the last quarter of the run",
+             "val_quarter_drop_at_best", "<=", 0.05,
+             basis="outcome.py's STILL_FALLING: a larger fall labels a run undertrained, and a comparison of "
+                   "undertrained runs compares how fast they learn, not whether they train"),
+    ),
+    infeasible=(("cpu", "48 layers on 2 CPU cores fit the 2 h budget only at d 64, 300 steps (≈ 0.3M tokens per "
+                        "run) and 3 seeds, while the claim needs ≥ 5 seeds for a 0.02-nat band (the paired "
+                        "spread is unknown and may be of that size) and the divergence the reimplementation reports "
+                        "is one of longer, wider runs; the CPU runs are reported, --scale gpu (up to 6 seeds, wider, "
+                        "longer) decides"),),
+    reported=("The whole loss-vs-lr curve at every depth: final validation loss per arm and lr over seeds (median and "
+              "range, each arm's best lr marked) and a figure with every seed; the validation curves at each arm's "
+              "best lr.",
+              "Per depth and arm: diverged runs by lr; the paired spread (stats.paired_sd) of HybridNorm − Pre-LN at "
+              "their best lrs."),
+)
