@@ -9,6 +9,7 @@ from normtrain.reproduce.dyt import DyT
 from normtrain.reproduce.grad_init import GradInit
 from normtrain.reproduce.lr_sensitivity import LRSensitivity
 from normtrain.reproduce.model_update import ModelUpdate
+from normtrain.reproduce.ngpt_storage import NgptStorage
 from normtrain.reproduce.norm_types import NormTypes
 from normtrain.reproduce.output_change import OutputChange
 from normtrain.reproduce.peri_variance import PeriVariance
@@ -17,5 +18,5 @@ from normtrain.reproduce.warmup import Warmup
 
 EXPERIMENTS: dict[str, type[Experiment]] = {
     cls.name: cls for cls in (GradInit, Warmup, ModelUpdate, Depth, OutputChange, NormTypes, BatchNormLeak,
-                               LRSensitivity, PeriVariance, CurseOfDepth, DyT)
+                               LRSensitivity, PeriVariance, CurseOfDepth, DyT, NgptStorage)
 }
