@@ -14,9 +14,11 @@ from normtrain.reproduce.norm_types import NormTypes
 from normtrain.reproduce.output_change import OutputChange
 from normtrain.reproduce.peri_variance import PeriVariance
 from normtrain.reproduce.runner import Experiment
+from normtrain.reproduce.softcap_vs_qknorm import SoftcapVsQKNorm
 from normtrain.reproduce.warmup import Warmup
 
 EXPERIMENTS: dict[str, type[Experiment]] = {
     cls.name: cls for cls in (GradInit, Warmup, ModelUpdate, Depth, OutputChange, NormTypes, BatchNormLeak,
-                               LRSensitivity, PeriVariance, CurseOfDepth, DyT, NgptStorage)
+                               LRSensitivity, PeriVariance, CurseOfDepth, DyT, NgptStorage,
+                               SoftcapVsQKNorm)
 }

@@ -38,6 +38,19 @@ def sensitivity(losses: dict[float, float], l0: float) -> float | None:
     return sum(capped) / len(capped) - min(capped)
 
 
+
+def attn_logit_columns(run: Run) -> dict[str, Any]:
+    """A run's max attention logit (the largest ``attn_logit_max/layer_i``, before any soft-cap) at its last log
+    step, and the curve of it over the run (``step:value`` pairs): runs.csv's ``final_attn_logit_max`` and
+    ``attn_logit_curve``."""
+    keys = run.layer_keys("attn_logit_max")
+    logged = [row for row in run.rows if any(k in row for k in keys)]
+    peaks = [(row["step"], max((row[k] for k in keys if row.get(k) is not None), default=math.nan))
+             for row in logged]
+    finite = [(s, v) for s, v in peaks if math.isfinite(v)]
+    return {"final_attn_logit_max": finite[-1][1] if finite else None,
+            "attn_logit_curve": curve_text(*zip(*finite, strict=True)) if finite else ""}
+
 class Curves:
     """Each variant's final loss ℓ(η) per depth and seed, and what the checks read from it."""
 
@@ -103,13 +116,7 @@ class LRSensitivity(Experiment):
         return True
 
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
-        keys = run.layer_keys("attn_logit_max")
-        logged = [row for row in run.rows if any(k in row for k in keys)]
-        peaks = [(row["step"], max((row[k] for k in keys if row.get(k) is not None), default=math.nan))
-                 for row in logged]
-        finite = [(s, v) for s, v in peaks if math.isfinite(v)]
-        return {**super().row(run, combo), "final_attn_logit_max": finite[-1][1] if finite else None,
-                "attn_logit_curve": curve_text(*zip(*finite, strict=True)) if finite else ""}
+        return {**super().row(run, combo), **attn_logit_columns(run)}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         for r in rows:
