@@ -48,8 +48,8 @@ def arm_of(combo: dict[str, Any]) -> str:
 
 def in_design(combo: dict[str, str], lrs: tuple[float, ...]) -> bool:
     """The part of the grid's product that is run: valid arms (QK-Clip under Muon only), Muon's lr tied to
-    AdamW's (AdamW's runs keep Muon's default, unused), ``none`` at every lr (it sets the best stable lr), the others above the smallest, the secondary arms
-    on seeds 0-2 (compute goes to the primary check first)."""
+    AdamW's (AdamW's runs keep Muon's default, unused), ``none`` at every lr (it sets the best stable lr), the
+    others above the smallest, the secondary arms on seeds 0-2 (compute goes to the primary check first)."""
     arm, lr = arm_of(combo), float(combo.get("optim.lr", lrs[0] if lrs else 0))
     if arm == "invalid" or (arm == "qkclip" and combo.get("optim") != "muon"):
         return False
