@@ -44,7 +44,10 @@ def in_recipe(combo: dict[str, str]) -> bool:
     recipe and an lr of its placement's grid (the sweep's other combinations mix the recipes)."""
     placement = combo.get("placement", "pre")
     fixed = RECIPE.get(placement, {})
-    if any(k in combo and float(combo[k]) != v for k, v in fixed.items()):
+    if "optim.weight_decay" in combo and float(combo["optim.weight_decay"]) != fixed.get("optim.weight_decay"):
+        return False
+    if "optim.warmup_steps" in combo and (float(combo["optim.warmup_steps"]) > 0) != (fixed.get(
+            "optim.warmup_steps", 0) > 0):  # a warm-up or none: --scale gpu stretches its length with the run
         return False
     return "optim.lr" not in combo or float(combo["optim.lr"]) in LRS.get(placement, ())
 

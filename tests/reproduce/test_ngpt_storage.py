@@ -36,7 +36,7 @@ def plan() -> Plan:
 
 def test_the_grid_keeps_each_placements_own_recipe_and_lrs():
     pre = {"placement": "pre", "optim.weight_decay": "0.1", "optim.warmup_steps": "50", "optim.lr": "0.003"}
-    assert in_recipe(pre)
+    assert in_recipe(pre) and in_recipe({**pre, "optim.warmup_steps": "100"})  # --scale gpu stretches it
     assert not in_recipe({**pre, "optim.weight_decay": "0.0"})  # nGPT's recipe on Pre-LN
     assert not in_recipe({**pre, "optim.lr": "0.1"})  # nGPT's lr only
     ngpt = {"placement": "ngpt", "optim.weight_decay": "0.0", "optim.warmup_steps": "0", "optim.lr": "0.1"}
