@@ -22,6 +22,7 @@ WANDB_MODES = ("auto", "online", "offline", "disabled")
 OPTIMIZERS = ("adamw", "sgd", "muon")
 ON_DIVERGENCE = ("stop", "rollback")
 CKPT_FORMATS = ("auto", "full", "dcp")  # auto: dcp under torchrun (world size > 1), full on one process
+PARAM_DTYPES = ("float32", "bfloat16")  # train.param_dtype: the parameters' and optimizer states' storage
 MAX_SEED = 2**32 - 1  # numpy's seed range
 ZERO_MEANS = {"eval_every": "only at the end", "ckpt_every": "only at the end",
               "eval_windows": "train.batch_size × train.eval_batches"}
@@ -147,6 +148,7 @@ class TrainSchema:
     seed: int = 0
     device: str = "auto"
     autocast: bool = True  # bf16 autocast on CUDA
+    param_dtype: str = "float32"  # float32 | bfloat16: the stored parameters and optimizer states (not autocast)
     ckpt_every: int = 0  # 0 = only at the end
     ckpt_format: str = "auto"  # full (one file, ckpt.pt) | dcp (sharded, ckpt.dcp/) | auto: dcp under torchrun
     async_ckpt: bool = False  # dcp: write in the background while training goes on

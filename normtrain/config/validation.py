@@ -29,6 +29,7 @@ from normtrain.config.schema import (
     MODEL_GROUPS,
     ON_DIVERGENCE,
     OPTIMIZERS,
+    PARAM_DTYPES,
     SCHEDULES,
     WANDB_MODES,
     ZERO_MEANS,
@@ -148,6 +149,7 @@ def run_problems(t: DictConfig, mon: DictConfig, on_this_machine: bool = True) -
     if not 0 <= t.seed <= MAX_SEED:
         p.append(f"train.seed={t.seed}: must lie in [0, 2**32 - 1]")
     one_of(t.device, "train.device", DEVICES, p)
+    one_of(t.param_dtype, "train.param_dtype", PARAM_DTYPES, p)
     one_of(t.strategy, "train.strategy", STRATEGIES, p)
     if t.device == "cuda" and on_this_machine:
         import torch

@@ -193,7 +193,7 @@ class CausalSelfAttention(nn.Module):
         The fused attention kernel never materializes the logits, so this recomputes them explicitly, once for
         every statistic: O(B·H·T²) memory, meant for a diagnostic on one sequence every few steps.
         """
-        q, k = self._qk(x if x.dtype in (torch.float32, torch.float64) else x.float())
+        q, k = self._qk(x.to(self.q_proj.weight.dtype))  # autocast's bf16 input to fp32 weights; bf16 storage: bf16
         raw = attention_logits(q, k, self.softmax_scale)
         visible = causal(x.shape[1], x.device)
         logp = torch.log_softmax(soft_cap(raw, self.softcap).masked_fill(~visible, float("-inf")), dim=-1)

@@ -48,6 +48,19 @@ def best_by_rule(rows: list[dict[str, Any]], names: list[str], depths: list[int]
     return best_lr.best_lrs(rows, "arm", arms)
 
 
+def attn_logit_columns(run: Run) -> dict[str, Any]:
+    """A run's max attention logit (the largest ``attn_logit_max/layer_i``, before any soft-cap) at its last log
+    step, and the curve of it over the run (``step:value`` pairs): runs.csv's ``final_attn_logit_max`` and
+    ``attn_logit_curve``."""
+    keys = run.layer_keys("attn_logit_max")
+    logged = [row for row in run.rows if any(k in row for k in keys)]
+    peaks = [(row["step"], max((row[k] for k in keys if row.get(k) is not None), default=math.nan))
+             for row in logged]
+    finite = [(s, v) for s, v in peaks if math.isfinite(v)]
+    return {"final_attn_logit_max": finite[-1][1] if finite else None,
+            "attn_logit_curve": curve_text(*zip(*finite, strict=True)) if finite else ""}
+
+
 class Curves:
     """Each variant's final loss ℓ(η) per depth and seed, and what the checks read from it."""
 
@@ -113,17 +126,7 @@ class LRSensitivity(Experiment):
         return True
 
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
-        return {**super().row(run, combo), **self.logit_columns(run), best_lr.SELECTION: best_lr.selection_of(run)}
-
-    @staticmethod
-    def logit_columns(run: Run) -> dict[str, Any]:
-        keys = run.layer_keys("attn_logit_max")
-        logged = [row for row in run.rows if any(k in row for k in keys)]
-        peaks = [(row["step"], max((row[k] for k in keys if row.get(k) is not None), default=math.nan))
-                 for row in logged]
-        finite = [(s, v) for s, v in peaks if math.isfinite(v)]
-        return {"final_attn_logit_max": finite[-1][1] if finite else None,
-                "attn_logit_curve": curve_text(*zip(*finite, strict=True)) if finite else ""}
+        return {**super().row(run, combo), **attn_logit_columns(run), best_lr.SELECTION: best_lr.selection_of(run)}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         for r in rows:

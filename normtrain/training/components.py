@@ -29,6 +29,16 @@ def corpus_for(cfg: DictConfig, ctx: DistContext):
     return corpus
 
 
+def stored_dtype(cfg: DictConfig) -> torch.dtype:
+    """``train.param_dtype`` as a torch dtype: how the parameters are stored. The model is initialized in fp32 and
+    then cast, buffers included, so ``bfloat16`` rounds the same init; the optimizer makes its states like the
+    parameters (AdamW's moments, Muon's momentum), so they are bf16 too, with no fp32 master copy: the setting of
+    NVIDIA's nGPT baseline, whose README says bf16 storage hurt that baseline. Not autocast (``train.autocast``),
+    which computes in bf16 from fp32 parameters; on a CPU the bf16 model computes in bf16 throughout (the
+    cross-entropy in fp32)."""
+    return getattr(torch, cfg.train.param_dtype)
+
+
 def first_micro_batch(corpus, cfg: DictConfig, ctx: DistContext, accumulation: int) -> torch.Tensor:
     """The inputs of the first micro-batch of the run's first training batch, drawn from a copy of the sampler
     (the data order is untouched), so every rank and world size sees the same one: what a data-dependent init

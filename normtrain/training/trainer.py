@@ -50,7 +50,7 @@ from normtrain.loggers.names import sweep_job
 from normtrain.model import GPT
 from normtrain.model.ngpt_rules import ngpt_warnings
 from normtrain.ops.guard import Choice, guard_norms
-from normtrain.training.components import corpus_for, first_micro_batch, monitor_for, optimizer_for
+from normtrain.training.components import corpus_for, first_micro_batch, monitor_for, optimizer_for, stored_dtype
 from normtrain.training.debug import FaultInjector
 from normtrain.training.distributed import DistContext, autocast_for, init_distributed, wrap_model
 from normtrain.training.evaluation import Evaluation, evaluate
@@ -146,7 +146,7 @@ class Trainer:
         seed_everything(t.seed)
         self.corpus = corpus_for(cfg, ctx)
         self.vocab_size = vocab_size(cfg, self.corpus.vocab_size)  # the corpus's, unless model.vocab_size pads it
-        plain = GPT(model_config(cfg, vocab=self.vocab_size)).to(ctx.device)
+        plain = GPT(model_config(cfg, vocab=self.vocab_size)).to(ctx.device, dtype=stored_dtype(cfg))
         self.norm_impl = self.guard_norms(plain)
         self.model = wrap_model(plain, ctx, t.strategy)
         self.raw = unwrap(self.model)

@@ -1,0 +1,182 @@
+"""nGPT (Loshchilov et al., ICLR 2025) against Pre-LN, each with fp32 and with bf16 parameter storage: how much of
+nGPT's lead over the baseline does bf16 storage explain?
+
+Four arms, ``placement/param_dtype``: ``pre/float32``, ``pre/bfloat16``, ``ngpt/float32``, ``ngpt/bfloat16``, each
+trained at three learning rates (its own grid) and compared at its own best lr (normtrain/reproduce/best_lr.py).
+The gap of a storage is Pre-LN's final loss − nGPT's at that storage (positive: nGPT ahead), seed by seed; the
+primary quantity is how much the gap grows when both are stored in bf16:
+
+    storage_gap_change(s) = [Pre(bf16, s) − nGPT(bf16, s)] − [Pre(fp32, s) − nGPT(fp32, s)],
+
+each arm at its own best lr, seed s of every arm (the seeds pair the data order and the init draws, not the
+weights: the arms are different models). The paper's own measure, steps to reach the baseline's loss, is reported:
+the first evaluation (every 5% of the run) at which nGPT's validation loss is at or below Pre-LN's final one, and
+the run's length over it (``steps_to_reach``, ``step_speedup``).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from normtrain.reproduce import best_lr, plots, significance, stats
+from normtrain.reproduce.gpu_scale import Recipe
+from normtrain.reproduce.plan import Plan
+from normtrain.reproduce.runner import Experiment, Findings, curve_points
+from normtrain.reproduce.writeup import markdown_table
+from normtrain.util.numbers import number
+
+ARMS = ("pre/float32", "pre/bfloat16", "ngpt/float32", "ngpt/bfloat16")
+STORAGES = ("float32", "bfloat16")
+RECIPE = {"pre": {"optim.weight_decay": 0.1, "optim.warmup_steps": 50},  # the project's AdamW, a 5% warm-up
+          "ngpt": {"optim.weight_decay": 0.0, "optim.warmup_steps": 0}}  # the paper's: neither (§2.6)
+LRS = {"pre": (3e-3, 1e-2, 3e-2), "ngpt": (1e-2, 3e-2, 1e-1)}
+COLORS = {"pre/float32": "#1f77b4", "pre/bfloat16": "#9ecae1", "ngpt/float32": "#d62728", "ngpt/bfloat16": "#fc9272"}
+
+
+def arm_of(combo: dict[str, Any]) -> str:
+    return f"{combo['placement']}/{combo['train.param_dtype']}"
+
+
+def in_recipe(combo: dict[str, str]) -> bool:
+    """A combination of the grid's product that this experiment runs: the optimizer settings of its placement's
+    recipe and an lr of its placement's grid (the sweep's other combinations mix the recipes)."""
+    placement = combo.get("placement", "pre")
+    fixed = RECIPE.get(placement, {})
+    if "optim.weight_decay" in combo and float(combo["optim.weight_decay"]) != fixed.get("optim.weight_decay"):
+        return False
+    if "optim.warmup_steps" in combo and (float(combo["optim.warmup_steps"]) > 0) != (fixed.get(
+            "optim.warmup_steps", 0) > 0):  # a warm-up or none: --scale gpu stretches its length with the run
+        return False
+    return "optim.lr" not in combo or float(combo["optim.lr"]) in LRS.get(placement, ())
+
+
+def steps_to_reach(curve: list[tuple[float, float]], target: float | None) -> float | None:
+    """The first evaluated step at which the validation loss is at or below ``target`` (None: never, or no
+    target)."""
+    if target is None:
+        return None
+    return next((step for step, loss in curve if loss <= target), None)
+
+
+def step_speedup(ngpt_curve: list[tuple[float, float]], baseline_final: float | None, steps: float) -> float | None:
+    """The paper's measure on one pair: the run's length over the steps nGPT took to reach the baseline's final
+    loss (1: only at the end; None: never; the evaluation grid, every 5%, bounds it at 20)."""
+    reached = steps_to_reach(ngpt_curve, baseline_final)
+    return steps / reached if reached else None
+
+
+def gap_change(gap_bf16: dict[str, float | None], gap_fp32: dict[str, float | None]) -> dict[str, float | None]:
+    """The primary quantity per seed: the bf16 gap minus the fp32 gap (None where either is missing)."""
+    return stats.paired(gap_bf16, gap_fp32, stats.minus)
+
+
+class NgptStorage(Experiment):
+    name = "ngpt_storage"
+    title = "nGPT vs Pre-LN with fp32 and bf16 parameter storage (NVIDIA's caveat)"
+    paper = "Loshchilov et al. 2025 (nGPT); NVIDIA/ngpt README"
+    reference = ("**Loshchilov, Hsieh, Sun & Ginsburg 2025**, *nGPT: Normalized Transformer with Representation "
+                 "Learning on the Hypersphere* (ICLR 2025), Fig. 1 and §4; and the caveat in the README of "
+                 "NVIDIA's reimplementation (github.com/NVIDIA/ngpt)")
+    method = ("Pre-LN (RMSNorm; AdamW (0.9, 0.95), weight decay 0.1, a 5% warm-up) and nGPT (its paper's AdamW: no "
+              "weight decay, no warm-up), both cosine to 0, clip 1, a 4-layer model (d 64, 4 heads, SwiGLU, RoPE), "
+              "1000 steps of 16 × 128 bytes (the same steps and tokens for every arm), evaluated every 5% on 512 "
+              "fixed windows; each with fp32 and with bf16 parameter storage (`train.param_dtype`: parameters and "
+              "AdamW's moments in bf16, no fp32 master copy); Pre-LN at lr 3e-3, 1e-2, 3e-2, nGPT at 1e-2, 3e-2, "
+              "1e-1, seeds 0–4. Each arm is judged at its own best lr: " + best_lr.RULE + ".")
+    gpu_recipe = Recipe(width=4.0)  # d 256 (4 heads of 64), batch × 2: the claim is about scale
+
+    def keeps(self, combo: dict[str, str]) -> bool:
+        return in_recipe(combo)
+
+    def row(self, run, combo: dict[str, str]) -> dict[str, Any]:
+        return {**super().row(run, combo), "arm": arm_of(combo), best_lr.SELECTION: best_lr.selection_of(run)}
+
+    def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
+        for r in rows:
+            r["arm"] = arm_of(r)
+        arms = [a for a in ARMS if any(r["arm"] == a for r in rows)]
+        best = best_lr.best_lrs(rows, "arm", arms)
+        unigram = stats.unigram_of(rows)
+        gap = {s: best_lr.paired_at_best(rows, "arm", best, f"pre/{s}", f"ngpt/{s}") for s in STORAGES}
+        cost = {p: best_lr.paired_at_best(rows, "arm", best, f"{p}/bfloat16", f"{p}/float32") for p in RECIPE}
+        speedup = {s: self.speedups(rows, best, s) for s in STORAGES}
+        ref = best_lr.at_best(rows, "arm", best["pre/float32"], stats.final_or_inf) if "pre/float32" in best else {}
+        measured = {"storage_gap_change": {"": gap_change(gap["bfloat16"], gap["float32"])},
+                    "ngpt_gain_fp32": {"": gap["float32"]}, "ngpt_gain_bf16": {"": gap["bfloat16"]},
+                    "bf16_cost_pre": {"": cost["pre"]}, "bf16_cost_ngpt": {"": cost["ngpt"]},
+                    "step_speedup": {s: v for s, v in speedup.items()},
+                    "reference_margin": {"Pre-LN (fp32)": stats.margin_below(unigram, ref)},
+                    "best_lr_inside_grid": best_lr.inside_grid(best)}
+        change = stats.median_and_interval(measured["storage_gap_change"][""].values())
+        ours = (f"gap Pre-LN − nGPT, bf16 − fp32 storage, each arm at its best lr: {change} nats; the fp32 gap "
+                f"{stats.median_and_interval(gap['float32'].values())}, the bf16 gap "
+                f"{stats.median_and_interval(gap['bfloat16'].values())}")
+        table = self.tables(rows, best, gap, cost, speedup)
+        notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
+                 *(note for b in best.values() if (note := b.edge_note()))]
+        return Findings(table=table, measured=measured, key=ours + ".", ours=ours, notes=notes,
+                        figures={"ngpt_storage.png": lambda path: self.draw(rows, best, unigram, path)})
+
+    @staticmethod
+    def speedups(rows: list[dict[str, Any]], best: dict[str, best_lr.BestLr], storage: str) -> dict[str, float | None]:
+        """Per seed, at each arm's best lr: steps / (steps nGPT took to reach Pre-LN's final loss), one storage."""
+        pre, ngpt = best.get(f"pre/{storage}"), best.get(f"ngpt/{storage}")
+        if pre is None or ngpt is None:
+            return {}
+        target = best_lr.at_best(rows, "arm", pre, stats.final_or_inf)
+        curves = best_lr.at_best(rows, "arm", ngpt, lambda r: r.get("val_curve") or None)
+        return {s: step_speedup(points, target.get(s), points[-1][0])
+                for s, c in curves.items() if c and (points := curve_points(c))}
+
+    @staticmethod
+    def tables(rows, best, gap, cost, speedup) -> str:
+        at_best = []
+        for arm, b in best.items():
+            loss = best_lr.at_best(rows, "arm", b, stats.final_or_inf)
+            mine = [r for r in stats.select(rows, arm=arm) if b.lr is not None and best_lr.lr_of(r) == b.lr]
+            at_best.append([arm, "–" if b.lr is None else f"{b.lr:g}" + (" (edge)" if b.at_edge else ""),
+                            stats.cell(loss.values(), mine)])
+        paired = [[name, stats.median_and_interval(v.values()), t_text(v.values())]
+                  for name, v in (("Pre-LN − nGPT, fp32 storage", gap["float32"]),
+                                  ("Pre-LN − nGPT, bf16 storage", gap["bfloat16"]),
+                                  ("Pre-LN bf16 − fp32", cost["pre"]), ("nGPT bf16 − fp32", cost["ngpt"]),
+                                  ("gap change (bf16 gap − fp32 gap)", gap_change(gap["bfloat16"], gap["float32"])))]
+        speed = [[s, stats.median_and_interval(v.values())] for s, v in speedup.items()]
+        return "\n\n".join([
+            "The whole loss-vs-lr curve: final validation loss per arm and peak lr, median [range] over seeds (n); "
+            f"**bold**: the arm's best lr by the selection rule:\n\n{best_lr.curve_table(rows, 'arm', best)}",
+            f"Each arm at its best lr ({stats.CELL_NOTE}):\n\n"
+            f"{markdown_table(['arm', 'best lr', 'final val loss'], at_best)}",
+            "Paired by seed, each arm at its best lr (nats; positive gap: nGPT ahead):\n\n"
+            f"{markdown_table(['difference', 'median [range]', 'mean, one-sided t-test of > 0'], paired)}",
+            "The paper's measure, reported: run length / steps nGPT took to reach Pre-LN's final loss (evaluations "
+            f"every 5%: at most 20; none where it never did), per seed:\n\n"
+            f"{markdown_table(['storage', 'speed-up, median [range]'], speed)}"])
+
+    @staticmethod
+    def draw(rows, best, unigram, path) -> None:
+        """Left: validation curves at each arm's best lr; right: final loss against lr."""
+        fig, axes = plots.figure(ncols=2, width=4.6, height=3.6)
+        drawn = []
+        for arm, b in best.items():
+            mine = [curve_points(r["val_curve"]) for r in stats.select(rows, arm=arm)
+                    if r.get("val_curve") and b.lr is not None and best_lr.lr_of(r) == b.lr]
+            style = "--" if arm.endswith("bfloat16") else "-"
+            plots.curves(axes[0], mine, COLORS[arm], f"{arm} at lr {b.lr:g}" if b.lr else arm, style=style)
+            drawn += mine
+        plots.unigram_line(axes[0], unigram)
+        plots.loss_range(axes[0], unigram, drawn)
+        plots.finish(axes[0], "val loss at each arm's best lr (thin: seeds)", "step", "val loss (nats/byte)")
+        best_lr.draw_curves(axes[1], rows, "arm", best, COLORS, unigram=unigram)
+        plots.save(fig, path)
+
+
+def t_text(values) -> str:
+    """The mean and the one-sided t-test of mean > 0 (p), for a paired difference over seeds."""
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    found = significance.t_test(vals) if vals else None
+    if found is None:
+        return "–"
+    return f"{number(statistics.fmean(vals))} (t = {found[0]:.2f}, df {found[1]}, p = {found[2]:.3g})"

@@ -1,0 +1,78 @@
+"""softcap_vs_qknorm's quantities on synthetic rows: the arms, the part of the grid that is run, the best stable lr
+and the arms read at 2× and 4× of it, paired by seed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from normtrain.reproduce import best_lr
+from normtrain.reproduce.plan import Plan
+from normtrain.reproduce.softcap_vs_qknorm import SoftcapVsQKNorm, arm_of, in_design, multiples_in_grid
+
+LRS = (0.0025, 0.005, 0.01, 0.02, 0.04)
+AXES = {"none": ("0", "none", "0"), "softcap": ("50", "none", "0"), "qknorm": ("0", "per_head", "0"),
+        "both": ("50", "per_head", "0"), "qkclip": ("0", "none", "100")}
+
+
+def combo(arm: str, optim: str = "adamw", lr: float = 0.01, seed: str = "0") -> dict[str, str]:
+    cap, qk, clip = AXES[arm]
+    return {"optim": optim, "model.attn_softcap": cap, "model.qk_norm": qk, "optim.qk_clip": clip,
+            "optim.lr": str(lr), "optim.muon_lr": str(2 * lr if optim == "muon" else 0.02), "train.seed": seed}
+
+
+def test_the_arms_and_the_part_of_the_grid_that_is_run():
+    assert [arm_of(combo(a)) for a in AXES] == list(AXES)
+    assert arm_of({**combo("qkclip"), "model.qk_norm": "per_head"}) == "invalid"
+    assert in_design(combo("none", lr=0.0025), LRS)  # none at every lr: it sets the best stable lr
+    assert not in_design(combo("qknorm", lr=0.0025), LRS) and in_design(combo("qknorm", lr=0.005), LRS)
+    assert not in_design(combo("qkclip"), LRS) and in_design(combo("qkclip", "muon"), LRS)  # QK-Clip: Muon only
+    assert in_design(combo("softcap", seed="4"), LRS) and not in_design(combo("both", seed="4"), LRS)
+    assert not in_design({**combo("none", "muon"), "optim.muon_lr": "0.05"}, LRS)  # Muon's lr is 2 × AdamW's
+
+
+def rows(loss: dict[str, float], logit: dict[str, float], best: float = 0.01) -> list[dict]:
+    """Every arm under both optimizers at every lr, seeds 0-2: ``none`` has its lowest loss at ``best``; every
+    arm's loss at lr is ``loss[arm] + |log2(lr/best)|·0.1 + 0.01·seed``, its max logit ``logit[arm]·lr/best``."""
+    import math
+
+    out = []
+    for optim in ("adamw", "muon"):
+        for arm in loss:
+            if arm == "qkclip" and optim == "adamw":
+                continue
+            for lr in LRS:
+                for seed in range(3):
+                    v = loss[arm] + abs(math.log2(lr / best)) * 0.1 + 0.01 * seed
+                    out.append({**combo(arm, optim, lr, str(seed)), "status": "completed", "final_val_loss": v,
+                                best_lr.SELECTION: v, "unigram_val_loss": 3.3,
+                                "final_attn_logit_max": logit[arm] * lr / best})
+    return out
+
+
+def plan() -> Plan:
+    return Plan("softcap_vs_qknorm", "cpu", True, [], {}, Path("r"), Path("o"), progress=False)
+
+
+def test_arms_are_read_at_2x_and_4x_the_none_arms_best_lr_and_paired_by_seed():
+    found = SoftcapVsQKNorm().analyse(rows({"none": 2.0, "softcap": 1.9, "qknorm": 1.8, "both": 1.79,
+                                            "qkclip": 1.85}, {a: 10.0 for a in AXES}), plan())
+    m = found.measured
+    assert set(m["softcap_minus_qknorm"]) == {"adamw 2×", "adamw 4×", "muon 2×", "muon 4×"}
+    assert m["softcap_minus_qknorm"]["adamw 4×"] == pytest.approx({"0": 0.1, "1": 0.1, "2": 0.1})
+    assert m["qknorm_minus_both"]["muon 2×"] == pytest.approx({"0": 0.01, "1": 0.01, "2": 0.01})
+    assert m["qkclip_minus_qknorm"]["muon 4×"] == pytest.approx({"0": 0.05, "1": 0.05, "2": 0.05})
+    assert m["multiples_in_grid"] == {"adamw": {best_lr.ALL_SEEDS: 1.0}, "muon": {best_lr.ALL_SEEDS: 1.0}}
+    assert m["logit_growth_none"]["adamw"] == pytest.approx({"0": 4.0, "1": 4.0, "2": 4.0})  # 4× lr, 4× logit
+    assert m["reference_margin"]["none, AdamW, 1×"] == pytest.approx({"0": 1.3, "1": 1.29, "2": 1.28})
+    assert "max attention logit" in found.table
+
+
+def test_a_best_stable_lr_without_its_4x_in_the_grid_fails_the_precondition():
+    found = SoftcapVsQKNorm().analyse(rows({"none": 2.0, "softcap": 1.9, "qknorm": 1.8}, {a: 1.0 for a in AXES},
+                                           best=0.02), plan())
+    assert found.measured["multiples_in_grid"]["adamw"] == {best_lr.ALL_SEEDS: 0.0}
+    assert found.measured["softcap_minus_qknorm"]["adamw 4×"] == {}  # 0.08 was not run
+    edge = best_lr.BestLr("none", LRS, {}, 0.0025)
+    assert multiples_in_grid(edge) == 0.0 and multiples_in_grid(best_lr.BestLr("none", LRS, {}, None)) is None
