@@ -48,11 +48,12 @@ def test_a_larger_budget_buys_more_steps_and_seeds_never_another_design(tmp_path
     assert [r["index"] for r in rungs] == sorted(r["index"] for r in rungs) and rungs[0] != rungs[-1]
     assert rungs[-1]["seeds"] > rungs[0]["seeds"] and rungs[-1]["steps"] > rungs[0]["steps"]
     for p in plans:  # the same arms; only the seeds and the step counts change
-        assert {k: v for k, v in p.grid.items() if k != SEED_AXIS} == {"norm": ["layernorm", "rmsnorm", "prmsnorm"]}
+        assert {k: v for k, v in p.grid.items() if k != SEED_AXIS} == {"norm": ["layernorm", "rmsnorm", "prmsnorm"],
+                                                                      "optim.lr": ["0.002", "0.005", "0.0125"]}
         assert p.budget.scale_up["product"] >= MIN_GROWTH and p.budget.estimate_s > 0
     assert [p.budget.fits for p in plans] == [False, True, True]  # 1 minute: the lowest rung, over several runs
     steps = [p.compose(p.combos()[0]).train.max_steps for p in plans]
-    assert steps == [round(200 * r["steps"]) for r in rungs]
+    assert steps == [round(500 * r["steps"]) for r in rungs]  # the CPU grid's 500 steps, lengthened
     assert "assumed" in plans[1].budget.text() and "153k tokens/s" in plans[1].budget.text()
 
 
