@@ -170,7 +170,8 @@ def range_text(values: Sequence[float | None]) -> str:
 def draw_curves(ax, rows: list[dict[str, Any]], arm_key: str, best: dict[str, BestLr], colors: dict[str, str],
                 value: Value = stats.final_or_inf, unigram: float | None = None) -> None:
     """Loss against lr (log x): every seed a point, the medians joined, each arm's best lr ringed; diverged runs
-    (+∞) are left out of the points and the medians they would break."""
+    (+∞) are left out of the points and the medians they would break. A unigram line far above every point is
+    named in the legend, not drawn: the axis keeps the differences between the arms readable."""
     lrs = sorted({lr_of(r) for r in rows})
     for arm, b in best.items():
         color = colors.get(arm, "k")
@@ -183,7 +184,13 @@ def draw_curves(ax, rows: list[dict[str, Any]], arm_key: str, best: dict[str, Be
                     label=f"{arm} (median of seeds)")
         if b.lr is not None and (at := dict(medians).get(b.lr)) is not None:
             ax.scatter([b.lr], [at], s=140, facecolors="none", edgecolors=color, linewidths=1.5)
-    plots.unigram_line(ax, unigram)
+    finite = [v for r in rows if (v := value(r)) is not None and math.isfinite(v)]
+    if finite and unigram is not None and unigram > max(finite) + 0.3:  # the curve's differences, not the line
+        low, high = min(finite), max(finite)
+        ax.set_ylim(low - 0.1 * (high - low + 0.01), high + 0.1 * (high - low + 0.01))
+        ax.plot([], [], "k:", lw=1.2, label=f"unigram baseline {number(unigram)} (above the axis)")
+    else:
+        plots.unigram_line(ax, unigram)
     if lrs:
         plots.log_axis(ax, lrs)
     plots.finish(ax, "final val loss against lr (ring: the rule's best)", "peak learning rate",

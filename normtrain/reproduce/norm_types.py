@@ -47,7 +47,7 @@ class Timing:
 
 FULL = Timing()
 SMOKE = Timing(repeats=2, warmup_steps=1, timed_steps=2, call_repeats=2, calls=3)  # checks the pipeline only
-STAMP = ("device", "measured_at", "code_commit", "code_dirty")  # each timing row: where, when, which code
+STAMP = ("device", "setup", "measured_at", "code_commit", "code_dirty")  # each row: where, what model, when, code
 
 
 def best_impl(norm: str, cuda: bool) -> tuple[str, list[str]]:
@@ -84,18 +84,27 @@ def step_times(base: list[str], device: str, timing: Timing = FULL, bar=None) ->
     return out
 
 
-def saved_timings(path: Path, device: str) -> list[dict[str, Any]]:
+def saved_timings(path: Path, device: str, setup: str) -> list[dict[str, Any]]:
     """The timings an earlier invocation measured on this kind of device, to reuse: a re-analysis (a rerun that
     reuses the runs) must not re-time, or editing a write-up could change a verdict. Files without the stamp
-    (when, at which code) are measured again; ``--fresh`` always measures."""
+    (when, at which code, of which model: ``setup``) or of another model are measured again; ``--fresh`` always
+    measures."""
     try:
         with path.open(newline="") as f:
             saved = list(csv.DictReader(f))
     except OSError:
         return []
-    if not saved or any(not t.get(k) for t in saved for k in STAMP) or saved[0]["device"] != device:
+    if not saved or any(not t.get(k) for t in saved for k in STAMP) or saved[0]["device"] != device \
+            or saved[0]["setup"] != setup:
         return []
     return [{**t, "time_ms": float(t["time_ms"])} for t in saved]
+
+
+def setup_of(cfg) -> str:
+    """The timed model and batch, stamped on each timing: timings of another model (an earlier design) are not
+    reused."""
+    m = cfg.model
+    return f"{m.n_layers} layers, d {m.d_model}, batch {cfg.train.batch_size} × {m.seq_len}"
 
 
 def timing_note(timings: list[dict[str, Any]]) -> list[str]:
@@ -226,11 +235,13 @@ class NormTypes(Experiment):
         rows = read_rows(plan, train_grid(plan), self.row)
         cfg = plan.compose(plan.combos()[0])
         device = "cuda" if torch.cuda.is_available() and cfg.train.device != "cpu" else "cpu"
-        self.timings = [] if plan.fresh or plan.smoke else saved_timings(plan.out / "timings.csv", device)
+        saved = saved_timings(plan.out / "timings.csv", device, setup_of(cfg))
+        self.timings = [] if plan.fresh or plan.smoke else saved
         if self.timings:
             return rows
         self.timings = self.time_norms(plan, cfg, device)
-        stamp = {"device": device, "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        stamp = {"device": device, "setup": setup_of(cfg),
+                 "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                  **code_state_at_start()}
         self.timings = [{**t, **{k: stamp[k] for k in STAMP}} for t in self.timings]
         return rows
