@@ -76,6 +76,7 @@ def test_every_experiment_runs_end_to_end_in_smoke_mode(name, local, tmp_path):
     assert len(saved["provenance"]["code_commit"]) == 40 and isinstance(saved["provenance"]["code_dirty"], bool)
     trains = name not in ("xiong_grad_init", "admin_output_change")  # the two forward-only experiments
     assert (saved["unigram_val_loss"] is not None) == trains
+    assert ("no learning rate enters" in readme) != trains  # a forward-only experiment has no lr to compare
     assert (out / "report.html").is_file() == trains == ("[`report.html`](report.html)" in readme)
     if trains:  # every cell of the grid says how many of its runs diverged, collapsed, ended undertrained
         assert sum(c["n"] for c in saved["cells"]) == saved["runs"]
