@@ -35,6 +35,8 @@ REPORT = "report.html"
 COMMITTED_MAX = 2 << 20  # bytes: the report is thinned to fit; one still larger is kept out of git (a .gitignore)
 LABEL_TEXT = {"before_runs": "registered before any run of this experiment",
               "after_pilot": "registered **after a pilot** (earlier runs whose numbers were seen; see below)"}
+NOT_TRAINED = ("No training: the models are measured at initialization, so no learning rate enters (best against "
+               "best, each arm at its own best learning rate, is for trained models).")
 ROLE_TEXT = {"primary": "primary (decides)", "secondary": "secondary (reported)", "precondition": "precondition",
              "check": "check (v3)"}
 
@@ -176,7 +178,8 @@ def method_section(exp: Experiment, plan: Plan, result: dict[str, Any]) -> str:
     reuse = (f"; runs reused from an earlier invocation took {reused / 60:.1f} min of their own" if reused else "")
     parts = [f"## What we ran\n\n{exp.method}\n\nNorm: {reg.norm}. Metric: {reg.metric}",
              f"Every run uses `configs/experiment/{exp.name}.yaml`{extra}; the grid ({result['runs']} runs, seeds "
-             f"{', '.join(map(str, result['seeds']))}):\n\n{grid}", schedule_text(plan),
+             f"{', '.join(map(str, result['seeds']))}):\n\n{grid}",
+             schedule_text(plan) if result.get("unigram_val_loss") is not None else NOT_TRAINED,
              f"Device: {environment(result['device'])}. Wall time: {minutes:.1f} min for this invocation with "
              f"{result.get('jobs', 1)} job(s) at a time{reuse}; the runs' own times sum to "
              f"{(result.get('run_time_s') or 0) / 60:.1f} min. {execution_text(result.get('execution'))}"]

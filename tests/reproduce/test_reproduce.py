@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -15,10 +16,10 @@ import normtrain
 from normtrain.reproduce import EXPERIMENTS, best_lr, reproduce, writeup
 from normtrain.reproduce.cli import ReproduceError, main, make_plan
 from normtrain.reproduce.gpu_scale import ASSUMED_H100
-from normtrain.reproduce.grad_init import GradInit
+from normtrain.reproduce.grad_init import GradInit, profile_slope
 from normtrain.reproduce.index import BEGIN, END, update_index
 from normtrain.reproduce.plan import SEED_AXIS, Plan, sweep_axes
-from normtrain.reproduce.verdicts import V4_VERDICTS, decide, judge, verdict
+from normtrain.reproduce.verdicts import V4_VERDICTS, decide, judge
 from normtrain.reproduce.writeup import verdict_section
 
 VERDICTS = {"partly reproduced", *V4_VERDICTS}  # v3's verdicts and v4's (a smoke run may meet either)
@@ -74,6 +75,7 @@ def test_every_experiment_runs_end_to_end_in_smoke_mode(name, local, tmp_path):
     assert len(saved["provenance"]["code_commit"]) == 40 and isinstance(saved["provenance"]["code_dirty"], bool)
     trains = name not in ("xiong_grad_init", "admin_output_change")  # the two forward-only experiments
     assert (saved["unigram_val_loss"] is not None) == trains
+    assert ("no learning rate enters" in readme) != trains  # a forward-only experiment has no lr to compare
     assert (out / "report.html").is_file() == trains == ("[`report.html`](report.html)" in readme)
     if trains:  # every cell of the grid says how many of its runs diverged, collapsed, ended undertrained
         assert sum(c["n"] for c in saved["cells"]) == saved["runs"]
@@ -142,7 +144,7 @@ def test_the_grid_comes_from_the_experiment_yaml_and_scales():
     smoke = make_plan("xiong_grad_init", smoke=True)
     assert [len(v) for v in smoke.grid.values()] == [2, 2, 2, 1] and "train.max_steps=4" in smoke.base
     assert make_plan("deepnet_depth", jobs=3).jobs == 3 and gpu.jobs == gpu.budget.jobs > 1
-    assert make_plan("xiong_grad_init").grid["train.seed"] == [str(s) for s in range(10)]
+    assert make_plan("xiong_grad_init").grid["train.seed"] == [str(s) for s in range(10, 20)]  # v4: v3's were 0-9
 
 
 def test_bad_input_is_reported(capsys):
@@ -161,10 +163,12 @@ def test_cli_entry_point_lists_the_experiments():
     assert proc.returncode == 0 and all(name in proc.stdout for name in EXPERIMENTS)
 
 
-def synthetic_grad_rows(post_rises: bool, pre_slope: float, seeds: int = 5) -> list[dict]:
+def synthetic_grad_rows(post_rises: bool, pre_slope: float, seeds: int = 5, stream_slope: float | None = None
+                        ) -> list[dict]:
     """Rows as GradInit.measure writes them, for profiles with a known shape (a little seed noise): Post-LN's
-    profile rises 3× toward the output (or falls as much), Pre-LN's is flat, its level ∝ L^pre_slope."""
-    from normtrain.reproduce.grad_init import profile_slope
+    profile rises 3× toward the output (or falls as much), Pre-LN's is flat, its level ∝ L^pre_slope, and its
+    stream E‖x_L‖²/d ∝ L^stream_slope (by default −2·pre_slope: the gradient ∝ 1/‖x_L‖, as in Thm. 1)."""
+    stream_slope = -2 * pre_slope if stream_slope is None else stream_slope
 
     rows = []
     for seed in range(seeds):
@@ -177,23 +181,52 @@ def synthetic_grad_rows(post_rises: bool, pre_slope: float, seeds: int = 5) -> l
                     profile = [noise * 0.3 * (depth / 6) ** pre_slope] * depth
                 rows.append({"placement": placement, "norm": "layernorm", "model.n_layers": str(depth),
                              "train.seed": str(seed), "first": profile[0], "last": profile[-1],
-                             "log_slope": profile_slope(profile), "profile": " ".join(map(str, profile))})
+                             "log_slope": profile_slope(profile), "profile": " ".join(map(str, profile)),
+                             "stream_sq": None if placement == "post" else noise * 3 * depth ** stream_slope})
     return rows
 
 
 def judged(findings, exp) -> list:
-    return [judge(rule, findings.measured.get(rule.quantity)) for rule in exp.registration.rules]
+    return [judge(rule, findings.measured.get(rule.quantity)) for _, rule in exp.registration.checks()]
 
 
 def test_grad_init_verdict_follows_the_numbers(tmp_path):
+    """v4: the last layer's depth contrast alone decides; Pre-LN's growing stream (Lemma 1) is a precondition;
+    the per-layer shapes are reported beside."""
     plan = Plan("xiong_grad_init", "cpu", False, [], {}, tmp_path, tmp_path)
     exp = GradInit()
-    assert verdict(judged(exp.analyse(synthetic_grad_rows(True, -0.5), plan), exp)) == "reproduced"
-    checks = judged(exp.analyse(synthetic_grad_rows(False, 0.0), plan), exp)
-    assert verdict(checks) == "partly reproduced"  # Pre-LN stays flat; Post-LN's last layer is depth-independent
-    assert [c.ok for c in checks] == [False, True, True, False]  # Post falls, not rises; Pre's last layer is constant
-    seeds = checks[0].conditions["L=24"]["per_seed"]
+
+    def judgement(rows):
+        findings = exp.analyse(rows, plan)
+        return decide(exp.registration, findings.measured, findings.unit, seeds=[10, 11])
+
+    found = judgement(synthetic_grad_rows(True, -0.5))
+    assert found.verdict == "reproduced" and all(c.ok for c in found.checks)
+    primary = found.role("primary")[0]
+    assert primary.conditions[""]["median"] == pytest.approx(0.5, abs=0.01)  # Post's slope 0, Pre's −0.5
+    found = judgement(synthetic_grad_rows(False, 0.0, stream_slope=1.0))
+    assert found.verdict == "not reproduced"  # the stream grows, yet Pre-LN's last layer does not shrink
+    assert [c.ok for c in found.role("secondary")] == [True, False, False, True]  # Post falls; Pre flat, constant
+    seeds = found.checks[3].conditions["L=24"]["per_seed"]  # post_rises
     assert sorted(seeds) == [str(s) for s in range(5)] and all(v < 0 for v in seeds.values())  # every seed kept
+    found = judgement(synthetic_grad_rows(True, -0.5, stream_slope=0.0))
+    assert found.verdict == "inconclusive (precondition)" and found.role("primary")[0].ok  # the premise failed
+    assert judgement(synthetic_grad_rows(True, 0.2)).verdict == "inconclusive (precondition)"  # stream shrinks
+
+
+def test_a_rise_must_clear_the_flat_band(tmp_path):
+    """Issue 37: a Post-LN 'rise' inside the band the same registration calls flat does not pass as a rise."""
+    plan = Plan("xiong_grad_init", "cpu", False, [], {}, tmp_path, tmp_path)
+    exp = GradInit()
+    rows = synthetic_grad_rows(True, -0.5)
+    for r in rows:  # Post-LN rises 1.3× from the first block to the last: inside ±ln 1.5
+        if r["placement"] == "post":
+            depth = int(r["model.n_layers"])
+            profile = [0.2 * 1.3 ** (i / (depth - 1)) for i in range(depth)]
+            r.update(first=profile[0], last=profile[-1], log_slope=profile_slope(profile))
+    checks = {c.rule.id: c for c in judged(exp.analyse(rows, plan), exp)}
+    assert all(0 < c["median"] < math.log(1.5) for c in checks["post_rises"].conditions.values())
+    assert checks["post_rises"].ok is False and checks["last_layer_depth_contrast"].ok is True
 
 
 def test_discussion_explains_failed_checks_and_keeps_other_observations(tmp_path):
