@@ -118,12 +118,28 @@ def best_lrs(rows: list[dict[str, Any]], arm_key: str, arms: Sequence[str],
     return {a: choose(rows, arm_key, a, value) for a in arms}
 
 
+def runs_at_best(rows: list[dict[str, Any]], arm_key: str, best: BestLr) -> list[dict[str, Any]]:
+    """The arm's runs (one per seed) at its best lr (none when it has no best)."""
+    if best.lr is None:
+        return []
+    return [r for r in arm_rows(rows, arm_key, best.arm) if lr_of(r) == best.lr]
+
+
+def val_curves_at_best(rows: list[dict[str, Any]], arm_key: str, best: BestLr) -> list[list[tuple[float, float]]]:
+    """The validation curves (``step, loss`` points) of the arm's runs at its best lr, for a figure."""
+    from normtrain.reproduce.runner import curve_points
+
+    return [curve_points(r["val_curve"]) for r in runs_at_best(rows, arm_key, best) if r.get("val_curve")]
+
+
+def lr_text(best: BestLr) -> str:
+    """The best lr for a table cell: ``1e-3``, ``1.25e-2 (edge)``, or ``–`` when there is none."""
+    return "–" if best.lr is None else f"{best.lr:g}" + (" (edge)" if best.at_edge else "")
+
+
 def at_best(rows: list[dict[str, Any]], arm_key: str, best: BestLr, value: str | Value) -> dict[str, float | None]:
     """``{seed: value}`` of the arm's runs at its best lr (empty when no best)."""
-    if best.lr is None:
-        return {}
-    chosen = [r for r in arm_rows(rows, arm_key, best.arm) if lr_of(r) == best.lr]
-    return stats.per_seed(chosen, value)
+    return stats.per_seed(runs_at_best(rows, arm_key, best), value) if best.lr is not None else {}
 
 
 def paired_at_best(rows: list[dict[str, Any]], arm_key: str, best: dict[str, BestLr], arm: str, reference: str,

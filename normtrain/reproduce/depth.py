@@ -12,7 +12,7 @@ from typing import Any
 from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.plan import Plan
-from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, curve_points, present
+from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, present
 from normtrain.reproduce.writeup import markdown_table
 
 DEEP_FROM = 18  # the primary check's depths: these and deeper (a narrowed grid without them: its deepest)
@@ -102,8 +102,7 @@ class Depth(Experiment):
             cells = []
             for d in depths:
                 b = best.get(f"{p}, L={d}")
-                mine = [r for r in rows if r["arm"] == f"{p}, L={d}" and b and b.lr is not None
-                        and best_lr.lr_of(r) == b.lr]
+                mine = best_lr.runs_at_best(rows, "arm", b) if b else []
                 text = stats.cell([stats.final_or_inf(r) for r in mine], mine) if mine else "–"
                 cells.append(f"{text} at lr {b.lr:g}" + (" (edge)" if b.at_edge else "") if mine else text)
             body.append([p, *cells])
@@ -124,8 +123,7 @@ class Depth(Experiment):
             per_seed = [[v.get(s) if v.get(s) != float("inf") else None for v in per_depth] for s in seeds]
             plots.seeds_and_mean(axes[0], depths, per_seed, color, p)
             b = best[f"{p}, L={deep}"]
-            mine = [curve_points(r["val_curve"]) for r in rows if r["arm"] == f"{p}, L={deep}" and r["val_curve"]
-                    and b.lr is not None and best_lr.lr_of(r) == b.lr]
+            mine = best_lr.val_curves_at_best(rows, "arm", b)
             plots.curves(axes[2], mine, color, f"{p} at lr {b.lr:g}" if b.lr else p)
         for ax in (axes[0], axes[2]):
             plots.unigram_line(ax, unigram)

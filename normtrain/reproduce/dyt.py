@@ -16,7 +16,7 @@ from typing import Any
 from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.plan import Plan
-from normtrain.reproduce.runner import Experiment, Findings, curve_points
+from normtrain.reproduce.runner import Experiment, Findings
 from normtrain.reproduce.writeup import markdown_table
 
 REFERENCE = "rmsnorm"  # the paper's LLaMA baseline
@@ -128,9 +128,9 @@ def table(rows, best, refs, pick, dyts) -> str:
     body = []
     for a in [*refs, *dyts]:
         b = best[a]
-        mine = [r for r in rows if r[ARM] == a and b.lr is not None and best_lr.lr_of(r) == b.lr]
+        mine = best_lr.runs_at_best(rows, ARM, b)
         body.append([a + (" (DyT's pick)" if a == pick else ""),
-                     "–" if b.lr is None else f"{b.lr:g}" + (" (edge)" if b.at_edge else ""),
+                     best_lr.lr_text(b),
                      stats.cell([stats.final_or_inf(r) for r in mine], mine),
                      stats.median_and_interval(best_lr.paired_at_best(rows, ARM, best, a, REFERENCE).values())
                      if refs and a != REFERENCE else "–",
@@ -171,8 +171,7 @@ def draw(rows, best, refs, pick, unigram, path) -> None:
     plots.finish(axes[1], "final val loss vs DyT's α₀ (thin: seeds)", "α₀", "val loss (nats/byte)")
     for a in [*refs, pick]:
         if a and best[a].lr is not None:
-            mine = [curve_points(r["val_curve"]) for r in rows if r[ARM] == a and best_lr.lr_of(r) == best[a].lr
-                    and r["val_curve"]]
+            mine = best_lr.val_curves_at_best(rows, ARM, best[a])
             plots.curves(axes[2], mine, colors[a], f"{a} at lr {best[a].lr:g}")
     plots.unigram_line(axes[2], unigram)
     plots.finish(axes[2], "val loss at the best lr (thin: seeds)", "step", "val loss (nats/byte)")

@@ -15,7 +15,7 @@ from typing import Any
 from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.plan import Plan
-from normtrain.reproduce.runner import Experiment, Findings, curve_points
+from normtrain.reproduce.runner import Experiment, Findings
 from normtrain.reproduce.writeup import markdown_table
 
 ARM = "arm"  # the runs.csv column naming the arm (from placement and placement.first_pre)
@@ -133,8 +133,8 @@ class HybridDepth(Experiment):
         for d in depths:
             body = []
             for a, b in d.best.items():
-                mine = [r for r in best_lr.arm_rows(d.rows, ARM, a) if b.lr is not None and best_lr.lr_of(r) == b.lr]
-                body.append([a, "–" if b.lr is None else f"{b.lr:g}" + (" (edge)" if b.at_edge else ""),
+                mine = best_lr.runs_at_best(d.rows, ARM, b)
+                body.append([a, best_lr.lr_text(b),
                              stats.cell(d.loss(a).values(), mine),
                              "–" if a == "pre" else stats.median_and_interval(d.minus_pre(a).values())])
             parts += [f"**{d.layers} layers**: final validation loss against lr (median [range] over seeds; the "
@@ -153,8 +153,7 @@ class HybridDepth(Experiment):
             axes[i].set_title(f"{d.layers} layers: final val loss against lr", fontsize=8)
             ax, drawn = axes[len(depths) + i], []
             for a, b in d.best.items():
-                mine = [curve_points(r["val_curve"]) for r in best_lr.arm_rows(d.rows, ARM, a)
-                        if r.get("val_curve") and b.lr is not None and best_lr.lr_of(r) == b.lr]
+                mine = best_lr.val_curves_at_best(d.rows, ARM, b)
                 plots.curves(ax, mine, COLORS[a], f"{a} at lr {b.lr:g}" if b.lr else a)
                 drawn += mine
             plots.unigram_line(ax, d.unigram)

@@ -135,7 +135,7 @@ class NgptStorage(Experiment):
         at_best = []
         for arm, b in best.items():
             loss = best_lr.at_best(rows, "arm", b, stats.final_or_inf)
-            mine = [r for r in stats.select(rows, arm=arm) if b.lr is not None and best_lr.lr_of(r) == b.lr]
+            mine = best_lr.runs_at_best(rows, "arm", b)
             at_best.append([arm, "–" if b.lr is None else f"{b.lr:g}" + (" (edge)" if b.at_edge else ""),
                             stats.cell(loss.values(), mine)])
         paired = [[name, stats.median_and_interval(v.values()), t_text(v.values())]
@@ -161,8 +161,7 @@ class NgptStorage(Experiment):
         fig, axes = plots.figure(ncols=2, width=4.6, height=3.6)
         drawn = []
         for arm, b in best.items():
-            mine = [curve_points(r["val_curve"]) for r in stats.select(rows, arm=arm)
-                    if r.get("val_curve") and b.lr is not None and best_lr.lr_of(r) == b.lr]
+            mine = best_lr.val_curves_at_best(rows, "arm", b)
             style = "--" if arm.endswith("bfloat16") else "-"
             plots.curves(axes[0], mine, COLORS[arm], f"{arm} at lr {b.lr:g}" if b.lr else arm, style=style)
             drawn += mine

@@ -23,7 +23,7 @@ from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.grid import train_grid
 from normtrain.reproduce.plan import Plan
-from normtrain.reproduce.runner import Experiment, Findings, curve_points, present, read_rows
+from normtrain.reproduce.runner import Experiment, Findings, present, read_rows
 from normtrain.reproduce.writeup import markdown_table
 from normtrain.util.provenance import code_state_at_start
 
@@ -315,8 +315,7 @@ class NormTypes(Experiment):
         norms = list(best)
         drawn = []
         for n, b in best.items():
-            mine = [curve_points(r["val_curve"]) for r in stats.select(rows, norm=n)
-                    if r["val_curve"] and b.lr is not None and best_lr.lr_of(r) == b.lr]
+            mine = best_lr.val_curves_at_best(rows, "norm", b)
             plots.curves(axes[0], mine, plots.NORM_COLORS[n], f"{n} at lr {b.lr:g}" if b.lr else n)
             drawn += mine
         plots.unigram_line(axes[0], unigram)
@@ -334,10 +333,10 @@ def at_best_table(rows: list[dict[str, Any]], best: dict[str, best_lr.BestLr],
                   minus_ln: dict[str, dict[str, float | None]]) -> str:
     body = []
     for n, b in best.items():
-        mine = [r for r in stats.select(rows, norm=n) if b.lr is not None and best_lr.lr_of(r) == b.lr]
+        mine = best_lr.runs_at_best(rows, "norm", b)
         loss = best_lr.at_best(rows, "norm", b, stats.final_or_inf)
         drop = best_lr.at_best(rows, "norm", b, "val_quarter_drop")
-        body.append([n, "–" if b.lr is None else f"{b.lr:g}" + (" (edge)" if b.at_edge else ""),
+        body.append([n, best_lr.lr_text(b),
                      stats.cell(loss.values(), mine), stats.median_and_interval(minus_ln.get(n, {}).values()),
                      stats.median_and_interval(drop.values())])
     return markdown_table(["norm", "best lr", "final val loss", "Δ vs LayerNorm, paired by seed (median)",

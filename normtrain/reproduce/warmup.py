@@ -13,7 +13,7 @@ from typing import Any
 from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.plan import Plan
-from normtrain.reproduce.runner import Experiment, Findings, curve_points
+from normtrain.reproduce.runner import Experiment, Findings
 from normtrain.reproduce.writeup import markdown_table
 
 WARMUP_AXIS = "optim.warmup_steps"
@@ -122,8 +122,7 @@ class Warmup(Experiment):
         fig, axes = plots.figure(ncols=2, width=4.8, height=3.6)
         drawn = []
         for a, b in best.items():
-            mine = [curve_points(r["val_curve"]) for r in rows if r["arm"] == a and r["val_curve"]
-                    and b.lr is not None and best_lr.lr_of(r) == b.lr]
+            mine = best_lr.val_curves_at_best(rows, "arm", b)
             plots.curves(axes[0], mine, COLORS[a], f"{a} at lr {b.lr:g}" if b.lr else a,
                          style="-" if "no warm-up" in a else "--")
             drawn += mine
@@ -155,7 +154,7 @@ class Warmup(Experiment):
 def at_best_table(rows: list[dict[str, Any]], best: dict[str, best_lr.BestLr]) -> str:
     body = []
     for a, b in best.items():
-        mine = [r for r in rows if r["arm"] == a and b.lr is not None and best_lr.lr_of(r) == b.lr]
+        mine = best_lr.runs_at_best(rows, "arm", b)
         loss = best_lr.at_best(rows, "arm", b, stats.final_or_inf)
         drop = best_lr.at_best(rows, "arm", b, "val_quarter_drop")
         body.append([a, "–" if b.lr is None else f"{b.lr:g}" + (" (edge)" if b.at_edge else ""),

@@ -133,3 +133,18 @@ def test_the_judged_loss_pick_is_reported_where_it_differs_from_the_rules():
         "rule's."]
     same = grid({("a", 1e-3): [2.0] * 3, ("a", 3e-3): [1.9] * 3, ("a", 1e-2): [1.95] * 3})
     assert "same best lr" in best_lr.judged_pick_notes(same, "norm", best_lr.best_lrs(same, "norm", ["a"]))[0]
+
+
+def test_the_runs_and_curves_at_an_arms_best_lr_are_its_own_only():
+    rows = grid({("a", 1e-3): [2.0, 2.1], ("a", 3e-3): [1.8, 1.9], ("a", 1e-2): [1.95, 1.96],
+                 ("b", 3e-3): [1.0, 1.1]})
+    for r in rows:
+        r["val_curve"] = f"0:3 10:{r['final_val_loss']}"
+    best = best_lr.choose(rows, "norm", "a")
+    assert [r["final_val_loss"] for r in best_lr.runs_at_best(rows, "norm", best)] == [1.8, 1.9]  # not b's
+    assert best_lr.val_curves_at_best(rows, "norm", best) == [[(0.0, 3.0), (10.0, 1.8)], [(0.0, 3.0), (10.0, 1.9)]]
+    assert best_lr.lr_text(best) == "0.003"
+    edge = best_lr.choose(rows, "norm", "b")
+    assert best_lr.lr_text(edge) == "0.003 (edge)"  # a grid of one lr: its best is at an edge
+    nothing = best_lr.BestLr("c", (), {}, None)
+    assert best_lr.runs_at_best(rows, "norm", nothing) == [] and best_lr.lr_text(nothing) == "–"
