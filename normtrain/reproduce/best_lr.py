@@ -183,6 +183,20 @@ def range_text(values: Sequence[float | None]) -> str:
     return f"{number(statistics.median(vals))} [{number(min(vals))}, {number(max(vals))}] (n={len(vals)})"
 
 
+def draw_val_at_best(ax, rows: list[dict[str, Any]], arm_key: str, best: dict[str, BestLr], colors: dict[str, str],
+                     unigram: float | None, title: str, style: Callable[[str], str] = lambda arm: "-") -> None:
+    """Each arm's validation curves at its best lr (thin: seeds, thick: their mean), the unigram line, and a loss
+    axis that keeps every curve readable (``style``: each arm's line style)."""
+    drawn = []
+    for arm, b in best.items():
+        mine = val_curves_at_best(rows, arm_key, b)
+        plots.curves(ax, mine, colors.get(arm, "k"), f"{arm} at lr {b.lr:g}" if b.lr else arm, style=style(arm))
+        drawn += mine
+    plots.unigram_line(ax, unigram)
+    plots.loss_range(ax, unigram, drawn)
+    plots.finish(ax, title, "step", "val loss (nats/byte)")
+
+
 def draw_curves(ax, rows: list[dict[str, Any]], arm_key: str, best: dict[str, BestLr], colors: dict[str, str],
                 value: Value = stats.final_or_inf, unigram: float | None = None) -> None:
     """Loss against lr (log x): every seed a point, the medians joined, each arm's best lr ringed; diverged runs

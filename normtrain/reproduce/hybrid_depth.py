@@ -151,12 +151,6 @@ class HybridDepth(Experiment):
         for i, d in enumerate(depths):
             best_lr.draw_curves(axes[i], d.rows, ARM, d.best, COLORS, unigram=d.unigram)
             axes[i].set_title(f"{d.layers} layers: final val loss against lr", fontsize=8)
-            ax, drawn = axes[len(depths) + i], []
-            for a, b in d.best.items():
-                mine = best_lr.val_curves_at_best(d.rows, ARM, b)
-                plots.curves(ax, mine, COLORS[a], f"{a} at lr {b.lr:g}" if b.lr else a)
-                drawn += mine
-            plots.unigram_line(ax, d.unigram)
-            plots.loss_range(ax, d.unigram, drawn)
-            plots.finish(ax, f"{d.layers} layers: val loss at each arm's best lr", "step", "val loss (nats/byte)")
+            best_lr.draw_val_at_best(axes[len(depths) + i], d.rows, ARM, d.best, COLORS, d.unigram,
+                                     f"{d.layers} layers: val loss at each arm's best lr")
         plots.save(fig, path)

@@ -159,15 +159,8 @@ class NgptStorage(Experiment):
     def draw(rows, best, unigram, path) -> None:
         """Left: validation curves at each arm's best lr; right: final loss against lr."""
         fig, axes = plots.figure(ncols=2, width=4.6, height=3.6)
-        drawn = []
-        for arm, b in best.items():
-            mine = best_lr.val_curves_at_best(rows, "arm", b)
-            style = "--" if arm.endswith("bfloat16") else "-"
-            plots.curves(axes[0], mine, COLORS[arm], f"{arm} at lr {b.lr:g}" if b.lr else arm, style=style)
-            drawn += mine
-        plots.unigram_line(axes[0], unigram)
-        plots.loss_range(axes[0], unigram, drawn)
-        plots.finish(axes[0], "val loss at each arm's best lr (thin: seeds)", "step", "val loss (nats/byte)")
+        best_lr.draw_val_at_best(axes[0], rows, "arm", best, COLORS, unigram, "val loss at each arm's best lr (thin: "
+                                 "seeds)", style=lambda arm: "--" if arm.endswith("bfloat16") else "-")
         best_lr.draw_curves(axes[1], rows, "arm", best, COLORS, unigram=unigram)
         plots.save(fig, path)
 

@@ -313,14 +313,8 @@ class NormTypes(Experiment):
         """Left: validation curves at each norm's best lr; middle: final loss against lr; right: step times."""
         fig, axes = plots.figure(ncols=3, width=4.2, height=3.6)
         norms = list(best)
-        drawn = []
-        for n, b in best.items():
-            mine = best_lr.val_curves_at_best(rows, "norm", b)
-            plots.curves(axes[0], mine, plots.NORM_COLORS[n], f"{n} at lr {b.lr:g}" if b.lr else n)
-            drawn += mine
-        plots.unigram_line(axes[0], unigram)
-        plots.loss_range(axes[0], unigram, drawn)
-        plots.finish(axes[0], "val loss at each norm's best lr (thin: seeds)", "step", "val loss (nats/byte)")
+        best_lr.draw_val_at_best(axes[0], rows, "norm", best, plots.NORM_COLORS, unigram,
+                                 "val loss at each norm's best lr (thin: seeds)")
         best_lr.draw_curves(axes[1], rows, "norm", best, plots.NORM_COLORS, unigram=unigram)
         draw_times(axes[2], timings, norms)
         plots.save(fig, path)
