@@ -86,3 +86,16 @@ def test_the_loss_panel_shows_a_single_evaluation_far_above_the_line():
     full = [[(0.0, 5.5), (500.0, 2.9), (1000.0, 2.5)]]  # a real run: the start's 5.5 is cut, the rest kept
     plots.loss_range(ax2[0], 3.4, full)
     assert ax2[0].get_ylim()[1] == 3.4 + 0.4 and ax2[0].get_ylim()[0] < 2.5
+
+
+def test_prmsnorm_the_secondary_arm_runs_on_the_first_three_seeds_and_leaves_out_the_smallest_lr():
+    from normtrain.reproduce.norm_types import NormTypes
+    from normtrain.reproduce.plan import sweep_axes
+
+    axes = sweep_axes("norm_types")
+    seeds, lrs = axes["train.seed"], sorted(axes["optim.lr"], key=float)
+    keeps = NormTypes().keeps
+    assert all(keeps({"norm": n, "optim.lr": lr, "train.seed": s}) for n in ("layernorm", "rmsnorm")
+               for lr in lrs for s in seeds)  # the primary arms: the whole grid
+    prms = {(lr, s) for lr in lrs for s in seeds if keeps({"norm": "prmsnorm", "optim.lr": lr, "train.seed": s})}
+    assert prms == {(lr, s) for lr in lrs[1:] for s in seeds[:3]}
