@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from normtrain.reproduce import plots, stats
+from normtrain.reproduce.verdicts import ALL_SEEDS
 from normtrain.reproduce.writeup import markdown_table
 from normtrain.util.numbers import number
 
 LR_AXIS = "optim.lr"
 SELECTION = "selection_loss"  # the runs.csv column the rule reads
-ALL_SEEDS = "all seeds"  # the key of a value decided over every seed at once (the best lr is chosen so)
 SELECTION_FRACTION = 0.1  # the selection loss averages the training loss over this last share of the steps
 RULE = ("each arm's best learning rate is the one whose runs have the lowest median over seeds of the selection "
         f"loss, the mean training loss over the last {SELECTION_FRACTION:.0%} of the steps (training batches, not "

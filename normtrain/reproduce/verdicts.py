@@ -35,6 +35,7 @@ REUSED = "inconclusive (pilot seeds reused)"
 AT_THIS_SCALE = "inconclusive at this scale"
 V4_VERDICTS = ("reproduced", "not reproduced", INCONCLUSIVE, PRECONDITION, REUSED, AT_THIS_SCALE, "not judged")
 Values = Mapping[str, Mapping[str, float | None]]  # condition -> seed -> value (None: not measurable)
+ALL_SEEDS = "all seeds"  # the key of a value decided over every seed at once (a best lr is chosen so)
 
 
 @dataclass
@@ -52,6 +53,10 @@ class CheckResult:
             where = f" at {cond}" if cond else ""
             if not c["n"]:
                 parts.append(f"not measured{where}")
+                continue
+            if list(c.get("per_seed", {})) == [ALL_SEEDS]:  # one value decided over all seeds: no spread, no test
+                passed = "holds" if c["passing"] else "fails"
+                parts.append(f"{number(c['median'])} (one value over all seeds: {passed}){where}")
                 continue
             found = c.get("interval")
             spread = f" ({found['label']} {number(found['low'])} to {number(found['high'])})" if found else ""

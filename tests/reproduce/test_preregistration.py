@@ -9,7 +9,7 @@ import pytest
 from normtrain.reproduce.catalog import EXPERIMENTS
 from normtrain.reproduce.preregistration import Guard, Pilot, Registration, Rule, declaration, preregistered
 from normtrain.reproduce.stats import median_ci
-from normtrain.reproduce.verdicts import judge, verdict
+from normtrain.reproduce.verdicts import ALL_SEEDS, judge, verdict
 
 
 def test_median_rule_decides_on_the_median_not_the_best_seed():
@@ -30,6 +30,14 @@ def test_repeats_of_a_timing_are_called_repeats_not_seeds():
                                  "sign test p = 0.500")
     assert result.as_dict()["unit"] == "repeats" and "the median over repeats" in result.as_dict()["rule"]
     assert "seed" not in result.measured() + result.as_dict()["rule"]
+
+
+def test_a_value_decided_over_all_seeds_at_once_reads_as_one_value_not_as_zero_of_one_seeds():
+    rule = Rule("best_lr_inside_grid", "inside", "best_lr_inside_grid", ">=", 1.0, decide=1.0)
+    result = judge(rule, {"layernorm": {ALL_SEEDS: 0.0}, "rmsnorm": {ALL_SEEDS: 1.0}})
+    assert result.ok is False
+    assert result.measured() == ("0.000 (one value over all seeds: fails) at layernorm; "
+                                 "1.000 (one value over all seeds: holds) at rmsnorm")
 
 
 def test_fraction_rule_counts_seeds_and_every_condition_must_hold():
