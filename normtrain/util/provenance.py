@@ -53,8 +53,9 @@ def code_state_at_start() -> dict[str, Any]:
 
 def execution_state(device: Any = "cpu") -> dict[str, Any]:
     """How a run's arithmetic was executed, beyond its code and config: torch's thread counts (a different count
-    can reorder a reduction and move an unstable run's last bits), the determinism switches, and the device by
-    name. Read when the run starts; a rerun of the same config that moves a number is compared against it."""
+    can reorder a reduction and move an unstable run's last bits), the determinism switches, whether subnormal CPU
+    floats are flushed to zero (read back from the arithmetic itself), and the device by name. Read when the run
+    starts; a rerun of the same config that moves a number is compared against it."""
     import os
     import platform
 
@@ -70,4 +71,5 @@ def execution_state(device: Any = "cpu") -> dict[str, Any]:
             "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
             "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
             "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "flush_denormal": bool((torch.tensor([1e-39]) * 1.0).item() == 0.0),  # subnormal CPU floats made 0
             "torch": torch.__version__}

@@ -97,6 +97,8 @@ def test_summary_records_the_unigram_baseline_the_labels_and_how_the_run_execute
     execution = summary["execution"]  # what a rerun that moves a number is compared against
     assert execution["threads"] == torch.get_num_threads() and execution["device"] == "cpu"
     assert {"deterministic_algorithms", "cudnn_deterministic", "device_name", "torch"} <= set(execution)
+    # subnormal CPU floats are flushed (a 192-layer Post-LN run ran 6× slower on them), and the record says so
+    assert execution["flush_denormal"] is True and (torch.tensor([1e-39]) * 1.0).item() == 0.0
     # a learning rate of ~0 leaves the model at the uniform distribution, above the unigram line: above_line, never
     # collapsed; with only the final evaluation there is no last quarter to read, so undertrained is unknown
     short = normtrain.train(normtrain.compose([*tiny, "train.max_steps=10", "optim.lr=1e-9", "train.eval_every=0"]),
