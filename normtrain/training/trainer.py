@@ -79,14 +79,10 @@ def seed_everything(seed: int) -> None:
 
 
 def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
-    """Train one run and return its summary (also written to ``<run_dir>/summary.json``).
-
-    CPU arithmetic on subnormal floats (below 1.2e-38) takes a slow path on x86, and deep Post-LN's vanishing
-    early-layer gradients (squared by Adam) make them: a 192-layer Post-LN run ran 6× slower from its second step.
-    They are flushed to zero for the process (``torch.set_flush_denormal``; the summary's ``execution`` records it):
-    no number a run reports moves, since those values are below anything it can resolve."""
+    """Train one run and return its summary (also written to ``<run_dir>/summary.json``). Subnormal CPU floats are
+    flushed to zero for the process: deep Post-LN's vanishing gradients made them, and ran 6× slower on x86."""
     validate(cfg)
-    torch.set_flush_denormal(True)  # False where the CPU cannot (no SSE3): the run is then only slower
+    torch.set_flush_denormal(True)  # recorded as execution.flush_denormal; no reported number moves
     ctx = init_distributed(cfg.train.device)
     together = False  # every rank ends at the same point: not after an error, nor a stop "at once" mid-step
     try:
