@@ -10,6 +10,7 @@ norm in the same composite torch ops, and each norm's best) is reported beside i
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import statistics
 import time
@@ -208,6 +209,13 @@ def _median_call(fn, x, w, b, grad, cuda: bool, calls: int) -> float:
     return statistics.median(samples)
 
 
+@functools.cache
+def secondary_points(name: str, n_seeds: int) -> tuple[tuple[str, ...], float]:
+    """The grid's first ``n_seeds`` seeds and its smallest lr, read once (``keeps`` asks for every combination)."""
+    axes = sweep_axes(name)
+    return tuple(axes[SEED_AXIS][:n_seeds]), min(float(lr) for lr in axes[best_lr.LR_AXIS])
+
+
 class NormTypes(Experiment):
     name = "norm_types"
     title = "LayerNorm vs RMSNorm vs pRMSNorm under Pre-LN (Zhang & Sennrich 2019)"
@@ -231,10 +239,9 @@ class NormTypes(Experiment):
     def keeps(self, combo: dict[str, str]) -> bool:
         if combo.get("norm") != "prmsnorm":
             return True
-        axes = sweep_axes(self.name)
-        seeds, lrs = axes[SEED_AXIS], sorted(axes[best_lr.LR_AXIS], key=float)
+        seeds, smallest_lr = secondary_points(self.name, self.secondary_seeds)
         seed, lr = combo.get(SEED_AXIS), combo.get(best_lr.LR_AXIS)
-        return (seed is None or seed in seeds[:self.secondary_seeds]) and (lr is None or float(lr) > float(lrs[0]))
+        return (seed is None or seed in seeds) and (lr is None or float(lr) > smallest_lr)
 
     def measure(self, plan: Plan) -> list[dict[str, Any]]:
         """Train the grid; then time (kept in ``self.timings`` for the analysis, and in timings.csv)."""
