@@ -100,8 +100,9 @@ class DyTTokens(Experiment):
     method = ("Pre-LN, the dyt experiment's model (6 layers, d 64, 4 heads, SwiGLU, RoPE); AdamW (0.9, 0.95), "
               "weight decay 0.1, clipping 1, a 5% warm-up then cosine decay to 10%; 500 and 4000 steps of 8 × 128 "
               "bytes (0.51M and 4.10M tokens), evaluated every 5% on 256 fixed windows; RMSNorm and DyT (α₀ = 1, "
-              "the dyt experiment's best at d 64) at peak lr 1e-3, 3e-3 and 1e-2, seeds 0–4. At each budget each "
-              "norm is judged at its own best lr: " + best_lr.RULE + ".")
+              "the dyt experiment's best at d 64) at peak lr 1e-3, 3e-3, 1e-2 and 3e-2 (3e-2 added after the "
+              "registered grid's RMSNorm runs put its best at the top edge), seeds 0–4. At each budget each norm is "
+              "judged at its own best lr: " + best_lr.RULE + ".")
     gpu_recipe = Recipe(width=1.0, batch=2.0, seq=2.0)  # α₀ was tuned at this width: tokens grow, width does not
 
     def measure(self, plan: Plan) -> list[dict[str, Any]]:

@@ -1,13 +1,19 @@
 """DyT at more tokens (issue 39): does DyT's gap to RMSNorm grow with the token budget, as a 2026 replication reports?
 
 Registered before any run of this experiment (``before_runs``). Its α₀ comes from an earlier experiment of this
-project (experiments/dyt/, seen: it is named below); nothing of this experiment was run or seen. The settings and
-the CPU time estimate are in configs/experiment/dyt_tokens.yaml."""
+project (experiments/dyt/, seen: it is named below); nothing of this experiment was run or seen. One change since,
+no check among it: the lr grid's extension (``EXTENSION``). The settings and the CPU time estimate are in
+configs/experiment/dyt_tokens.yaml."""
 
 from normtrain.reproduce.preregistration import Guard, Registration, Rule
 
 BUDGETS = "500 and 4000 steps of 8 × 128 bytes (0.51M and 4.10M tokens per run, a factor 8)"
-LRS = "1e-3, 3e-3, 1e-2"  # the YAML's optim.lr axis: a log grid, factor ≈ 3
+LRS = "1e-3, 3e-3, 1e-2, 3e-2"  # the YAML's optim.lr axis: a log grid, factor ≈ 3 (3e-2: EXTENSION)
+EXTENSION = ("The grid was registered as 1e-3, 3e-3, 1e-2; 3e-2 was added for both norms at both budgets (the same "
+             "seeds) after the registered grid's RMSNorm runs had been seen and before any DyT run had finished: "
+             "RMSNorm's best lr at 500 steps sat at the grid's top edge, failing the precondition "
+             "best_lr_inside_grid, whose stated remedy is to extend the grid (issue 37: extend the grid when the "
+             "best sits at its edge). No check changed (CHECK_HISTORY entry 2)")
 ALPHA_RULE = ("α₀ per width, fixed before these runs: the best α₀ (lowest median final validation loss over 5 "
               "seeds) of the α₀ grid {0.1, 0.2, 0.5, 1, 2} that this project's dyt experiment ran on this very model "
               "(6 layers, d 64, 8 × 128 bytes a step) at ~0.8M tokens, the smaller budget's scale: α₀ = 1 at d 64 "
@@ -40,7 +46,7 @@ REGISTRATION = Registration(
             "over seeds of the mean training loss over the last 10% of the steps; a diverged run counts +∞; a tie "
             "goes to the smaller lr. Per seed s: gap(budget) = DyT seed s at its best lr − RMSNorm seed s at its "
             "best lr; the judged quantity is gap(4000 steps) − gap(500 steps). CPU time: about 80 min at --jobs 2 "
-            "(the YAML's comment gives the estimate and its basis)."),
+            "for the registered grid (the YAML's comment gives the estimate and its basis). " + EXTENSION + "."),
     norm="DyT (α₀ = 1, one learned scalar α per norm, γ = 1 and β = 0 at init) against RMSNorm",
     label="before_runs",
     guard=Guard(arm="RMSNorm at its best lr, at both budgets (the reference of every comparison)", margin=0.3,
