@@ -52,8 +52,14 @@ class Experiment:
     def registration(self) -> Registration:
         return importlib.import_module(f"normtrain.reproduce.preregistered.{self.name}").REGISTRATION
 
+    def runs_plan(self, plan: Plan) -> Plan:
+        """The plan the runs train under: ``plan``, or one that adds per-run overrides the grid cannot state (the
+        write-up describes the runs from it)."""
+        return plan
+
     def measure(self, plan: Plan) -> list[dict[str, Any]]:
         """Train every run of the grid and return one row per run (its axes plus ``self.row``)."""
+        plan = self.runs_plan(plan)
         return read_rows(plan, train_grid(plan, self.keep_checkpoints), self.row)
 
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:

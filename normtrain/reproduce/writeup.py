@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from normtrain.reproduce import records, stats
-from normtrain.reproduce.plan import SEED_AXIS, Plan
+from normtrain.reproduce.plan import SEED_AXIS, STEPS_AXIS, Plan
 from normtrain.reproduce.preregistration import Registration
 from normtrain.reproduce.runner import Experiment, Findings
 from normtrain.reproduce.verdicts import CheckResult, Judgement, decide
@@ -179,7 +179,7 @@ def method_section(exp: Experiment, plan: Plan, result: dict[str, Any]) -> str:
     parts = [f"## What we ran\n\n{exp.method}\n\nNorm: {reg.norm}. Metric: {reg.metric}",
              f"Every run uses `configs/experiment/{exp.name}.yaml`{extra}; the grid ({result['runs']} runs, seeds "
              f"{', '.join(map(str, result['seeds']))}):\n\n{grid}",
-             schedule_text(plan) if result.get("unigram_val_loss") is not None else NOT_TRAINED,
+             schedule_text(exp.runs_plan(plan)) if result.get("unigram_val_loss") is not None else NOT_TRAINED,
              f"Device: {environment(result['device'])}. Wall time: {minutes:.1f} min for this invocation with "
              f"{result.get('jobs', 1)} job(s) at a time{reuse}; the runs' own times sum to "
              f"{(result.get('run_time_s') or 0) / 60:.1f} min. {execution_text(result.get('execution'))}"]
@@ -190,19 +190,20 @@ def method_section(exp: Experiment, plan: Plan, result: dict[str, Any]) -> str:
 
 def schedule_text(plan: Plan) -> str:
     """The learning rates (an architecture comparison at one lr compares points of two lr curves, not the
-    architectures) and how often the runs were evaluated (the labels need about every 5%)."""
-    cfg = plan.compose(plan.combos()[0])
+    architectures) and how often the runs were evaluated (the labels need about every 5%), per run length where
+    the run length is a grid axis."""
+    combos = plan.combos()
+    cfgs = [plan.compose(c) for c in {c.get(STEPS_AXIS): c for c in combos}.values()]  # one per run length
     lrs = plan.grid.get("optim.lr")
     lr = (f"Learning rates: {', '.join(lrs)} (a grid axis)." if lrs and len(lrs) > 1 else
-          f"One learning rate, {cfg.optim.lr:g}: each arm is compared at it, not at its own best.")
-    t = cfg.train
-    if t.max_steps <= 1:
+          f"One learning rate, {cfgs[0].optim.lr:g}: each arm is compared at it, not at its own best.")
+    trained = [cfg.train for cfg in cfgs if cfg.train.max_steps > 1]
+    if not trained:
         return lr
-    if not t.eval_every:
-        every = "only at the end"
-    else:
-        every = f"every {t.eval_every} of {t.max_steps} steps ({t.eval_every / t.max_steps:.0%} of the run)"
-    coarse = ("" if t.eval_every and t.eval_every <= EVAL_FRACTION * t.max_steps + 1e-9 else
+    every = "; ".join("only at the end" if not t.eval_every else
+                      f"every {t.eval_every} of {t.max_steps} steps ({t.eval_every / t.max_steps:.0%} of the run)"
+                      for t in trained)
+    coarse = ("" if all(t.eval_every and t.eval_every <= EVAL_FRACTION * t.max_steps + 1e-9 for t in trained) else
               f"; the labels need about every {EVAL_FRACTION:.0%}, so a run's *undertrained* may be unknown and a "
               "plateau's end coarse")
     return f"{lr} Validation loss evaluated {every}{coarse}."

@@ -83,3 +83,15 @@ def test_every_quantity_the_registration_names_is_measured():
     named = {r.quantity for _, r in REGISTRATION.checks()} | {REGISTRATION.guard.quantity}
     assert named <= set(measured) and all(measured[q] for q in named)
     assert REGISTRATION.label == "before_runs" and not REGISTRATION.infeasible
+
+
+def test_the_write_up_states_each_budgets_evaluation_interval():
+    """The README describes the runs as trained (``runs_plan``), not the YAML's single eval_every."""
+    from normtrain.reproduce.dyt_tokens import DyTTokens
+    from normtrain.reproduce.writeup import schedule_text
+
+    grid = {"norm": ["rmsnorm"], "train.max_steps": ["500", "4000"], "optim.lr": ["1e-3", "3e-3"], "train.seed": ["0"]}
+    text = schedule_text(DyTTokens().runs_plan(Plan("dyt_tokens", "cpu", False, ["experiment=dyt_tokens"], grid,
+                                                    None, None)))
+    assert "every 25 of 500 steps (5% of the run); every 200 of 4000 steps (5% of the run)." in text
+    assert "labels need" not in text
