@@ -59,8 +59,11 @@ class Experiment:
 
     def measure(self, plan: Plan) -> list[dict[str, Any]]:
         """Train every run of the grid and return one row per run (its axes plus ``self.row``)."""
-        plan = self.runs_plan(plan)
-        return read_rows(plan, train_grid(plan, self.keep_checkpoints), self.row)
+        runs = self.runs_plan(plan)
+        try:
+            return read_rows(runs, train_grid(runs, self.keep_checkpoints), self.row)
+        finally:
+            plan.reused_s = runs.reused_s  # a copy counted the reused runs' time: the write-up reads ``plan``
 
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
         s = run.summary

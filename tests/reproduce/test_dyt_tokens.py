@@ -95,3 +95,18 @@ def test_the_write_up_states_each_budgets_evaluation_interval():
                                                     None, None)))
     assert "every 25 of 500 steps (5% of the run); every 200 of 4000 steps (5% of the run)." in text
     assert "labels need" not in text
+
+
+def test_the_reused_runs_time_reaches_the_invocations_plan(monkeypatch):
+    """``runs_plan`` trains under a copy of the plan; the time of the runs it reused must still reach the result's
+    wall time (it read 0 before)."""
+    from normtrain.reproduce import runner
+    from normtrain.reproduce.dyt_tokens import DyTTokens
+
+    def reuse_two(plan, keep_checkpoints=False):
+        plan.reused_s += 120.0 + 300.0
+        return []
+
+    monkeypatch.setattr(runner, "train_grid", reuse_two)
+    plan = Plan("dyt_tokens", "cpu", False, ["experiment=dyt_tokens"], {}, None, None)
+    assert DyTTokens().measure(plan) == [] and plan.reused_s == pytest.approx(420.0)
