@@ -96,7 +96,8 @@ def write_report(runs: Sequence[Run | str | Path], out_path: str | Path, by: Seq
 
 
 def report_page(runs: Sequence[Run | str | Path], by: Sequence[str] | None = None, title: str | None = None,
-                metric: str = "val/loss", points: int | None = None, max_bytes: int | None = None) -> Report:
+                metric: str = "val/loss", points: int | None = None, max_bytes: int | None = None,
+                root: Path | None = None) -> Report:
     """The interactive report of ``runs`` (run folders, sweep folders or globs, or ``Run`` objects, which are left
     as they are).
 
@@ -104,7 +105,8 @@ def report_page(runs: Sequence[Run | str | Path], by: Sequence[str] | None = Non
     at most that many of each run's logged steps (``figdata.Thinning``); by default only the usual limits of a page
     apply. ``max_bytes`` is a budget for the page's size: a page over it is drawn again with the most points per
     series that keep it within (``Draft.fit``); one still over at ``figdata.MIN_POINTS`` is returned as it is, for
-    the caller to judge. A thinned page says so near its top. Raises CompareError for bad input (no runs, an
+    the caller to judge. A thinned page says so near its top. ``root``: run folders below it are named from its
+    name on (a committed page names no machine's paths). Raises CompareError for bad input (no runs, an
     unknown key or metric).
     """
     loaded = [copy.copy(r) for r in runs if isinstance(r, Run)]
@@ -113,8 +115,9 @@ def report_page(runs: Sequence[Run | str | Path], by: Sequence[str] | None = Non
     if not loaded + found:
         raise CompareError(f"no runs to report{''.join(f'; skipped: {s}' for s in skipped)}")
     ready, keys, groups, sorted_by = _prepare(loaded + found, metric, by)
-    view = page.Page(title=title or f"Comparison of {len(ready)} runs", sorted_by=sorted_by,
-                     sources=paths or sorted({str(r.path.parent) for r in loaded}))
+    sources = paths or sorted({str(r.path.parent) for r in loaded})
+    view = page.Page(title=title or f"Comparison of {len(ready)} runs", sorted_by=sorted_by, root=root,
+                     sources=[report.shown_path(Path(s), root) for s in sources] if root else sources)
     draft = Draft(view, groups, ready, report.columns(keys, ready),
                   [f"skipped: {s}" for s in skipped] + [f"{r.label}: {n}" for r in ready for n in r.notes])
     html = draft.render(points)

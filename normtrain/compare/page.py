@@ -47,6 +47,7 @@ class Page:
     data: dict[str, list] = field(default_factory=dict)
     points: int | None = None  # each series thinned to at most this many of each run's logged steps
     budget: int | None = None  # the size in bytes the page was thinned to stay under
+    root: Path | None = None  # run folders below it are named from its name on (``report.shown_path``)
 
 
 def _shown(col: report.Column, runs: Sequence[Run]) -> bool:
@@ -69,7 +70,7 @@ def _outcomes(run: Run) -> list[str]:
     return [flag for flag in OUTCOMES if run.summary.get(flag) is True]
 
 
-def table_html(runs: Sequence[Run], cols: Sequence[report.Column]) -> str:
+def table_html(runs: Sequence[Run], cols: Sequence[report.Column], root: Path | None = None) -> str:
     """The runs as a sortable table: a column per config key that varies and per result any run has."""
     e = html.escape
     cols = [c for c in cols if _shown(c, runs)]
@@ -89,7 +90,7 @@ def table_html(runs: Sequence[Run], cols: Sequence[report.Column]) -> str:
                 num = ' class="num"' if report.is_number(v) else ""
                 cells.append(f"<td{num}{sort}>{e(report.cell(v, c.decimals))}</td>")
         kind = " ".join([run.status, *_outcomes(run)])
-        rows.append(f'<tr class="{e(kind)}" title="{e(report.shown_path(run.path))}">{"".join(cells)}</tr>')
+        rows.append(f'<tr class="{e(kind)}" title="{e(report.shown_path(run.path, root))}">{"".join(cells)}</tr>')
     return (f'<div class="table-wrap"><table class="runs sortable"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div>')
 
@@ -180,7 +181,7 @@ def render(runs: Sequence[Run], cols: Sequence[report.Column], groups: Sequence[
         "last.</p>" + thinned(page),
         f'<p class="lead">Groups: {legend}</p>' + (f'<p class="lead">{SEEDS_NOTE}</p>'
                                                    if any(g.n > 1 for g in groups) else ""),
-        table_html(runs, cols),
+        table_html(runs, cols, page.root),
     ]
     if page.notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(n)}</li>" for n in page.notes) + "</ul>")

@@ -123,9 +123,12 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def shown_path(path: Path) -> str:
+def shown_path(path: Path, root: Path | None = None) -> str:
     """A run folder as the user would type it: relative to the working directory when it is below it, as named
-    (through a symlink) or as resolved."""
+    (through a symlink) or as resolved. With ``root`` (a page to be committed), a folder below it is named from
+    root's own name on, so no machine's absolute path lands in the page."""
+    if root is not None and Path(path).resolve().is_relative_to(Path(root).resolve()):
+        return str(Path(Path(root).name) / Path(path).resolve().relative_to(Path(root).resolve()))
     for named, cwd in ((path, Path.cwd()), (path.resolve(), Path.cwd().resolve())):
         if named.is_relative_to(cwd):
             return str(named.relative_to(cwd))

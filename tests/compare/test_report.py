@@ -188,3 +188,12 @@ def test_a_page_within_its_budget_or_below_its_cap_is_the_page_as_drawn_without_
     assert write_report(folders, tmp_path / "cap.html", points=13).read_bytes() == plain  # 13 logged steps a run
     capped = report_page(folders, points=5)  # no budget: the cap alone, and the page says so
     assert capped.points == 5 and "thinned to at most 5 of each run's logged steps: evenly spread" in capped.html
+
+
+def test_a_page_with_a_root_names_run_folders_from_the_roots_name_not_the_machines_path(tmp_path):
+    """A committed page (a reproduction's report.html) must not carry this machine's absolute paths."""
+    folders = write_sweep(tmp_path / "runs" / "sweep")
+    html = report_page(folders, root=tmp_path / "runs" / "sweep").html
+    assert str(tmp_path) not in html
+    assert f'title="sweep/{folders[0].name}"' in html and f"{len(folders)} folders in sweep" in html
+    assert str(tmp_path) in report_page(folders).html  # without a root: as the user typed them
