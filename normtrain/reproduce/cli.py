@@ -122,7 +122,7 @@ def make_plan(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
                         *(["--budget", f"{budget:g}"] if scale == "gpu" else []),
                         *(["--seeds", str(seeds)] if seeds else []), *(["--smoke"] if smoke else []), *overrides])
     plan = Plan(name=name, scale=scale, smoke=smoke, base=base, grid=grid, runs_dir=Path(runs_dir), out=out,
-                command=command, fresh=fresh, progress=progress, keep=exp().keeps, budget=budgeted,
+                command=command, fresh=fresh, progress=progress, keep=exp().keeps_at(scale), budget=budgeted,
                 jobs=jobs or (1 if smoke else budgeted.jobs if budgeted else default_jobs(scale)))
     validate_plan(plan, grid)
     return plan
@@ -143,7 +143,7 @@ def gpu_request(name: str, exp, base: list[str], grid: dict[str, list[str]], ove
         raise ReproduceError("--scale gpu plans and runs on a CUDA GPU, and torch sees none here "
                              "(torch.cuda.is_available() is False); --plan-only prints the plan for an H100 "
                              "without running it, and --scale cpu runs here")
-    return gpu_plan.make(name, exp.gpu_recipe, base, grid, exp().keeps, overrides, budget, device)
+    return gpu_plan.make(name, exp.gpu_recipe, base, grid, exp().keeps_at("gpu"), overrides, budget, device)
 
 
 def validate_plan(plan: Plan, grid: dict[str, list[str]]) -> None:

@@ -2,14 +2,17 @@
 layers where Pre-LN does, each at its own best learning rate?
 
 Zhuo et al. 2025 trained HybridNorm at most 16 layers deep; a reimplementation reports divergence deeper. Every arm
-(Pre-LN, HybridNorm, HybridNorm*) runs at every depth and at 3 learning rates; at each depth each arm's best lr is
-picked by the rule of normtrain/reproduce/best_lr.py, and the arms are compared there seed by seed. Beside the
-best-against-best losses the analysis counts, per seed, the learning rates at which HybridNorm diverged while Pre-LN
-at the same lr and seed did not ("diverges where Pre-LN trains").
+(Pre-LN, HybridNorm, HybridNorm*) runs at every depth and at 3 learning rates of its own (a pilot put HybridNorm's
+best a factor 10 below Pre-LN's: ``ARM_LRS``); at each depth each arm's best lr is picked by the rule of
+normtrain/reproduce/best_lr.py, and the arms are compared there seed by seed. Beside the best-against-best losses
+the analysis counts, per seed, the learning rates at which HybridNorm diverged while Pre-LN at the same lr and seed
+did not ("diverges where Pre-LN trains"), and how HybridNorm's gap to Pre-LN moves from 12 layers to the deeper
+ones. At the CPU scale HybridNorm* (a secondary arm) runs at 24 layers only (``keeps_at``).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from normtrain.reproduce import best_lr, plots, stats
@@ -24,6 +27,9 @@ DEPTH = "model.n_layers"
 ARMS = ("pre", "hybrid", "hybrid*")
 PRIMARY = ("pre", "hybrid")  # the primary check's arms: the preconditions read these
 PAPER_MAX_DEPTH = 16  # the deepest model the paper trained: deeper is what the claim is about
+ARM_LRS = {"pre": (1e-3, 3e-3, 1e-2),  # each arm's peak lrs (the YAML's optim.lr axis is their union)
+           "hybrid": (3e-4, 1e-3, 3e-3), "hybrid*": (3e-4, 1e-3, 3e-3)}
+CPU_STAR_DEPTHS = (24,)  # HybridNorm*'s depths at the CPU scale (--scale gpu: every depth)
 COLORS = {"pre": plots.PLACEMENT_COLORS["pre"], "hybrid": "#8c564b", "hybrid*": "#e377c2"}
 
 
@@ -50,6 +56,14 @@ def diverged_where_reference_trains(rows: list[dict[str, Any]], arm: str, refere
     return out
 
 
+def in_design(combo: dict[str, str]) -> bool:
+    """The part of the grid's product that is run: each arm at its own lrs, and no HybridNorm* form of Pre-LN."""
+    if combo.get("placement") != "hybrid" and str(combo.get(FIRST_PRE, "null")).lower() not in ("null", "none"):
+        return False
+    lrs = ARM_LRS.get(arm_of(combo))
+    return lrs is None or "optim.lr" not in combo or any(math.isclose(float(combo["optim.lr"]), lr) for lr in lrs)
+
+
 class Depth:
     """One depth's rows, its arms' best lrs and the values at them."""
 
@@ -73,10 +87,13 @@ class Depth:
 def measured_of(depths: list[Depth]) -> dict[str, dict[str, dict[str, float | None]]]:
     """Every quantity the registration names, per condition (a depth, or an arm at a depth) and seed."""
     deep, shallow = [d for d in depths if d.deep], [d for d in depths if not d.deep]
+    base = shallow[0].minus_pre("hybrid") if shallow else {}
     primary = [(d, a) for d in deep for a in PRIMARY if a in d.best]
     return {
         "hybrid_minus_pre_deep": {f"{d.layers} layers": d.minus_pre("hybrid") for d in deep},
         "hybrid_minus_pre_shallow": {f"{d.layers} layers": d.minus_pre("hybrid") for d in shallow},
+        "hybrid_gap_growth_deep": {f"{d.layers} − {shallow[0].layers} layers": stats.paired(
+            d.minus_pre("hybrid"), base, stats.difference) for d in deep if shallow},
         "star_minus_pre_deep": {f"{d.layers} layers": d.minus_pre("hybrid*") for d in deep if "hybrid*" in d.best},
         "hybrid_diverged_where_pre_trains": {f"{d.layers} layers": diverged_where_reference_trains(d.rows, "hybrid")
                                              for d in deep},
@@ -99,14 +116,21 @@ class HybridDepth(Experiment):
                  "most 16 layers")
     method = ("RMSNorm; Pre-LN, HybridNorm (per-head QKV-norm, Post-LN around the FFN) and HybridNorm* (block 0 "
               "Pre-LN) at 12, 24 and 48 layers of a narrow model (d 64, 4 heads, GELU FFN 128, RoPE); AdamW (0.9, "
-              "0.95), weight decay 0.1, clipping 1, a 5% warm-up then cosine decay to 10%; 300 steps of 8 × 128 "
-              "bytes, evaluated every 5% on 256 fixed windows; each arm at peak lr 1e-3, 3e-3 and 1e-2, seeds 0–2 "
-              "(`--scale gpu`: wider, more tokens, up to 6 seeds and longer runs). At each depth each arm is judged "
-              "at its own best lr: " + best_lr.RULE + ".")
+              "0.95), weight decay 0.1, clipping 1, a 5% warm-up then cosine decay to 10%; 600 steps of 8 × 128 "
+              "bytes, evaluated every 5% on 128 fixed windows; Pre-LN at peak lr 1e-3, 3e-3 and 1e-2, HybridNorm "
+              "and HybridNorm* at 3e-4, 1e-3 and 3e-3 (a pilot's best a factor 10 lower), seeds 0–2; at this "
+              "scale HybridNorm* at 24 layers only (`--scale gpu`: every depth, wider, more tokens, up to 6 seeds). "
+              "At each depth each arm is judged at its own best lr: " + best_lr.RULE + ".")
     gpu_recipe = Recipe(depth=1.0)  # width × 2 and tokens × 2 (the defaults); depth is the axis compared
 
     def keeps(self, combo: dict[str, str]) -> bool:
-        return combo.get("placement") == "hybrid" or str(combo.get(FIRST_PRE, "null")).lower() in ("null", "none")
+        return in_design(combo)
+
+    def keeps_at(self, scale: str):
+        if scale != "cpu":
+            return self.keeps
+        return lambda combo: self.keeps(combo) and (arm_of(combo) != "hybrid*" or DEPTH not in combo
+                                                    or int(combo[DEPTH]) in CPU_STAR_DEPTHS)
 
     def row(self, run, combo: dict[str, str]) -> dict[str, Any]:
         return {**super().row(run, combo), ARM: arm_of(combo), best_lr.SELECTION: best_lr.selection_of(run)}
@@ -121,6 +145,8 @@ class HybridDepth(Experiment):
         diverged = sum(r.get("status") == "diverged" for r in rows if r[ARM] != "pre")
         key = (f"{ours}; HybridNorm* − Pre-LN: " + ("; ".join(
             f"{c} {stats.median_and_interval(v.values())}" for c, v in measured["star_minus_pre_deep"].items())
+            or "–") + "; the HybridNorm gap's growth with depth: " + ("; ".join(
+            f"{c} {stats.median_and_interval(v.values())}" for c, v in measured["hybrid_gap_growth_deep"].items())
             or "–") + f"; {diverged} HybridNorm(*) runs diverged in all.")
         notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
                  *(f"{d.layers} layers, {note}" for d in depths for b in d.best.values() if (note := b.edge_note()))]

@@ -48,6 +48,11 @@ class Experiment:
         """Which runs of the grid's full product the experiment runs (a plain ``-m`` sweep runs them all)."""
         return True
 
+    def keeps_at(self, scale: str) -> Callable[[dict[str, str]], bool]:
+        """``keeps`` at a scale: an experiment whose CPU budget drops secondary grid points that its GPU scale
+        runs (issue 37: compute goes to the primary claim first) narrows it here; by default the same at both."""
+        return self.keeps
+
     @property
     def registration(self) -> Registration:
         return importlib.import_module(f"normtrain.reproduce.preregistered.{self.name}").REGISTRATION

@@ -8,8 +8,10 @@ import math
 import pytest
 
 from normtrain.reproduce import best_lr
+from normtrain.reproduce.cli import make_plan
 from normtrain.reproduce.hybrid_depth import (
     ARM,
+    ARM_LRS,
     Depth,
     HybridDepth,
     arm_of,
@@ -49,6 +51,20 @@ def test_the_arms_come_from_placement_and_first_pre():
     assert keeps({"placement": "hybrid", "placement.first_pre": "True"})
 
 
+def test_each_arm_runs_its_own_lrs_and_the_cpu_scale_runs_hybridnorm_star_at_24_layers_only():
+    cpu = [dict(c) for c in make_plan("hybrid_depth", scale="cpu").combos()]
+    lrs = {arm: sorted({float(c["optim.lr"]) for c in cpu if arm_of(c) == arm}) for arm in ARM_LRS}
+    assert lrs == {arm: sorted(v) for arm, v in ARM_LRS.items()}
+    assert lrs["hybrid"][-1] < lrs["pre"][-1]  # the pilot's finding: HybridNorm's best lies lower
+    assert {c["model.n_layers"] for c in cpu if arm_of(c) == "hybrid*"} == {"24"}
+    assert {c["model.n_layers"] for c in cpu if arm_of(c) == "hybrid"} == {"12", "24", "48"}
+    assert len(cpu) == 63  # the YAML's estimate counts these
+    gpu_keeps, star48 = HybridDepth().keeps_at("gpu"), {"placement": "hybrid", "placement.first_pre": "true",
+                                                        "model.n_layers": "48", "optim.lr": "0.001"}
+    assert gpu_keeps(star48) and not HybridDepth().keeps_at("cpu")(star48)
+    assert not gpu_keeps({**star48, "optim.lr": "0.01"})  # outside HybridNorm*'s lrs at every scale
+
+
 def test_divergence_counts_only_lrs_where_pre_trains():
     rows = rows_of(grid(24, {1e-3: [2.0, 2.0, 2.0], 3e-3: [1.9, 1.9, 1.9], 1e-2: [None, 1.95, 1.95]},
                         {1e-3: [2.0, 2.0, 2.0], 3e-3: [None, 1.9, 1.9], 1e-2: [None, None, 1.9]}))
@@ -75,6 +91,8 @@ def test_each_arm_is_compared_at_its_own_best_lr_per_depth():
     assert m["reference_margin"]["Pre-LN, 12 layers"] == pytest.approx({"0": 1.5, "1": 1.5, "2": 1.5})
     assert set(m["val_quarter_drop_at_best"]) == {"pre, 24 layers", "hybrid, 24 layers"}
     assert m["star_minus_pre_deep"] == {}  # no HybridNorm* rows
+    growth = m["hybrid_gap_growth_deep"]["24 − 12 layers"]  # the deep gap minus the 12-layer gap, seed by seed
+    assert growth == pytest.approx({"0": -0.02 + 0.05, "1": -0.02 + 0.04, "2": -0.02 + 0.03})
 
 
 def test_a_diverged_best_reads_as_infinitely_worse():
@@ -85,10 +103,20 @@ def test_a_diverged_best_reads_as_infinitely_worse():
     assert all(math.isinf(v) and v > 0 for v in gap.values())
 
 
+def test_a_gap_that_diverges_only_deep_grows_infinitely():
+    pre = {lr: [2.0, 2.0, 2.0] for lr in LRS}
+    rows = rows_of({**grid(12, pre, {lr: [2.1, 2.1, 2.1] for lr in LRS}),
+                    **grid(48, pre, {lr: [None, None, None] for lr in LRS})})
+    growth = measured_of([Depth(rows, n, UNIGRAM) for n in (12, 48)])["hybrid_gap_growth_deep"]["48 − 12 layers"]
+    assert all(math.isinf(v) and v > 0 for v in growth.values())
+
+
 def test_every_quantity_the_registration_names_is_measured():
-    rows = rows_of(grid(24, {lr: [2.0] * 3 for lr in LRS}, {lr: [2.0] * 3 for lr in LRS}))
-    measured = measured_of([Depth(rows, 24, UNIGRAM)])
+    rows = rows_of({**grid(12, {lr: [2.0] * 3 for lr in LRS}, {lr: [2.0] * 3 for lr in LRS}),
+                    **grid(24, {lr: [2.0] * 3 for lr in LRS}, {lr: [2.0] * 3 for lr in LRS})})
+    measured = measured_of([Depth(rows, n, UNIGRAM) for n in (12, 24)])
     named = {r.quantity for _, r in REGISTRATION.checks()} | {REGISTRATION.guard.quantity}
     assert named <= set(measured)
-    assert REGISTRATION.label == "before_runs" and REGISTRATION.infeasible_at("cpu") and not \
+    assert REGISTRATION.label == "after_pilot" and REGISTRATION.infeasible_at("cpu") and not \
         REGISTRATION.infeasible_at("gpu")
+    assert REGISTRATION.pilot.seeds == (100,)  # the registered seeds 0-2 are new evidence

@@ -1,17 +1,24 @@
 """HybridNorm past 16 layers (issue 39): does HybridNorm train at 24 and 48 layers where Pre-LN does?
 
-Registered before any run of this experiment (``before_runs``): nothing of it was run or seen. The settings and
-the CPU time estimate are in configs/experiment/hybrid_depth.yaml."""
+First registered before any run (``before_runs``, 2026-11-28); revised after a one-seed pilot (``after_pilot``, the
+pilot's seed 100 outside the registered 0–2) and before any registered run: experiments/hybrid_depth/CHECK_HISTORY.md
+entries 2 and 3. The settings and the CPU time estimate are in configs/experiment/hybrid_depth.yaml."""
 
-from normtrain.reproduce.preregistration import Guard, Registration, Rule
+from normtrain.reproduce.preregistration import Guard, Pilot, Registration, Rule
 
-STEPS = 300  # configs/experiment/hybrid_depth.yaml: train.max_steps (the CPU scale; --scale gpu lengthens)
-LRS = "1e-3, 3e-3, 1e-2"  # its optim.lr axis: a log grid, factor ≈ 3
+STEPS = 600  # configs/experiment/hybrid_depth.yaml: train.max_steps (the CPU scale; --scale gpu lengthens)
+LRS = ("Pre-LN 1e-3, 3e-3, 1e-2; HybridNorm and HybridNorm* 3e-4, 1e-3, 3e-3 (log grids, factor ≈ 3; "
+       "normtrain/reproduce/hybrid_depth.py ARM_LRS)")
+EXTEND = ("**Where a primary arm's best lr sits at its grid's edge at a depth, the grid is extended there by one "
+          "point of the same factor on that side, same seeds, before the verdict** (fixed now, before the runs: "
+          "issue 37's 'extend the grid when the best sits at its edge'); the result of the registered grid alone "
+          "is kept beside it")
 BAND = ("+0.02 nats, an a-priori non-inferiority margin: about 1% of the final loss at this scale, the margin "
-        "norm_types uses for an equivalence of two norms. There is no pilot of this experiment to take a paired "
-        "spread from (stats.paired_sd is reported beside the verdict); norm_types' pilot paired spread of two norms "
-        "was 0.0016 nats, and a placement swap at 24–48 layers is expected to be noisier, so the band is judged on "
-        "the median's interval over seeds (6 at --scale gpu: a bootstrap CI; ≤ 5: the range, every seed)")
+        "norm_types uses for an equivalence of two norms. The pilot of this experiment (one seed) gives no paired "
+        "spread to take it from (stats.paired_sd is reported beside the verdict); norm_types' pilot paired spread "
+        "of two norms was 0.0016 nats, and a placement swap at 24–48 layers is expected to be noisier, so the band "
+        "is judged on the median's interval over seeds (6 at --scale gpu: a bootstrap CI; ≤ 5: the range, every "
+        "seed)")
 
 REGISTRATION = Registration(
     claim="HybridNorm trains at 24 and 48 layers where Pre-LN does: no divergence, and a final loss at its best lr "
@@ -27,17 +34,44 @@ REGISTRATION = Registration(
             "smaller lr at depth is not penalised for it, one that diverges at every lr where Pre-LN trains is."),
     paper_number="no number beyond 16 layers: HybridNorm below Pre-Norm in loss at ≤ 16 layers (their 550M and 1.2B "
                  "dense models); the reimplementation's divergence deeper comes with no number we could locate",
-    metric=(f"Final validation loss (nats per byte) of RMSNorm models of 12, 24 and 48 layers (d 64 at the CPU "
-            f"scale) after {STEPS} steps, per arm (Pre-LN, HybridNorm, HybridNorm*) at peak learning rates {LRS}. "
+    metric=(f"Final validation loss (nats per byte, 128 fixed windows at the CPU scale) of RMSNorm models of 12, "
+            f"24 and 48 layers (d 64 at the CPU scale) after {STEPS} steps, per arm (Pre-LN, HybridNorm, "
+            f"HybridNorm*; at the CPU scale HybridNorm* at 24 layers only) at peak learning rates {LRS}. "
             "**Best lr, a rule fixed before the runs** (normtrain/reproduce/best_lr.py), at each depth and arm: the "
             "lr whose runs have the lowest median over seeds of the *selection loss*, the mean training loss over "
             "the last 10% of the steps (training batches, not the validation windows judged); a diverged run "
             "counts +∞; a tie goes to the smaller lr. The judged difference is HybridNorm seed s at its best lr − "
-            "Pre-LN seed s at its best lr (+∞ where HybridNorm's run diverged), at 24 and at 48 layers. A "
-            "divergence is the trainer's (a non-finite loss, normtrain/training). CPU time: about 1 h 45 min at "
-            "--jobs 2 (the YAML's comment gives the estimate and its basis)."),
+            "Pre-LN seed s at its best lr (+∞ where HybridNorm's run diverged), at 24 and at 48 layers; its "
+            "growth with depth is that difference at 24 (48) layers minus the same seed's at 12. " + EXTEND + ". A "
+            "divergence is the trainer's (a non-finite loss, normtrain/training). CPU time: 63 runs, about 1 h "
+            "45 min at --jobs 2 (the YAML's comment gives the estimate and its basis)."),
     norm="RMSNorm in every arm (the reference code's norm; HybridNorm's QKV-norms are per-head RMSNorms with a gain)",
-    label="before_runs",
+    label="after_pilot",
+    pilot=Pilot(
+        runs="one seed (100) at the first registration's settings (300 steps, d 64, RMSNorm, evaluated at the end), "
+             "`normtrain experiment=hybrid_depth placement=… model.n_layers=… optim.lr=… train.seed=100`: Pre-LN at "
+             "12 and 24 layers and HybridNorm at 12 over 1e-4…3e-2; then four runs at 12 layers (HybridNorm 1e-3 "
+             "with a 60-step warm-up; HybridNorm 1e-3 and 3e-3 and Pre-LN 1e-2 over 600 steps). Run folders "
+             "/work/runs/hybrid_pilot and hybrid_pilot2 on the project's CPU machine (not committed); every number "
+             "is in CHECK_HISTORY entries 2 and 3.",
+        numbers="final validation loss (the unigram line ≈ 3.35), 300 steps: Pre-LN 12 layers 2.310 / 2.025 / "
+                "1.934 / 2.338 at 1e-3 / 3e-3 / 1e-2 / 3e-2; Pre-LN 24 layers 2.319 / 2.035 / 2.104 / 2.472; "
+                "HybridNorm 12 layers 3.593 / 2.949 / 2.714 / 3.180 / 3.357 / 3.358 at 1e-4 … 3e-2 (best 1e-3, "
+                "the first grid's smallest; 0.78 nats behind Pre-LN). A 60-step warm-up: HybridNorm 1e-3 2.588. "
+                "600 steps: HybridNorm 2.297 at 1e-3 (still falling 0.04 nats over the last quarter) and 3.355 at "
+                "3e-3 (flat on the unigram line from step 60: collapsed); Pre-LN 1.618 at 1e-2 (falling 0.10 over "
+                "the last quarter).",
+        changed="(1) Each arm its own three lrs: HybridNorm and HybridNorm* at 3e-4, 1e-3, 3e-3 (the first grid "
+                "would have put its best at the edge, 1e-3, with 1e-2 on the unigram line); Pre-LN keeps 1e-3, "
+                "3e-3, 1e-2 (its pilot best 1e-2 at 12 layers, 3e-3 at 24, inside). (2) 600 steps instead of 300 "
+                "(HybridNorm gained 0.42 nats from the doubling, Pre-LN 0.32; a longer warm-up gained 0.13), paid "
+                "for by 128 validation windows instead of 256 and, at the CPU scale only, HybridNorm* (secondary) "
+                "at 24 layers only (issue 37: compute to the primary claim first). (3) A new secondary check, "
+                "`hybrid_gap_flat_with_depth`: the pilot shows HybridNorm far behind Pre-LN at 12 layers already, "
+                "inside the paper's depths, at this width and length; whether the gap *grows* with depth is the "
+                "part of 'trains where Pre-LN does' that this scale can answer. (4) The grid-extension rule above, "
+                "fixed before the runs. No threshold changed; the pilot's seed is not among the registered ones.",
+        seeds=(100,)),
     guard=Guard(arm="Pre-LN at its best lr, at every depth (the reference of every comparison)", margin=0.3,
                 basis="0.3 nats below the unigram line: well clear of a model that learned byte frequencies only"),
     primary=Rule("hybrid_trains_deep", "At 24 and at 48 layers HybridNorm's final loss at its best lr is not worse "
@@ -46,6 +80,13 @@ REGISTRATION = Registration(
     secondary=(
         Rule("star_trains_deep", "At 24 and 48 layers HybridNorm* (block 0 Pre-LN) is not worse than Pre-LN by more "
              "than the band, each at its best lr", "star_minus_pre_deep", "<=", 0.02, decide="median_ci", basis=BAND),
+        Rule("hybrid_gap_flat_with_depth", "HybridNorm's gap to Pre-LN (each at its best lr) does not grow from 12 "
+             "layers to 24 or to 48: the gap at the deeper depth minus the gap at 12, paired by seed, is ≤ 0",
+             "hybrid_gap_growth_deep", "<=", 0.0, decide="median",
+             basis="the reimplementation's report is that HybridNorm fails deeper, not that it is behind at every "
+                   "depth; at a scale where it is behind already at 12 layers (the pilot), a gap that grows with "
+                   "depth is that report's sign; a direction, so the threshold is 0 on the median over seeds "
+                   "(reported: the sign test's p)"),
         Rule("hybrid_no_divergence_deep", "At 24 and 48 layers HybridNorm diverges at no learning rate at which "
              "Pre-LN (same lr, same seed) trains", "hybrid_diverged_where_pre_trains", "<=", 0.0, decide=1.0,
              basis="the reimplementation's report is of divergence: one lr of one seed where HybridNorm diverges "
@@ -65,11 +106,11 @@ REGISTRATION = Registration(
              basis="outcome.py's STILL_FALLING: a larger fall labels a run undertrained, and a comparison of "
                    "undertrained runs compares how fast they learn, not whether they train"),
     ),
-    infeasible=(("cpu", "48 layers on 2 CPU cores fit the 2 h budget only at d 64, 300 steps (≈ 0.3M tokens per "
-                        "run) and 3 seeds, while the claim needs ≥ 5 seeds for a 0.02-nat band (the paired "
-                        "spread is unknown and may be of that size) and the divergence the reimplementation reports "
-                        "is one of longer, wider runs; the CPU runs are reported, --scale gpu (up to 6 seeds, wider, "
-                        "longer) decides"),),
+    infeasible=(("cpu", "48 layers on 2 CPU cores fit the 2 h budget only at d 64, 600 steps (≈ 0.6M tokens per "
+                        "run), 3 seeds and HybridNorm* at 24 layers only, while the claim needs ≥ 5 seeds for a "
+                        "0.02-nat band (the paired spread is unknown and may be of that size) and the divergence the "
+                        "reimplementation reports is one of longer, wider runs; the CPU runs are reported, --scale "
+                        "gpu (up to 6 seeds, wider, longer) decides"),),
     reported=("The whole loss-vs-lr curve at every depth: final validation loss per arm and lr over seeds (median and "
               "range, each arm's best lr marked) and a figure with every seed; the validation curves at each arm's "
               "best lr.",
