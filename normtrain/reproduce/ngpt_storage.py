@@ -31,7 +31,7 @@ ARMS = ("pre/float32", "pre/bfloat16", "ngpt/float32", "ngpt/bfloat16")
 STORAGES = ("float32", "bfloat16")
 RECIPE = {"pre": {"optim.weight_decay": 0.1, "optim.warmup_steps": 50},  # the project's AdamW, a 5% warm-up
           "ngpt": {"optim.weight_decay": 0.0, "optim.warmup_steps": 0}}  # the paper's: neither (§2.6)
-LRS = {"pre": (3e-3, 1e-2, 3e-2), "ngpt": (1e-2, 3e-2, 1e-1)}
+LRS = {"pre": (3e-3, 1e-2, 3e-2), "ngpt": (3e-3, 1e-2, 3e-2, 1e-1)}  # nGPT's 3e-3: the registration's EXTENSION
 COLORS = {"pre/float32": "#1f77b4", "pre/bfloat16": "#9ecae1", "ngpt/float32": "#d62728", "ngpt/bfloat16": "#fc9272"}
 
 
@@ -84,7 +84,8 @@ class NgptStorage(Experiment):
               "1000 steps of 16 × 128 bytes (the same steps and tokens for every arm), evaluated every 5% on 512 "
               "fixed windows; each with fp32 and with bf16 parameter storage (`train.param_dtype`: parameters and "
               "AdamW's moments in bf16, no fp32 master copy); Pre-LN at lr 3e-3, 1e-2, 3e-2, nGPT at 1e-2, 3e-2, "
-              "1e-1, seeds 0–4. Each arm is judged at its own best lr: " + best_lr.RULE + ".")
+              "1e-1 and (the grid extended at its edge during the runs) 3e-3, seeds 0–4. Each arm is judged at its "
+              "own best lr: " + best_lr.RULE + ".")
     gpu_recipe = Recipe(width=4.0)  # d 256 (4 heads of 64), batch × 2: the claim is about scale
 
     def keeps(self, combo: dict[str, str]) -> bool:

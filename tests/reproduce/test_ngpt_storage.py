@@ -41,7 +41,8 @@ def test_the_grid_keeps_each_placements_own_recipe_and_lrs():
     assert not in_recipe({**pre, "optim.lr": "0.1"})  # nGPT's lr only
     ngpt = {"placement": "ngpt", "optim.weight_decay": "0.0", "optim.warmup_steps": "0", "optim.lr": "0.1"}
     assert in_recipe(ngpt) and not in_recipe({**ngpt, "optim.warmup_steps": "50"})
-    assert not in_recipe({**ngpt, "optim.lr": "0.003"})
+    assert not in_recipe({**ngpt, "optim.lr": "0.001"})
+    assert in_recipe({**ngpt, "optim.lr": "0.003"})  # the grid extended at nGPT's lower edge during the runs
 
 
 def test_the_gap_change_is_the_bf16_gap_minus_the_fp32_gap_at_each_arms_best_lr():

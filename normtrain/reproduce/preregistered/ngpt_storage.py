@@ -4,7 +4,13 @@ caveat on its own reimplementation)? Registered before any run of this experimen
 from normtrain.reproduce.preregistration import Guard, Registration, Rule
 
 STEPS = 1000  # configs/experiment/ngpt_storage.yaml: train.max_steps
-LRS = "Pre-LN 3e-3, 1e-2, 3e-2; nGPT 1e-2, 3e-2, 1e-1"  # its optim.lr axis, each placement's three (keeps)
+LRS = "Pre-LN 3e-3, 1e-2, 3e-2; nGPT 3e-3, 1e-2, 3e-2, 1e-1"  # its optim.lr axis per placement (keeps; 3e-3: EXTENSION)
+EXTENSION = ("nGPT's grid was registered as 1e-2, 3e-2, 1e-1; 3e-3 was added for nGPT with both storages (the same "
+             "seeds 0–4, 10 runs) during the runs, when every Pre-LN run (both storages), nGPT fp32 at 1e-2 (5 seeds) "
+             "and at 3e-2 (1 seed) had finished and no nGPT bf16 run had: nGPT fp32's 1e-2 (median 1.370) was "
+             "below its one 3e-2 run (1.422), so its best would sit at the grid's smallest lr and fail the "
+             "precondition best_lr_inside_grid, whose stated remedy is to extend the grid (issue 37). No check, "
+             "threshold or rule changed (experiments/ngpt_storage/CHECK_HISTORY.md entry 2)")
 CPU_TIME = ("about 86 min at --jobs 2 on a quiet 2-core machine, estimated, not run: 60 runs of a 4-layer d-64 model, "
             "about 0.09 s a step in fp32 (lr_sensitivity's runs.csv: about 12 ms per block and step at 8 × 128 "
             "tokens, here 16 × 128) and twice that with bf16 storage (a CPU has no fast bf16 matmul: 448 → 859 ms "
@@ -36,7 +42,7 @@ REGISTRATION = Registration(
             "over seeds of the mean training loss over the last 10% of the steps; a tie goes to the smaller lr. "
             "Gap of a storage, per seed s: Pre-LN(s) − nGPT(s), each at its arm's best lr (positive: nGPT ahead). "
             "**Primary quantity** `storage_gap_change`(s) = gap_bf16(s) − gap_fp32(s). Seed s pairs the data "
-            f"order and init draws of the four arms. CPU time: {CPU_TIME}."),
+            f"order and init draws of the four arms. CPU time: {CPU_TIME}. " + EXTENSION + "."),
     norm="Pre-LN with RMSNorm (the nGPT paper's baseline) against nGPT (no norm layers: x/‖x‖, norm=l2)",
     label="before_runs",
     guard=Guard(arm="Pre-LN with fp32 storage at its best lr (the baseline every gap is taken from)", margin=0.3,
