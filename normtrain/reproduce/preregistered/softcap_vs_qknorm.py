@@ -11,6 +11,12 @@ CPU_TIME = ("about 95 min at --jobs 2 on a quiet 2-core machine, estimated, not 
             "layers and 95 s at 8 for 1000 steps of 8 × 128, so about 46 s at 4, plus 19 more evaluations of 512 "
             "windows, about 1 s each), QK-Clip's 12 runs about 1.5× that (the logits every step); the YAML shows "
             "the sum")
+EXTEND = ("**Fixed before the runs (2026-11-28, CHECK_HISTORY entry 2): where the `none` arm's best stable lr under "
+          "an optimizer is the grid's smallest, or 4× of it lies above the grid's largest (the precondition "
+          "multiples_in_grid fails), the grid is extended on that side by factor-2 points, the same seeds, before "
+          "the verdict** (below: 1.25e-3 for `none`; above: 8e-2, then 1.6e-1, for every arm run there, under both "
+          "optimizers, since the grid is one product); the result of the registered grid alone is kept beside it "
+          "(issue 37: extend the grid when the best sits at its edge)")
 HIGH = "at 2× and at 4× the best stable lr, under AdamW and under Muon (four conditions, each must hold)"
 
 REGISTRATION = Registration(
@@ -38,7 +44,7 @@ REGISTRATION = Registration(
             "arm is read there, paired by seed with the arm it is compared to at the same lr. Primary quantity "
             "`softcap_minus_qknorm` = loss(soft-cap) − loss(QK-norm), per seed, at each of the four conditions. "
             f"The max attention logit: the largest `attn_logit_max/layer_i` (before any cap) at the last log step. "
-            f"CPU time: {CPU_TIME}."),
+            f"CPU time: {CPU_TIME}. " + EXTEND + "."),
     norm="RMSNorm (Pre-LN); QK-norm is RMSNorm per head before RoPE (Qwen3, Gemma 3)",
     label="before_runs",
     guard=Guard(arm="no logit control, AdamW, at the best stable lr (1×)", margin=0.3, quantity="reference_margin",
