@@ -52,8 +52,8 @@ REGISTRATION = Registration(
              "`normtrain experiment=hybrid_depth placement=… model.n_layers=… optim.lr=… train.seed=100`: Pre-LN at "
              "12 and 24 layers and HybridNorm at 12 over 1e-4…3e-2; then four runs at 12 layers (HybridNorm 1e-3 "
              "with a 60-step warm-up; HybridNorm 1e-3 and 3e-3 and Pre-LN 1e-2 over 600 steps). Run folders "
-             "/work/runs/hybrid_pilot and hybrid_pilot2 on the project's CPU machine (not committed); every number "
-             "is in CHECK_HISTORY entries 2 and 3.",
+             "hybrid_pilot and hybrid_pilot2 on the project's CPU machine (not committed); every number is in "
+             "CHECK_HISTORY entries 2 and 3.",
         numbers="final validation loss (the unigram line ≈ 3.35), 300 steps: Pre-LN 12 layers 2.310 / 2.025 / "
                 "1.934 / 2.338 at 1e-3 / 3e-3 / 1e-2 / 3e-2; Pre-LN 24 layers 2.319 / 2.035 / 2.104 / 2.472; "
                 "HybridNorm 12 layers 3.593 / 2.949 / 2.714 / 3.180 / 3.357 / 3.358 at 1e-4 … 3e-2 (best 1e-3, "
