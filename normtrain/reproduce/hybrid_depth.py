@@ -13,6 +13,7 @@ ones. At the CPU scale HybridNorm* (a secondary arm) runs at 24 layers only (``k
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from normtrain.reproduce import best_lr, plots, stats
@@ -62,6 +63,11 @@ def in_design(combo: dict[str, str]) -> bool:
         return False
     lrs = ARM_LRS.get(arm_of(combo))
     return lrs is None or "optim.lr" not in combo or any(math.isclose(float(combo["optim.lr"]), lr) for lr in lrs)
+
+
+def listed(conditions: dict[str, dict[str, float | None]]) -> str:
+    """``24 layers median … (range …); 48 layers …``: each condition's median over seeds and its interval."""
+    return "; ".join(f"{c} {stats.median_and_interval(v.values())}" for c, v in conditions.items()) or "–"
 
 
 class Depth:
@@ -126,7 +132,9 @@ class HybridDepth(Experiment):
     def keeps(self, combo: dict[str, str]) -> bool:
         return in_design(combo)
 
-    def keeps_at(self, scale: str):
+    def keeps_at(self, scale: str) -> Callable[[dict[str, str]], bool]:
+        """At the CPU scale HybridNorm* (secondary) runs at ``CPU_STAR_DEPTHS`` only; --scale gpu runs it at every
+        depth."""
         if scale != "cpu":
             return self.keeps
         return lambda combo: self.keeps(combo) and (arm_of(combo) != "hybrid*" or DEPTH not in combo
@@ -140,14 +148,11 @@ class HybridDepth(Experiment):
         depths = [Depth(rows, n, unigram) for n in sorted({int(r[DEPTH]) for r in rows})]
         measured = measured_of(depths)
         gaps = measured["hybrid_minus_pre_deep"] or measured["hybrid_minus_pre_shallow"]
-        ours = "HybridNorm − Pre-LN at each one's best lr: " + "; ".join(
-            f"{c} {stats.median_and_interval(v.values())}" for c, v in gaps.items()) + " nats"
+        ours = f"HybridNorm − Pre-LN at each one's best lr: {listed(gaps)} nats"
         diverged = sum(r.get("status") == "diverged" for r in rows if r[ARM] != "pre")
-        key = (f"{ours}; HybridNorm* − Pre-LN: " + ("; ".join(
-            f"{c} {stats.median_and_interval(v.values())}" for c, v in measured["star_minus_pre_deep"].items())
-            or "–") + "; the HybridNorm gap's growth with depth: " + ("; ".join(
-            f"{c} {stats.median_and_interval(v.values())}" for c, v in measured["hybrid_gap_growth_deep"].items())
-            or "–") + f"; {diverged} HybridNorm(*) runs diverged in all.")
+        key = (f"{ours}; HybridNorm* − Pre-LN: {listed(measured['star_minus_pre_deep'])}; the HybridNorm gap's "
+               f"growth with depth: {listed(measured['hybrid_gap_growth_deep'])}; {diverged} HybridNorm(*) runs "
+               "diverged in all.")
         notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
                  *(f"{d.layers} layers, {note}" for d in depths for b in d.best.values() if (note := b.edge_note()))]
         return Findings(table=self.table(depths), measured=measured, key=key, ours=ours, notes=notes,

@@ -120,3 +120,13 @@ def test_every_quantity_the_registration_names_is_measured():
     assert REGISTRATION.label == "after_pilot" and REGISTRATION.infeasible_at("cpu") and not \
         REGISTRATION.infeasible_at("gpu")
     assert REGISTRATION.pilot.seeds == (100,)  # the registered seeds 0-2 are new evidence
+
+
+def test_the_key_result_names_the_deep_gaps_and_their_growth():
+    pre = {1e-3: [2.1] * 3, 3e-3: [2.0] * 3, 1e-2: [2.2] * 3}
+    rows = rows_of({**grid(12, pre, {1e-3: [2.3] * 3, 3e-3: [2.1] * 3, 1e-2: [2.4] * 3}),
+                    **grid(48, pre, {1e-3: [2.5] * 3, 3e-3: [2.3] * 3, 1e-2: [None] * 3})})
+    found = HybridDepth().analyse(rows, plan=None)
+    assert "48 layers median 0.300" in found.key  # HybridNorm 2.3 − Pre-LN 2.0 at each one's best lr
+    assert "48 − 12 layers median 0.200" in found.key  # 0.3 deep − 0.1 at 12 layers
+    assert "HybridNorm* − Pre-LN: –" in found.key and "3 HybridNorm(*) runs diverged" in found.key
