@@ -83,7 +83,7 @@ class BatchNormLeak(Experiment):
         key = (f"{ours}; BatchNorm − LayerNorm in evaluation mode, each at its best lr: "
                + ", ".join(f"{stats.spread(gap[b].values())} (batch {b})" for b in sizes) + ".")
         notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}."]
-        notes += [n for b in best.values() if (n := b.edge_note())]
+        notes += best_lr.rule_notes(rows, "arm", best)
         table = self.table(rows, norms, sizes, best, at) + cut_table(rows, sizes, at)
         return Findings(table=table, measured=measured, key=key, ours=ours,
                         notes=notes, figures={"batchnorm_leak.png": lambda path: self.draw(rows, norms, sizes, best,

@@ -228,11 +228,20 @@ def draw_curves(ax, rows: list[dict[str, Any]], arm_key: str, best: dict[str, Be
 
 
 def judged_pick_notes(rows: list[dict[str, Any]], arm_key: str, best: dict[str, BestLr]) -> list[str]:
-    """Reported: the lr that the judged loss itself would have picked, where it differs from the rule's."""
+    """Reported: the lr that the judged loss itself would have picked, where it differs from the rule's, and the
+    medians of the judged loss at both (a near-tie the rule broke the other way shows here)."""
     picks = best_lrs(rows, arm_key, list(best), stats.final_or_inf)
-    differ = [f"{a} {picks[a].lr:g} (rule: {b.lr:g})" for a, b in best.items()
-              if picks[a].lr is not None and b.lr is not None and picks[a].lr != b.lr]
+    differ = [f"{a} {p.lr:g} (rule: {b.lr:g}; median final loss {number(p.score[p.lr])} against "
+              f"{number(p.score.get(b.lr))})" for a, b in best.items()
+              if (p := picks[a]).lr is not None and b.lr is not None and p.lr != b.lr]
     if not differ:
         return [f"The final validation loss itself picks the same best lr as the selection rule for every {arm_key}."]
     return [f"The final validation loss itself would pick another lr for: {', '.join(differ)}; the verdict uses "
             "the rule's."]
+
+
+def rule_notes(rows: list[dict[str, Any]], arm_key: str, best: dict[str, BestLr], where: str = "") -> list[str]:
+    """The notes every best-against-best analysis reports for one group of arms (``where`` names the group, e.g.
+    ``"24 layers: "``): each best at a grid's edge, and where the judged loss itself would pick another lr."""
+    edges = [n for b in best.values() if (n := b.edge_note())]
+    return [f"{where}{note}" for note in [*edges, *judged_pick_notes(rows, arm_key, best)]]

@@ -88,8 +88,7 @@ class CurseOfDepth(Experiment):
                 f"deep-half skip Δ LNS − Pre-LN {stats.median_and_interval(skip.values())}")
         key = (f"{ours}; best lr: " + ", ".join(f"{a} {b.lr:g}" for a, b in best.items() if b.lr is not None) + ".")
         notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
-                 *(note for b in best.values() if (note := b.edge_note())),
-                 *best_lr.judged_pick_notes(rows, ARM, best)]
+                 *best_lr.rule_notes(rows, ARM, best)]
         at = [r for r in rows if (b := best.get(r[ARM])) and b.lr == best_lr.lr_of(r)]
         return Findings(table=self.table(rows, at, arms, best), measured=measured, key=key, ours=ours, notes=notes,
                         figures={"depth_profile.png": lambda path: self.draw(rows, at, arms, best, unigram, path)})

@@ -85,7 +85,7 @@ class Depth(Experiment):
         ours = "Post-LN − DeepNorm, each at its best lr: " + "; ".join(
             f"{stats.median_and_interval(v.values())} nats at {c}" for c, v in gaps.items())
         notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
-                 *(note for b in best.values() if (note := b.edge_note())), *mid_depth_notes(rows, best, depths)]
+                 *best_lr.rule_notes(rows, "arm", best), *mid_depth_notes(rows, best, depths)]
         return Findings(table=self.tables(rows, best, places, depths), measured=measured, key=ours + ".",
                         ours=ours, notes=notes,
                         figures={"depth.png": lambda path: self.draw(rows, best, places, depths, unigram, path)})

@@ -126,7 +126,7 @@ class DyTTokens(Experiment):
                f"{stats.median_and_interval(growth.values())} nats (relative gaps: " + "; ".join(
                    f"{b.steps} steps {stats.median_and_interval(b.gap(relative).values())}" for b in budgets) + ").")
         notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
-                 *(f"{b.steps} steps, {note}" for b in budgets for n in b.best.values() if (note := n.edge_note()))]
+                 *(n for b in budgets for n in best_lr.rule_notes(b.rows, "norm", b.best, f"{b.steps} steps: "))]
         return Findings(table=self.table(budgets, tokens), measured=measured, key=key, ours=ours, notes=notes,
                         figures={"dyt_tokens.png": lambda path: self.draw(budgets, path)})
 

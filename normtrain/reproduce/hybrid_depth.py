@@ -154,7 +154,7 @@ class HybridDepth(Experiment):
                f"growth with depth: {listed(measured['hybrid_gap_growth_deep'])}; {diverged} HybridNorm(*) runs "
                "diverged in all.")
         notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
-                 *(f"{d.layers} layers, {note}" for d in depths for b in d.best.values() if (note := b.edge_note()))]
+                 *(n for d in depths for n in best_lr.rule_notes(d.rows, ARM, d.best, f"{d.layers} layers: "))]
         return Findings(table=self.table(depths), measured=measured, key=key, ours=ours, notes=notes,
                         figures={"hybrid_depth.png": lambda path: self.draw(depths, path)})
 

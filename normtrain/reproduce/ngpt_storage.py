@@ -116,7 +116,7 @@ class NgptStorage(Experiment):
                 f"{stats.median_and_interval(gap['bfloat16'].values())}")
         table = self.tables(rows, best, gap, cost, speedup)
         notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
-                 *(note for b in best.values() if (note := b.edge_note()))]
+                 *best_lr.rule_notes(rows, "arm", best)]
         return Findings(table=table, measured=measured, key=ours + ".", ours=ours, notes=notes,
                         figures={"ngpt_storage.png": lambda path: self.draw(rows, best, unigram, path)})
 

@@ -316,8 +316,7 @@ class NormTypes(Experiment):
                 f"RMSNorm/LayerNorm {step} (repeats)")
         key = f"{ours}; pRMSNorm − LayerNorm {prms} nats."
         notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
-                 *(note for b in best.values() if (note := b.edge_note())),
-                 *best_lr.judged_pick_notes(rows, "norm", best),
+                 *best_lr.rule_notes(rows, "norm", best),
                  *timing_note(timings)]
         return Findings(table=table, measured=measured, key=key, ours=ours, notes=notes,
                         figures={"norm_types.png": lambda path: self.draw(rows, best, timings, unigram, path)},

@@ -89,8 +89,7 @@ class PeriVariance(Experiment):
         key = f"{ours}; best lr: " + ", ".join(f"{p} {b.lr:g}" for p, b in best.items() if b.lr is not None) + "."
         at = [r for r in rows if (b := best.get(r["placement"])) and b.lr == best_lr.lr_of(r)]
         notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
-                 *(note for b in best.values() if (note := b.edge_note())),
-                 *best_lr.judged_pick_notes(rows, "placement", best),
+                 *best_lr.rule_notes(rows, "placement", best),
                  "Seed spread (sd of the final loss over seeds) at each arm's best lr: "
                  + ", ".join(f"{p} {seed_sd(best_lr.at_best(rows, 'placement', b, stats.final_or_inf))}"
                              for p, b in best.items()) + " (Peri-LN's smaller spread is the paper's claim; reported, "

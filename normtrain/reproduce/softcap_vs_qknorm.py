@@ -139,7 +139,9 @@ class SoftcapVsQKNorm(Experiment):
                  f"{best_lr.RULE}.",
                  *(f"{o}: best stable lr {b.lr:g}; 4× of it "
                    f"{'was run' if multiples_in_grid(b) else 'is outside the grid (or the best is its smallest)'}"
-                   for o, b in best.items() if b.lr is not None)]
+                   for o, b in best.items() if b.lr is not None),
+                 *(n for o, b in best.items() for n in best_lr.rule_notes(
+                     [r for r in rows if r.get("optim") == o], "arm", {"none": b}, f"{o}: "))]
         return Findings(table=self.tables(rows, best, measured), measured=measured, key=ours + ".", ours=ours,
                         notes=notes, figures={"softcap_vs_qknorm.png": lambda p: self.draw(rows, best, unigram, p)})
 

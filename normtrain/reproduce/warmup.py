@@ -99,7 +99,7 @@ class Warmup(Experiment):
         ours = f"Post-LN without − with warm-up, each at its best lr: {post} nats (seeds)"
         key = f"{ours}; Pre-LN: {pre} nats."
         notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
-                 *(note for b in best.values() if (note := b.edge_note())), *judged_pick_notes(rows, best),
+                 *best_lr.rule_notes(rows, "arm", best),
                  *plateau_notes(rows), execution_note(rows)]
         return Findings(table=self.tables(rows, best, unigram), measured=measured, key=key, ours=ours, notes=notes,
                         figures={"warmup.png": lambda path: self.draw(rows, best, unigram, path),
@@ -166,17 +166,6 @@ def paper_lr_table(rows: list[dict[str, Any]]) -> str:
                 cells.append(stats.cell([stats.final_or_inf(r) for r in mine], mine) if mine else "–")
             body.append([p, f"{lr:g}", *cells, stats.median_and_interval(penalty_at(rows, p, lr).values())])
     return markdown_table(["placement", "lr", "no warm-up", "warm-up", "penalty (median)"], body)
-
-
-def judged_pick_notes(rows: list[dict[str, Any]], best: dict[str, best_lr.BestLr]) -> list[str]:
-    """Reported: the lr that the judged loss itself would have picked, where it differs from the rule's."""
-    picks = best_lr.best_lrs(rows, "arm", list(best), stats.final_or_inf)
-    differ = [f"{a} {picks[a].lr:g} (rule: {b.lr:g})" for a, b in best.items()
-              if picks[a].lr is not None and b.lr is not None and picks[a].lr != b.lr]
-    if not differ:
-        return ["The final validation loss itself picks the same best lr as the selection rule for every arm."]
-    return [f"The final validation loss itself would pick another lr for: {', '.join(differ)}; the checks use "
-            "the rule's."]
 
 
 def plateau_notes(rows: list[dict[str, Any]]) -> list[str]:

@@ -129,8 +129,10 @@ def test_the_judged_loss_pick_is_reported_where_it_differs_from_the_rules():
                 selection={("a", 1e-3): [2.0] * 3, ("a", 3e-3): [1.7] * 3, ("a", 1e-2): [1.8] * 3})
     best = best_lr.best_lrs(rows, "norm", ["a"])
     assert best_lr.judged_pick_notes(rows, "norm", best) == [
-        "The final validation loss itself would pick another lr for: a 0.01 (rule: 0.003); the verdict uses the "
-        "rule's."]
+        "The final validation loss itself would pick another lr for: a 0.01 (rule: 0.003; median final loss 1.500 "
+        "against 1.900); the verdict uses the rule's."]
+    edge = best_lr.rule_notes(rows, "norm", best, "24 layers: ")  # the rule's 3e-3 is inside: no edge note
+    assert edge == ["24 layers: " + best_lr.judged_pick_notes(rows, "norm", best)[0]]
     same = grid({("a", 1e-3): [2.0] * 3, ("a", 3e-3): [1.9] * 3, ("a", 1e-2): [1.95] * 3})
     assert "same best lr" in best_lr.judged_pick_notes(same, "norm", best_lr.best_lrs(same, "norm", ["a"]))[0]
 
