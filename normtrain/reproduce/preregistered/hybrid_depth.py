@@ -69,8 +69,9 @@ REGISTRATION = Registration(
                 "at 24 layers only (issue 37: compute to the primary claim first). (3) A new secondary check, "
                 "`hybrid_gap_flat_with_depth`: the pilot shows HybridNorm far behind Pre-LN at 12 layers already, "
                 "inside the paper's depths, at this width and length; whether the gap *grows* with depth is the "
-                "part of 'trains where Pre-LN does' that this scale can answer. (4) The grid-extension rule above, "
-                "fixed before the runs. No threshold changed; the pilot's seed is not among the registered ones.",
+                "part of 'trains where Pre-LN does' that this scale can answer. (4) The grid-extension rule in the "
+                "metric, fixed before the runs. No threshold changed; the pilot's seed is not among the registered "
+                "ones.",
         seeds=(100,)),
     guard=Guard(arm="Pre-LN at its best lr, at every depth (the reference of every comparison)", margin=0.3,
                 basis="0.3 nats below the unigram line: well clear of a model that learned byte frequencies only"),
