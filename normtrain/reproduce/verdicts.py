@@ -60,9 +60,19 @@ class CheckResult:
                 continue
             found = c.get("interval")
             spread = f" ({found['label']} {number(found['low'])} to {number(found['high'])})" if found else ""
-            test = (f", sign test p = {number(c['sign_p'])}" if c.get("sign_p") is not None else "")
+            test = self.test_text(c)
             parts.append(f"median {number(c['median'])}{spread}, {c['passing']}/{c['n']} {self.unit} pass{test}{where}")
         return "; ".join(parts)
+
+    def test_text(self, c: dict[str, Any]) -> str:
+        """The p of the test that decides the rule (a t-test's where it is registered, with the sign test's
+        beside it), else the sign test's: the p a reader sees is the one the verdict used."""
+        sign = f"sign test p = {number(c['sign_p'])}" if c.get("sign_p") is not None else ""
+        if self.rule.decide == "t_test":
+            none = "no t-test (fewer than 2 values, or no spread)"
+            t = f"t-test p = {number(c['t_p'])}" if c.get("t_p") is not None else none
+            return f", {t} (decides)" + (f", {sign}" if sign else "")
+        return f", {sign}" if sign else ""
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.rule.id, "role": self.role, "source": self.rule.source,

@@ -32,6 +32,15 @@ def test_repeats_of_a_timing_are_called_repeats_not_seeds():
     assert "seed" not in result.measured() + result.as_dict()["rule"]
 
 
+def test_a_rule_decided_by_a_t_test_shows_the_t_tests_p_not_only_the_sign_tests():
+    rule = Rule("gap", "positive", "gap", ">", 0.0, decide="t_test")
+    result = judge(rule, {"2x": {"0": 0.05, "1": 0.03, "2": 0.048, "3": 0.04, "4": 0.06}, "4x": {"0": 0.01}})
+    text = result.measured()
+    assert "5/5 seeds pass, t-test p = 0.000412 (decides), sign test p = 0.031 at 2x;" in text
+    assert "no t-test (fewer than 2 values, or no spread) (decides)" in text.split(" at 2x")[1]
+    assert result.conditions["2x"]["ok"] is True and result.conditions["4x"]["ok"] is None
+
+
 def test_a_value_decided_over_all_seeds_at_once_reads_as_one_value_not_as_zero_of_one_seeds():
     rule = Rule("best_lr_inside_grid", "inside", "best_lr_inside_grid", ">=", 1.0, decide=1.0)
     result = judge(rule, {"layernorm": {ALL_SEEDS: 0.0}, "rmsnorm": {ALL_SEEDS: 1.0}})
