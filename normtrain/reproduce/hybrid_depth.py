@@ -31,6 +31,9 @@ PAPER_MAX_DEPTH = 16  # the deepest model the paper trained: deeper is what the 
 ARM_LRS = {"pre": (1e-3, 3e-3, 1e-2),  # each arm's peak lrs (the YAML's optim.lr axis is their union)
            "hybrid": (3e-4, 1e-3, 3e-3), "hybrid*": (3e-4, 1e-3, 3e-3)}
 CPU_STAR_DEPTHS = (24,)  # HybridNorm*'s depths at the CPU scale (--scale gpu: every depth)
+# The registered grid-extension rule applied to the CPU scale's registered grid (CHECK_HISTORY entry 4): one lr
+# more on the edge's side where an arm's best sat at its grid's edge; (arm, depth) -> the added lrs.
+CPU_EXTENSION = {("pre", 12): (3e-2,), ("hybrid", 24): (1e-4,), ("hybrid*", 24): (1e-4,)}
 COLORS = {"pre": plots.PLACEMENT_COLORS["pre"], "hybrid": "#8c564b", "hybrid*": "#e377c2"}
 
 
@@ -57,12 +60,18 @@ def diverged_where_reference_trains(rows: list[dict[str, Any]], arm: str, refere
     return out
 
 
-def in_design(combo: dict[str, str]) -> bool:
-    """The part of the grid's product that is run: each arm at its own lrs, and no HybridNorm* form of Pre-LN."""
+def in_design(combo: dict[str, str], extension: dict[tuple[str, int], tuple[float, ...]] | None = None) -> bool:
+    """The part of the grid's product that is run: each arm at its own lrs (and, per arm and depth, the
+    ``extension``'s), and no HybridNorm* form of Pre-LN."""
     if combo.get("placement") != "hybrid" and str(combo.get(FIRST_PRE, "null")).lower() not in ("null", "none"):
         return False
-    lrs = ARM_LRS.get(arm_of(combo))
-    return lrs is None or "optim.lr" not in combo or any(math.isclose(float(combo["optim.lr"]), lr) for lr in lrs)
+    arm = arm_of(combo)
+    lrs = ARM_LRS.get(arm)
+    if lrs is None or "optim.lr" not in combo:
+        return True
+    if extension and DEPTH in combo:
+        lrs = (*lrs, *extension.get((arm, int(combo[DEPTH])), ()))
+    return any(math.isclose(float(combo["optim.lr"]), lr) for lr in lrs)
 
 
 def listed(conditions: dict[str, dict[str, float | None]]) -> str:
@@ -124,7 +133,9 @@ class HybridDepth(Experiment):
               "Pre-LN) at 12, 24 and 48 layers of a narrow model (d 64, 4 heads, GELU FFN 128, RoPE); AdamW (0.9, "
               "0.95), weight decay 0.1, clipping 1, a 5% warm-up then cosine decay to 10%; 600 steps of 8 × 128 "
               "bytes, evaluated every 5% on 128 fixed windows; Pre-LN at peak lr 1e-3, 3e-3 and 1e-2, HybridNorm "
-              "and HybridNorm* at 3e-4, 1e-3 and 3e-3 (a pilot's best a factor 10 lower), seeds 0–2; at this "
+              "and HybridNorm* at 3e-4, 1e-3 and 3e-3 (a pilot's best a factor 10 lower), seeds 0–2, and, by the "
+              "registered grid-extension rule where a best sat at an edge, Pre-LN at 3e-2 at 12 layers and "
+              "HybridNorm and HybridNorm* at 1e-4 at 24 layers; at this "
               "scale HybridNorm* at 24 layers only (`--scale gpu`: every depth, wider, more tokens, up to 6 seeds). "
               "At each depth each arm is judged at its own best lr: " + best_lr.RULE + ".")
     gpu_recipe = Recipe(depth=1.0)  # width × 2 and tokens × 2 (the defaults); depth is the axis compared
@@ -133,12 +144,13 @@ class HybridDepth(Experiment):
         return in_design(combo)
 
     def keeps_at(self, scale: str) -> Callable[[dict[str, str]], bool]:
-        """At the CPU scale HybridNorm* (secondary) runs at ``CPU_STAR_DEPTHS`` only; --scale gpu runs it at every
-        depth."""
+        """At the CPU scale HybridNorm* (secondary) runs at ``CPU_STAR_DEPTHS`` only, and the registered grid has
+        its extension (``CPU_EXTENSION``); --scale gpu runs the registered grid at every depth (its own edges are
+        its own to extend)."""
         if scale != "cpu":
             return self.keeps
-        return lambda combo: self.keeps(combo) and (arm_of(combo) != "hybrid*" or DEPTH not in combo
-                                                    or int(combo[DEPTH]) in CPU_STAR_DEPTHS)
+        return lambda combo: in_design(combo, CPU_EXTENSION) and (arm_of(combo) != "hybrid*" or DEPTH not in combo
+                                                                 or int(combo[DEPTH]) in CPU_STAR_DEPTHS)
 
     def row(self, run, combo: dict[str, str]) -> dict[str, Any]:
         return {**super().row(run, combo), ARM: arm_of(combo), best_lr.SELECTION: best_lr.selection_of(run)}

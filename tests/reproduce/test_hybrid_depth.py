@@ -12,6 +12,7 @@ from normtrain.reproduce.cli import make_plan
 from normtrain.reproduce.hybrid_depth import (
     ARM,
     ARM_LRS,
+    CPU_EXTENSION,
     Depth,
     HybridDepth,
     arm_of,
@@ -53,12 +54,19 @@ def test_the_arms_come_from_placement_and_first_pre():
 
 def test_each_arm_runs_its_own_lrs_and_the_cpu_scale_runs_hybridnorm_star_at_24_layers_only():
     cpu = [dict(c) for c in make_plan("hybrid_depth", scale="cpu").combos()]
-    lrs = {arm: sorted({float(c["optim.lr"]) for c in cpu if arm_of(c) == arm}) for arm in ARM_LRS}
-    assert lrs == {arm: sorted(v) for arm, v in ARM_LRS.items()}
-    assert lrs["hybrid"][-1] < lrs["pre"][-1]  # the pilot's finding: HybridNorm's best lies lower
+    def lrs(arm: str, layers: str) -> list[float]:
+        return sorted({float(c["optim.lr"]) for c in cpu if arm_of(c) == arm and c["model.n_layers"] == layers})
+
+    for (arm, layers), added in CPU_EXTENSION.items():  # the registered rule's extension at the edge
+        assert lrs(arm, str(layers)) == sorted((*ARM_LRS[arm], *added))
+    assert lrs("pre", "24") == lrs("pre", "48") == sorted(ARM_LRS["pre"])  # inside: not extended
+    assert lrs("hybrid", "12") == lrs("hybrid", "48") == sorted(ARM_LRS["hybrid"])
+    assert ARM_LRS["hybrid"][-1] < ARM_LRS["pre"][-1]  # the pilot's finding: HybridNorm's best lies lower
     assert {c["model.n_layers"] for c in cpu if arm_of(c) == "hybrid*"} == {"24"}
     assert {c["model.n_layers"] for c in cpu if arm_of(c) == "hybrid"} == {"12", "24", "48"}
-    assert len(cpu) == 63  # the YAML's estimate counts these
+    assert len(cpu) == 63 + 9  # the YAML's estimates count these: the registered grid, then its extension
+    pre12 = {"placement": "pre", "placement.first_pre": "null", "model.n_layers": "12", "optim.lr": "0.03"}
+    assert HybridDepth().keeps_at("cpu")(pre12) and not HybridDepth().keeps_at("gpu")(pre12)  # the CPU's extension
     gpu_keeps, star48 = HybridDepth().keeps_at("gpu"), {"placement": "hybrid", "placement.first_pre": "true",
                                                         "model.n_layers": "48", "optim.lr": "0.001"}
     assert gpu_keeps(star48) and not HybridDepth().keeps_at("cpu")(star48)

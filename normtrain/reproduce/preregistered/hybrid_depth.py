@@ -12,7 +12,10 @@ LRS = ("Pre-LN 1e-3, 3e-3, 1e-2; HybridNorm and HybridNorm* 3e-4, 1e-3, 3e-3 (lo
 EXTEND = ("**Where a primary arm's best lr sits at its grid's edge at a depth, the grid is extended there by one "
           "point of the same factor on that side, same seeds, before the verdict** (fixed now, before the runs: "
           "issue 37's 'extend the grid when the best sits at its edge'); the result of the registered grid alone "
-          "is kept beside it")
+          "is kept beside it. Applied after the registered grid's 63 runs (CHECK_HISTORY entry 4): Pre-LN 3e-2 "
+          "at 12 layers, HybridNorm 1e-4 at 24 layers, and HybridNorm* (secondary, beyond the rule) 1e-4 at 24 "
+          "layers; HybridNorm's best at 48 layers (1e-3) was inside its grid, though every one of its lrs "
+          "collapsed there")
 BAND = ("+0.02 nats, an a-priori non-inferiority margin: about 1% of the final loss at this scale, the margin "
         "norm_types uses for an equivalence of two norms. The pilot of this experiment (one seed) gives no paired "
         "spread to take it from (stats.paired_sd is reported beside the verdict); norm_types' pilot paired spread "
