@@ -57,10 +57,14 @@ def verdict_cell(result: dict[str, Any]) -> str:
 
 
 def registration_cell(result: dict[str, Any]) -> str:
-    """The label, and a warning when the checks were not committed before the runs."""
+    """The label, and a warning when the checks were not committed before the runs or changed after they began."""
     declaration = (result.get("provenance") or {}).get("declaration") or {}
     label = f"`{result.get('registration', 'unlabelled')}`"
-    return label if declaration.get("before_runs") else f"{label} (checks not committed before the runs)"
+    if declaration.get("before_runs"):
+        return label
+    if declaration.get("registered") and not declaration.get("dirty"):
+        return f"{label} (changed after the runs began: see its check history)"
+    return f"{label} (checks not committed before the runs)"
 
 
 def update_index(index: Path, order: list[str] = ()) -> None:

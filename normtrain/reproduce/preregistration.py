@@ -21,8 +21,9 @@ Two protocols, both readable (registrations are records: a past one is never rew
 - **v3** (the registrations before it): ``rules``, every check weighed alike ("partly reproduced" when some held).
 
 :func:`declaration` records which commit the declaration (and the experiment's YAML, which holds its settings)
-comes from, and whether that commit predates the runs: ``result.json`` carries it, and the README says plainly
-when the checks were not committed before the data.
+comes from, every commit that changed it, and whether the last one predates the runs: ``result.json`` carries it,
+and the README says plainly when the checks were not committed before the data, or were registered before the runs
+and changed after they began (:func:`registered_then_changed`: a grid extended by a registered rule).
 """
 
 from __future__ import annotations
@@ -213,16 +214,19 @@ def declaration(files: list[Path]) -> dict[str, Any]:
     """
     digest = hashlib.sha256(b"".join(f.read_bytes() for f in files if f.is_file())).hexdigest()[:16]
     info: dict[str, Any] = {"files": [_relative(f) for f in files], "digest": digest, "commit": None,
-                            "committed_at": None, "dirty": None}
+                            "committed_at": None, "dirty": None, "history": []}
     root = git(["rev-parse", "--show-toplevel"], files[0].parent)
     if root is None:
         info["why_unknown"] = "not a git checkout"
         return info
     paths = [str(f) for f in files]
-    log = git(["log", "-1", "--format=%H %cI", "--", *paths], Path(root))
+    log = git(["log", "--format=%H %cI", "--", *paths], Path(root))
     status = git(["status", "--porcelain", "--", *paths], Path(root))
-    if log:
-        info["commit"], info["committed_at"] = log.split()
+    for line in (log or "").splitlines():  # newest first
+        commit, committed_at = line.split()
+        info["history"].append({"commit": commit, "committed_at": committed_at})
+    if info["history"]:
+        info["commit"], info["committed_at"] = info["history"][0]["commit"], info["history"][0]["committed_at"]
     info["dirty"] = bool(status) or not log
     return info
 
@@ -239,6 +243,22 @@ def preregistered(record: dict[str, Any], first_run_at: str | None) -> bool:
     """Whether the declaration was committed, unchanged, before the first run of the result started."""
     if record.get("dirty") is not False or not record.get("committed_at") or not first_run_at:
         return False
+    return _at_or_before(record["committed_at"], first_run_at)
+
+
+def registered_then_changed(record: dict[str, Any], first_run_at: str | None) -> dict[str, Any]:
+    """For a declaration changed after its first run: the commit it stood at when that run started
+    (``registered``, None when it was not committed yet) and the commits that changed it since (``changed``,
+    oldest first). A grid extended by a registered rule is such a change; CHECK_HISTORY.md says why."""
+    history = record.get("history") or []
+    if not first_run_at or not history:
+        return {"registered": None, "changed": []}
+    before = [h for h in history if _at_or_before(h["committed_at"], first_run_at)]
+    return {"registered": before[0] if before else None,
+            "changed": [h for h in reversed(history) if not _at_or_before(h["committed_at"], first_run_at)]}
+
+
+def _at_or_before(when: str, then: str) -> bool:
     from datetime import datetime
 
-    return datetime.fromisoformat(record["committed_at"]) <= datetime.fromisoformat(first_run_at)
+    return datetime.fromisoformat(when) <= datetime.fromisoformat(then)

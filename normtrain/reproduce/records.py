@@ -20,7 +20,7 @@ from typing import Any
 
 from normtrain.reproduce import stats
 from normtrain.reproduce.plan import SEED_AXIS, Plan
-from normtrain.reproduce.preregistration import preregistered
+from normtrain.reproduce.preregistration import preregistered, registered_then_changed
 from normtrain.reproduce.runner import Experiment, Findings
 from normtrain.reproduce.verdicts import Judgement
 
@@ -63,6 +63,8 @@ def result_record(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findi
     reg = exp.registration
     first = first_run_at(rows, started_at)
     declaration = {**declared, "first_run_at": first, "before_runs": preregistered(declared, first)}
+    if not declaration["before_runs"]:
+        declaration.update(registered_then_changed(declared, first))
     axes = [a for a in plan.grid if a != SEED_AXIS]
     trained = any("status" in r for r in rows)
     seeds = sorted(int(s) for s in plan.grid.get(SEED_AXIS, ["0"]))

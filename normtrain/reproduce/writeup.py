@@ -340,6 +340,15 @@ def declaration_text(record: dict[str, Any]) -> str:
     when = f"commit `{record['commit'][:10]}` of {record['committed_at']}"
     if record.get("dirty"):
         return f"**Checks changed after their commit**: {files} differ from {when}, the last commit that touched them."
+    registered = record.get("registered")
+    if not record.get("before_runs") and registered:
+        changed = record.get("changed") or []
+        changes = ", ".join(f"`{c['commit'][:10]}` of {c['committed_at']}" for c in changed)
+        return (f"**Registered before the runs, changed after they began**: declared in {files} at commit "
+                f"`{registered['commit'][:10]}` of {registered['committed_at']}, before the first run of this "
+                f"result started ({record['first_run_at']}); changed since by commit{'s' * (len(changed) > 1)} "
+                f"{changes}. Each change made after the runs began, and why, is in the check history below; the "
+                f"declaration's digest now `{record['digest']}`.")
     if not record.get("before_runs"):
         return (f"**Checks committed after the runs**: declared in {files} at {when}, *after* the first run started "
                 f"({record['first_run_at']}).")

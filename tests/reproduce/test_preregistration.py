@@ -7,7 +7,15 @@ import subprocess
 import pytest
 
 from normtrain.reproduce.catalog import EXPERIMENTS
-from normtrain.reproduce.preregistration import Guard, Pilot, Registration, Rule, declaration, preregistered
+from normtrain.reproduce.preregistration import (
+    Guard,
+    Pilot,
+    Registration,
+    Rule,
+    declaration,
+    preregistered,
+    registered_then_changed,
+)
 from normtrain.reproduce.stats import median_ci
 from normtrain.reproduce.verdicts import ALL_SEEDS, judge, verdict
 
@@ -118,10 +126,11 @@ def test_a_registration_after_a_pilot_names_the_pilot():
         Registration("c", "d", "n", "m", "LN", rules, label="after_the_fact")
 
 
-def git(*args, cwd):
+def git(*args, cwd, date: str | None = None):
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(cwd)}
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(cwd)})
+                   env={**env, **({"GIT_COMMITTER_DATE": date} if date else {})})
 
 
 def test_provenance_names_the_commit_and_notices_later_edits(tmp_path):
@@ -142,6 +151,37 @@ def test_provenance_names_the_commit_and_notices_later_edits(tmp_path):
     edited = declaration([checks])
     assert edited["dirty"] is True and edited["digest"] != record["digest"]
     assert preregistered(edited, "2999-01-01T00:00:00+00:00") is False
+
+
+def test_a_declaration_changed_after_the_first_run_names_the_registration_it_ran_under_and_each_change(tmp_path):
+    """A grid extended by a registered rule changes the YAML after the runs began: the write-up says when the
+    checks were registered (before the runs) and which commits changed them since, not only the newest commit."""
+    from normtrain.reproduce.index import registration_cell
+    from normtrain.reproduce.writeup import declaration_text
+
+    checks = tmp_path / "configs" / "experiment" / "x.yaml"
+    checks.parent.mkdir(parents=True)
+    git("init", "-q", cwd=tmp_path)
+    for n, day in ((1, "2026-01-01"), (2, "2026-01-03"), (3, "2026-01-05")):
+        checks.write_text(f"lrs: {n}\n")
+        git("add", ".", cwd=tmp_path)
+        git("commit", "-qm", f"c{n}", f"--date={day}T00:00:00+00:00", cwd=tmp_path, date=f"{day}T00:00:00+00:00")
+    record = declaration([checks])
+    assert [h["committed_at"][:10] for h in record["history"]] == ["2026-01-05", "2026-01-03", "2026-01-01"]
+    first_run = "2026-01-02T00:00:00+00:00"
+    found = registered_then_changed(record, first_run)
+    assert found["registered"] == record["history"][2]
+    assert [c["committed_at"][:10] for c in found["changed"]] == ["2026-01-03", "2026-01-05"]  # oldest first
+    assert registered_then_changed(record, "2025-12-31T00:00:00+00:00")["registered"] is None  # runs came first
+    shown = {**record, **found, "first_run_at": first_run, "before_runs": preregistered(record, first_run)}
+    text = declaration_text(shown)
+    assert text.startswith("**Registered before the runs, changed after they began**")
+    assert record["history"][2]["commit"][:10] in text and "changed since by commits" in text
+    assert "(changed after the runs began" in registration_cell({"registration": "before_runs",
+                                                                 "provenance": {"declaration": shown}})
+    never = {**record, "registered": None, "changed": [], "first_run_at": first_run, "before_runs": False}
+    assert declaration_text(never).startswith("**Checks committed after the runs**")
+    assert "(checks not committed before the runs)" in registration_cell({"provenance": {"declaration": never}})
 
 
 @pytest.mark.parametrize("name", list(EXPERIMENTS))
