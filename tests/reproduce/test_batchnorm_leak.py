@@ -7,7 +7,15 @@ import pytest
 import torch
 
 from normtrain.model import GPT, GPTConfig, NormSpec
-from normtrain.reproduce.batchnorm_leak import arm_of, cut_positions, future_swap_gain, measure
+from normtrain.reproduce.batchnorm_leak import (
+    CPU_EXTENSION,
+    LRS,
+    BatchNormLeak,
+    arm_of,
+    cut_positions,
+    future_swap_gain,
+    measure,
+)
 
 
 class ReadsTheNextToken(torch.nn.Module):
@@ -76,3 +84,19 @@ def test_measure_reads_every_quantity_at_each_arms_best_lr():
     assert found["best_lr_inside_grid"] == {"batchnorm, batch 1": {"all seeds": 1.0},
                                             "batchnorm, batch 8": {"all seeds": 0.0}}
     assert arm_of({"norm": "batchnorm", "train.batch_size": "8"}) == "batchnorm, batch 8"
+
+
+def test_the_cpu_grid_is_the_registered_one_plus_its_extension_at_batch_8_only():
+    from normtrain.reproduce.cli import make_plan
+
+    cpu = [dict(c) for c in make_plan("batchnorm_leak", scale="cpu").combos()]
+
+    def lrs(batch: str) -> list[float]:
+        return sorted({float(c["optim.lr"]) for c in cpu if c["train.batch_size"] == batch})
+
+    assert lrs("1") == lrs("2") == sorted(LRS)
+    assert lrs("8") == sorted((*LRS, *CPU_EXTENSION["8"]))
+    assert {c["norm"] for c in cpu if float(c["optim.lr"]) == CPU_EXTENSION["8"][0]} == {"batchnorm", "layernorm"}
+    assert len(cpu) == 90 + 10  # the registered grid, then the extension: 2 norms x 5 seeds
+    at_edge = {"norm": "batchnorm", "train.batch_size": "8", "optim.lr": "0.064", "train.seed": "5"}
+    assert BatchNormLeak().keeps_at("cpu")(at_edge) and not BatchNormLeak().keeps_at("gpu")(at_edge)
