@@ -9,6 +9,16 @@ from normtrain.reproduce.preregistration import Guard, Pilot, Registration, Rule
 
 DEPTHS = "6, 18, 24"  # configs/experiment/deepnet_depth.yaml: model.n_layers
 POST_LRS, DEEPNORM_LRS = "1.25e-4, 2.5e-4, 5e-4, 1e-3", "5e-4, 1e-3, 2e-3, 4e-3"  # its optim.lr axis, per placement
+EXTENSION = ("The grids were extended at their top edge during the runs, when all 60 Post-LN runs and DeepNorm's "
+             "runs at 5e-4, 1e-3 and 2e-3 (every depth) and at 4e-3 (6 layers, and 4 seeds at 18) had finished: "
+             "DeepNorm's 4e-3 was below its 2e-3 at 6 and 18 layers by about 0.2 nats (medians 2.036 against 2.225, "
+             "1.881 against 2.089), so its best would sit at the grid's largest lr and fail the precondition "
+             "best_lr_inside_grid; Post-LN's best at 6 layers sat at its grid's largest lr, 1e-3, with DeepNorm "
+             "0.27 nats ahead there, a comparison (both_train_shallow, post_degrades_with_depth) that would read "
+             "Post-LN below its best. Issue 37's remedy is to extend the grid at that edge; two factor-2 steps at "
+             "once (the curves still fell about 0.2 nats per doubling): DeepNorm 8e-3 and 1.6e-2 at 6, 18 and 24 "
+             "layers, Post-LN 2e-3 and 4e-3 at 6 layers, seeds 3–7 (40 runs). No check, threshold or rule changed "
+             "(experiments/deepnet_depth/CHECK_HISTORY.md entry 5)")
 BUDGET = ("120 runs (2 placements × 4 lrs × 3 depths × 5 seeds). Estimate: on the quiet 2-core machine a v3 run "
           "(1000 steps, 5 evaluations) took 42–44 s at 6 layers and 156–161 s at 24 (experiments/reproduce_budget/"
           "sample_runs.csv); an evaluation of the 512 windows costs about as much as 21 training steps (64k tokens "
@@ -40,7 +50,7 @@ REGISTRATION = Registration(
             "10% of steps (logged every 10 steps; training batches, not the judged validation windows); a diverged "
             "run counts as +∞, a tie goes to the smaller lr. Judged quantities are read at each placement's best lr "
             "at that depth and paired by seed (a diverged run's loss is +∞). Seeds 3–7 (v3's pilot ran 0–2). "
-            f"{BUDGET}."),
+            f"{BUDGET}. " + EXTENSION + "."),
     norm="LayerNorm, as the papers",
     label="after_pilot",
     pilot=Pilot(
