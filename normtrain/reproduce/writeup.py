@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import platform
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +66,7 @@ def write(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findings: Fin
     out.mkdir(parents=True, exist_ok=True)
     judged = decide(exp.registration, findings.measured, findings.unit, plan.scale,
                     [int(s) for s in plan.grid.get(SEED_AXIS, ["0"])])
-    figures = []
-    for filename, draw in findings.figures.items():
-        draw(out / filename)
-        figures.append(filename)
+    figures = draw_figures(out, findings.figures)
     write_csv(rows, out / "runs.csv")
     for filename, table in findings.csv.items():
         write_csv(table, out / filename)
@@ -82,6 +80,17 @@ def write(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findings: Fin
     path = out / "README.md"
     atomic.write_text(path, re.sub(r"\n{3,}", "\n\n", text))
     return path
+
+
+def draw_figures(out: Path, figures: dict[str, Callable[[Path], None]]) -> list[str]:
+    """Draw this result's figures into ``out`` and delete any other ``.png`` there: the folder is the command's
+    output, so a figure an earlier design drew and this one does not would sit beside the README unlinked and
+    describe runs that are no longer the result."""
+    for stale in sorted(set(p.name for p in out.glob("*.png")) - set(figures)):
+        (out / stale).unlink()
+    for filename, draw in figures.items():
+        draw(out / filename)
+    return list(figures)
 
 
 def interactive_report(exp: Experiment, plan: Plan, path: Path) -> str:

@@ -1,6 +1,6 @@
 """What result.json and the index say beyond the checks: a rerun that moved a checked number (a finding, with its
 size), the primary and secondary checks in separate columns (v3 records readable as they are), and a GPU verdict
-that disagrees with the CPU one."""
+that disagrees with the CPU one; a render that leaves no figure of an earlier design behind."""
 
 from __future__ import annotations
 
@@ -97,3 +97,16 @@ def test_a_v4_readme_names_the_deciding_check_and_reports_the_others_beside_it()
     declared = registration_section(reg, judged, record)
     assert "**Protocol v4.**" in declared and "| adam_grows | secondary (reported) |" in declared
     assert "*(ours, not the paper's)*" in declared and "| deepnorm_smaller | primary (decides) |" in declared
+
+
+def test_a_render_deletes_the_figures_an_earlier_design_drew_and_this_one_does_not(tmp_path):
+    from normtrain.reproduce.writeup import draw_figures
+
+    (tmp_path / "val_loss.png").write_bytes(b"v3's figure")  # xiong_warmup's v3 figure, stale beside v4's
+    (tmp_path / "warmup.png").write_bytes(b"old")
+    (tmp_path / "runs.csv").write_text("kept")
+    drawn = draw_figures(tmp_path, {"warmup.png": lambda p: p.write_bytes(b"new"),
+                                    "penalty.png": lambda p: p.write_bytes(b"new")})
+    assert drawn == ["warmup.png", "penalty.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["penalty.png", "runs.csv", "warmup.png"]
+    assert (tmp_path / "warmup.png").read_bytes() == b"new"
