@@ -18,7 +18,7 @@ from normtrain.reproduce.writeup import markdown_table
 DEEP_FROM = 18  # the primary check's depths: these and deeper (a narrowed grid without them: its deepest)
 LR_RANGE = {"post": (1.25e-4, 1e-3), "deepnorm": (5e-4, 4e-3), "pre": (5e-4, 4e-3)}  # each placement's lr grid
 # Added at the grid's top edge during the v4 runs (the registration's EXTENSION): placement -> depths -> lrs
-EXTENDED = {"post": {6: (2e-3, 4e-3)}, "deepnorm": {6: (8e-3, 1.6e-2), 18: (8e-3, 1.6e-2), 24: (8e-3, 1.6e-2)}}
+EXTENDED = {"post": {6: (2e-3, 4e-3, 8e-3)}, "deepnorm": {6: (8e-3, 1.6e-2), 18: (8e-3, 1.6e-2), 24: (8e-3, 1.6e-2)}}
 
 
 def arm_of(row: dict[str, Any]) -> str:
@@ -64,9 +64,9 @@ class Depth(Experiment):
               "β = (0.9, 0.98), no clipping, 1000 steps of 8 × 128 bytes, a 100-step linear warm-up (10%) multiplying "
               "a cosine to 10% counted from step 0, evaluated every 5% on 512 fixed windows, at 6, 18 and 24 "
               "layers, seeds 3–7. Post-LN at peak learning rates 1.25e-4, 2.5e-4, 5e-4, 1e-3; DeepNorm at 5e-4, "
-              "1e-3, 2e-3, 4e-3; the grids extended at their top edge during the runs: Post-LN at 6 layers by 2e-3 "
-              "and 4e-3, DeepNorm at every depth by 8e-3 and 1.6e-2. Each placement is judged at its own best lr at "
-              "each depth: " + best_lr.RULE + ".")
+              "1e-3, 2e-3, 4e-3; the grids extended at their top edge during the runs: Post-LN at 6 layers by 2e-3, "
+              "4e-3 and 8e-3, DeepNorm at every depth by 8e-3 and 1.6e-2. Each placement is judged at its own best "
+              "lr at each depth: " + best_lr.RULE + ".")
     gpu_recipe = Recipe()
 
     def keeps(self, combo: dict[str, str]) -> bool:

@@ -121,13 +121,13 @@ def test_the_grid_comes_from_the_experiment_yaml_and_scales():
     assert cpu.grid == {"placement": ["post", "deepnorm"],
                         "optim.lr": ["0.0005", "0.001", "0.000125", "0.00025", "0.002", "0.004", "0.008", "0.016"],
                         "model.n_layers": ["6", "18", "24"], "train.seed": ["3", "4", "5", "6", "7"]}
-    # each placement's own 4 lrs (120 runs), then the extension at the grids' top edge: 40 runs
-    assert len(cpu.combos()) == 160 and str(cpu.out) == "experiments/deepnet_depth"
+    # each placement's own 4 lrs (120 runs), then the extensions at the grids' top edge: 45 runs
+    assert len(cpu.combos()) == 165 and str(cpu.out) == "experiments/deepnet_depth"
     lrs = {(p, d): sorted({float(c["optim.lr"]) for c in cpu.combos()
                            if c["placement"] == p and c["model.n_layers"] == d})
            for p in ("post", "deepnorm") for d in ("6", "18", "24")}
     assert lrs[("post", "18")] == lrs[("post", "24")] == [1.25e-4, 2.5e-4, 5e-4, 1e-3]
-    assert lrs[("post", "6")] == [1.25e-4, 2.5e-4, 5e-4, 1e-3, 2e-3, 4e-3]  # Post-LN extended at 6 layers only
+    assert lrs[("post", "6")] == [1.25e-4, 2.5e-4, 5e-4, 1e-3, 2e-3, 4e-3, 8e-3]  # Post-LN extended at 6 layers
     assert all(lrs[("deepnorm", d)] == [5e-4, 1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2] for d in ("6", "18", "24"))
     gpu = make_plan("deepnet_depth", scale="gpu", seeds=2, device=ASSUMED_H100)  # the design stays; the model grows
     assert gpu.grid["model.n_layers"] == ["6", "18", "24"] and len(gpu.grid["train.seed"]) >= 2

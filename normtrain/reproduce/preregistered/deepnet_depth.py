@@ -18,7 +18,9 @@ EXTENSION = ("The grids were extended at their top edge during the runs, when al
              "Post-LN below its best. Issue 37's remedy is to extend the grid at that edge; two factor-2 steps at "
              "once (the curves still fell about 0.2 nats per doubling): DeepNorm 8e-3 and 1.6e-2 at 6, 18 and 24 "
              "layers, Post-LN 2e-3 and 4e-3 at 6 layers, seeds 3–7 (40 runs). No check, threshold or rule changed "
-             "(experiments/deepnet_depth/CHECK_HISTORY.md entry 5)")
+             "(experiments/deepnet_depth/CHECK_HISTORY.md entry 5). Then Post-LN's best at 6 layers sat at the new "
+             "top, 4e-3 (selection loss 2.122 against 2.137 at 2e-3), and one more step, 8e-3 (5 runs), was added by "
+             "the same rule (entry 6)")
 BUDGET = ("120 runs (2 placements × 4 lrs × 3 depths × 5 seeds). Estimate: on the quiet 2-core machine a v3 run "
           "(1000 steps, 5 evaluations) took 42–44 s at 6 layers and 156–161 s at 24 (experiments/reproduce_budget/"
           "sample_runs.csv); an evaluation of the 512 windows costs about as much as 21 training steps (64k tokens "
