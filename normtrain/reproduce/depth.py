@@ -7,6 +7,7 @@ one depth).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from normtrain.reproduce import best_lr, plots, stats
@@ -75,7 +76,7 @@ class Depth(Experiment):
         if "optim.lr" not in combo or low <= (lr := float(combo["optim.lr"])) <= high:
             return True
         added = EXTENDED.get(placement, {}).get(int(combo.get("model.n_layers", 0)), ())
-        return any(abs(lr - a) <= 1e-12 for a in added)
+        return any(math.isclose(lr, a) for a in added)
 
     def row(self, run, combo: dict[str, str]) -> dict[str, Any]:
         return {**super().row(run, combo), best_lr.SELECTION: best_lr.selection_of(run)}
