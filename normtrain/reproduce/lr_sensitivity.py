@@ -141,10 +141,13 @@ class LRSensitivity(Experiment):
         measured["best_lr_inside_grid"] = best_lr.inside_grid({a: b for a, b in best.items()
                                                                if a.split(",")[0] in PRIMARY})
         ranking, mid = self.ranking(c, names, depths, unigram)
-        ours = f"LR sensitivity at L={mid}: " + ", ".join(f"{v} {stats.spread(c.sens(v, mid).values())}"
-                                                          for v in ranking)
-        key = (f"Ranking by LR sensitivity at L={mid} (least sensitive first; a variant that learned nothing at any "
-               f"learning rate in most seeds last): {', '.join(ranking)}. {ours}. Max stable lr at L={mid}: "
+        gaps = measured["pre_minus_pre_qk_sensitivity"]  # the primary check's quantity
+        ours = "Pre-LN − Pre-LN + QK-norm LR sensitivity: " + (
+            "; ".join(f"{stats.median_and_interval(v.values())} nats at {d}" for d, v in gaps.items()) or "–")
+        at_mid = f"LR sensitivity at L={mid}: " + ", ".join(f"{v} {stats.spread(c.sens(v, mid).values())}"
+                                                             for v in ranking)
+        key = (f"{ours}. Ranking by LR sensitivity at L={mid} (least sensitive first; a variant that learned nothing "
+               f"at any learning rate in most seeds last): {', '.join(ranking)}. {at_mid}. Max stable lr at L={mid}: "
                + ", ".join(f"{v} {self.stable_cell(c.max_stable(v, mid))}" for v in ranking) + ".")
         notes = [*self.notes(c, names, depths, unigram), f"Best lr rule (declared before the runs; the precondition "
                  f"best_lr_inside_grid reads it): {best_lr.RULE}.", *(n for b in best.values() if (n := b.edge_note()))]

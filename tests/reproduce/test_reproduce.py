@@ -367,6 +367,12 @@ def test_lr_sensitivity_ranks_a_variant_that_learned_nothing_last_and_counts_see
     findings = LRSensitivity().analyse(learned + flat, make_plan("lr_sensitivity"))
     assert "least sensitive first" in findings.key and findings.key.index("pre,") < findings.key.index("post.")
     assert any("post at L=2 learned nothing at any learning rate in 2 of 3 seeds" in n for n in findings.notes)
+    assert findings.ours == "Pre-LN − Pre-LN + QK-norm LR sensitivity: –"  # no QK-norm arm: no primary quantity
+    qk = [{**r, "model.qk_norm": "True", "final_val_loss": r["final_val_loss"] - 0.1 * (r["optim.lr"] == "0.1")}
+          for r in learned]  # 0.1 nats better at the top lr only: 0.1 / 3 less sensitive in every seed
+    headline = LRSensitivity().analyse(learned + qk, make_plan("lr_sensitivity")).ours
+    assert headline == ("Pre-LN − Pre-LN + QK-norm LR sensitivity: median 0.033 (range of 3 seeds 0.033 to 0.033) "
+                        "nats at L=2")
 
 
 def test_validation_batches_are_the_windows_the_training_loop_evaluates(tiny, tmp_path):
