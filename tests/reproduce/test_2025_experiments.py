@@ -163,15 +163,16 @@ def test_curse_of_depth_reads_the_probe_by_halves_and_judges_each_arm_at_its_bes
 DYT_LRS = (2e-3, 5e-3, 1.25e-2)
 
 
-def dyt_rows(alpha: float = 1.0, dyt_gap: float = 0.005, dyt_lr: float = 5e-3, spread: float = 0.1) -> list[dict]:
+def dyt_rows(alpha: float = 1.0, dyt_gap: float = 0.005, dyt_lr: float = 5e-3, spread: float = 0.1,
+             alphas: tuple[float, ...] = (0.5, 1.0, 2.0)) -> list[dict]:
     """RMSNorm lowest (2.0) at 5e-3; DyT lowest (2.0 + ``dyt_gap``) at α₀ = ``alpha`` and ``dyt_lr``, its loss a V
     over log lr and, ``spread`` per factor 2, over log α₀; DyT − RMSNorm alternates ± 0.002 around the gap over
     seeds (a t-test needs a spread)."""
     rows = []
     for s in range(5, 10):
         for lr in DYT_LRS:
-            for norm, alphas in (("rmsnorm", (0.5,)), ("dyt", (0.5, 1.0, 2.0))):
-                for a in alphas:
+            for norm, grid in (("rmsnorm", (0.5,)), ("dyt", alphas)):
+                for a in grid:
                     base = (2.0, 5e-3) if norm == "rmsnorm" else (2.0 + dyt_gap, dyt_lr)
                     loss = base[0] + 0.001 * s + 0.05 * abs(math.log(lr / base[1]))
                     loss += spread * abs(math.log2(a / alpha)) + 0.002 * (-1) ** s if norm == "dyt" else 0.0
@@ -194,6 +195,24 @@ def test_dyt_tunes_alpha_and_lr_by_the_rule_and_compares_with_rmsnorm_at_its_bes
     assert outcomes(found)["best_lr_inside_grid"] is False and found.verdict == "inconclusive (precondition)"
     assert exp.keeps({"norm": "rmsnorm", "norm.alpha_init": "0.5"}) and not exp.keeps({"norm": "rmsnorm",
                                                                                         "norm.alpha_init": "1.0"})
+
+
+def test_dyts_alpha_grid_extended_below_brackets_the_best_and_leaves_the_secondary_on_the_registered_grid(tmp_path):
+    """The extension by 0.25 (the registered grid's best, 0.5, at its lower edge) puts 0.5 inside the grid, and the
+    secondary α₀ range is still read over the registered 0.5–2 only."""
+    exp = DyT()
+    found = judged_v4(exp, dyt_rows(alpha=0.5), tmp_path)  # the registered grid: 0.5 is its edge
+    assert found.verdict == "inconclusive (precondition)" and outcomes(found)["best_alpha_inside_grid"] is False
+    found = judged_v4(exp, dyt_rows(alpha=0.5, alphas=(0.25, 0.5, 1.0, 2.0)), tmp_path)
+    assert found.verdict == "reproduced" and outcomes(found)["best_alpha_inside_grid"] is True
+    rng = found.role("secondary")[0].conditions["DyT's best lr"]["per_seed"]["5"]
+    assert rng == pytest.approx(0.2)  # α₀ 2 against 0.5: two factors of 2 at 0.1 each
+    found = judged_v4(exp, dyt_rows(alpha=1.0, alphas=(0.25, 0.5, 1.0, 2.0)), tmp_path)
+    rng = found.role("secondary")[0].conditions["DyT's best lr"]["per_seed"]["5"]
+    assert rng == pytest.approx(0.1)  # over 0.5–2 around 1; 0.25 (0.2 above the best) is not counted
+    assert exp.keeps({"norm": "rmsnorm", "norm.alpha_init": "0.5", "optim.lr": "8e-4"})  # the lr extension
+    assert not exp.keeps({"norm": "dyt", "norm.alpha_init": "0.5", "optim.lr": "8e-4"})  # RMSNorm's alone
+    assert exp.keeps({"norm": "dyt", "norm.alpha_init": "0.25", "optim.lr": "2e-3"})
 
 
 def test_dyts_best_alpha_is_the_arm_whose_best_lr_scores_lowest():

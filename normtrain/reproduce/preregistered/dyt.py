@@ -3,12 +3,20 @@
 
 ``REGISTRATION`` is v4 (issue 37: the matching claim decides, best against best, new seeds, longer runs).
 ``REGISTRATION_V3`` below it is the first registration (``before_runs``), that the committed v3 result (runs at
-90b8580) was judged by, kept unchanged as a record: it is v4's pilot."""
+90b8580) was judged by, kept unchanged as a record: it is v4's pilot. One change to v4 since its runs began, no check
+among it: the α₀ grid's and RMSNorm's lr grid's extension (``EXTENSION``)."""
 
 from normtrain.reproduce.preregistration import Guard, Pilot, Registration, Rule
 
 STEPS = 1600  # configs/experiment/dyt.yaml: train.max_steps
 LRS = "2e-3, 5e-3 and 1.25e-2"  # its optim.lr axis: a log grid, factor 2.5
+EXTENSION = ("Two grids were extended after the registered grid's 60 runs had been seen, the same seeds, no "
+             "check changed (CHECK_HISTORY entry 3): DyT's best α₀ was 0.5, the α₀ grid's lower edge, so α₀ 0.25 "
+             "(one step of the grid's factor 2) was added for DyT at the three lrs (15 runs); RMSNorm's best lr was "
+             "2e-3, its grid's lower edge, so 8e-4 (one step of the lr grid's factor 2.5) was added for RMSNorm (5 "
+             "runs). Both fail a precondition (best_alpha_inside_grid, best_lr_inside_grid) whose stated remedy is to "
+             "extend the grid (issue 37: extend the grid when the best sits at its edge); ≈ 45 min at --jobs 2. The "
+             "secondary dyt_alpha_range stays over the registered α₀ 0.5–2")
 BUDGET = ("Budget (issue 37 item 8, ≤ 3 h at --jobs 2): 60 runs (RMSNorm at 3 lrs, DyT at 3 α₀ × 3 lrs, × 5 seeds). "
           "v3's d-128 runs of this model took 118–136 s each for 800 steps with 2 evaluations (its runs.csv "
           "wall_time_s); a run's time is linear in its steps at a fixed shape, so 1600 steps ≈ 250 s, plus 21 "
@@ -35,15 +43,16 @@ REGISTRATION = Registration(
     paper_number="LLaMA 7B–70B: DyT on par with RMSNorm in loss and zero-shot scores with α₀ (attention / other "
                  "norms) 0.8 / 0.2 at 7B, 0.6 / 0.15 at 13B, 0.2 / 0.05 at 34B and 70B",
     metric=(f"Final validation loss (nats per byte, 512 fixed windows = 64 KB, a diverged run +∞) of Pre-LN models "
-            f"(6 layers, d 128, SwiGLU, RoPE) after {STEPS} steps, RMSNorm and DyT at α₀ ∈ {{0.5, 1, 2}}, each at "
-            f"peak learning rates {LRS}, seeds 5–9. **Best lr and α₀, a rule fixed before the runs** "
+            f"(6 layers, d 128, SwiGLU, RoPE) after {STEPS} steps, RMSNorm and DyT at α₀ ∈ {{0.5, 1, 2}} (and "
+            f"0.25, the extension below; RMSNorm also at 8e-4), each at peak learning rates {LRS}, seeds 5–9. "
+            "**Best lr and α₀, a rule fixed before the runs** "
             "(normtrain/reproduce/best_lr.py): for RMSNorm and for DyT at each α₀, the lr whose runs have the lowest "
             "median over seeds of the mean training loss over the last 10% of the steps (training batches, logged "
             "every 5 steps, not the judged validation windows), a tie to the smaller lr; DyT's α₀ is the one whose "
             "best lr has the lowest such score (a tie to the smaller α₀). DyT there minus RMSNorm at its best lr, "
             "paired by seed. DyT's α₀ sensitivity: per seed, at DyT's best lr, the worst final loss over the α₀ grid "
             f"minus the best. Picking DyT's best of 9 configurations against RMSNorm's best of 3 favours DyT by a "
-            f"little seed noise; stated so that a narrow pass is weighed. {BUDGET}."),
+            f"little seed noise; stated so that a narrow pass is weighed. {BUDGET}. {EXTENSION}."),
     norm="DyT against RMSNorm (the paper's LLaMA baseline); Pre-LN. LayerNorm is not run (v3: within 0.005 nats of "
          "RMSNorm at both widths)",
     label="after_pilot",
