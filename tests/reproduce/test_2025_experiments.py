@@ -51,7 +51,8 @@ def test_the_grids_run_the_papers_arms(tmp_path):
     assert {c["train.seed"] for c in depth_combos} == {"5", "6", "7", "8", "9"}  # new seeds: v3's pilot ran 0-4
     assert len(make_plan("curse_of_depth", smoke=True).combos()) == 4  # both arms at two lrs
     dyt = make_plan("dyt").combos()
-    assert len(dyt) == 5 * 3 * (3 + 1)  # seeds × lrs × (DyT's α₀ grid + RMSNorm once)
+    assert len(dyt) == 5 * (3 * 4 + 4)  # seeds × (lrs × DyT's α₀ grid, extended by 0.25 + RMSNorm's lrs, and 8e-4)
+    assert {float(c["optim.lr"]) for c in dyt if c["norm"] == "dyt"} == {2e-3, 5e-3, 1.25e-2}  # 8e-4: RMSNorm's
     assert {c["norm.alpha_init"] for c in dyt if c["norm"] != "dyt"} == {"0.5"}
     assert {c["train.seed"] for c in dyt} == {"5", "6", "7", "8", "9"}  # new seeds: v3's pilot ran 0-4
     smoke = make_plan("dyt", smoke=True).combos()
