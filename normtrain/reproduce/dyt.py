@@ -36,6 +36,11 @@ def arm_of(row: dict[str, Any]) -> str:
     return f"dyt α₀={alpha_of(row):g}" if row.get("norm") == "dyt" else str(row.get("norm"))
 
 
+def arm_alpha(arm: str) -> float:
+    """The α₀ of a DyT arm's label (``dyt α₀=A``), the inverse of :func:`arm_of`."""
+    return float(arm.split("=")[1])
+
+
 def dyt_arms(rows: list[dict[str, Any]]) -> list[str]:
     """DyT's arms in the order of α₀."""
     return [f"dyt α₀={a:g}" for a in sorted({alpha_of(r) for r in rows if r.get("norm") == "dyt"})]
@@ -43,7 +48,7 @@ def dyt_arms(rows: list[dict[str, Any]]) -> list[str]:
 
 def registered_arms(arms: list[str]) -> list[str]:
     """DyT's arms at the registered α₀ (0.5–2), without the grid's extension."""
-    return [a for a in arms if float(a.split("=")[1]) in REGISTERED_ALPHAS]
+    return [a for a in arms if arm_alpha(a) in REGISTERED_ALPHAS]
 
 
 def score_at_best(b: best_lr.BestLr) -> float | None:
@@ -173,7 +178,7 @@ def draw(rows, best, refs, pick, unigram, path) -> None:
     for r in rows:
         if r[ARM] in dyts and lr is not None and best_lr.lr_of(r) == lr and (v := stats.final_or_inf(r)) is not None:
             per_seed.setdefault(str(r["train.seed"]), {})[r[ARM]] = v
-    alphas = [float(a.split("=")[1]) for a in dyts]
+    alphas = [arm_alpha(a) for a in dyts]
     plots.seeds_and_mean(axes[1], alphas, [[s.get(a) for a in dyts] for s in per_seed.values()],
                          plots.NORM_COLORS.get("dyt", "k"), f"DyT at lr {lr:g}" if lr else "DyT")
     for a in refs:
