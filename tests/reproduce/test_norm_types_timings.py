@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from normtrain.reproduce.norm_types import STAMP, saved_timings, timing_note
+from normtrain.reproduce.norm_types import NORM_ORDER, STAMP, saved_timings, timing_note
 from normtrain.reproduce.writeup import write_csv
 
 SETUP = "4 layers, d 64, batch 16 × 128"
@@ -88,14 +88,21 @@ def test_the_loss_panel_shows_a_single_evaluation_far_above_the_line():
     assert ax2[0].get_ylim()[1] == 3.4 + 0.4 and ax2[0].get_ylim()[0] < 2.5
 
 
-def test_prmsnorm_the_secondary_arm_runs_on_the_first_three_seeds_and_leaves_out_the_smallest_lr():
-    from normtrain.reproduce.norm_types import NormTypes
+def test_prmsnorm_the_secondary_arm_runs_on_the_first_three_seeds_and_the_extension_on_layernorm_alone():
+    from normtrain.reproduce.norm_types import EXTENSION_LR, NormTypes
     from normtrain.reproduce.plan import sweep_axes
 
     axes = sweep_axes("norm_types")
-    seeds, lrs = axes["train.seed"], sorted(axes["optim.lr"], key=float)
+    seeds = axes["train.seed"]
+    lrs = sorted((lr for lr in axes["optim.lr"] if float(lr) != EXTENSION_LR), key=float)  # the registered grid
+    extension = [lr for lr in axes["optim.lr"] if float(lr) == EXTENSION_LR]
+    assert len(lrs) == 4 and len(extension) == 1 and float(extension[0]) < float(lrs[0])
     keeps = NormTypes().keeps
     assert all(keeps({"norm": n, "optim.lr": lr, "train.seed": s}) for n in ("layernorm", "rmsnorm")
-               for lr in lrs for s in seeds)  # the primary arms: the whole grid
+               for lr in lrs for s in seeds)  # the primary arms: the whole registered grid
     prms = {(lr, s) for lr in lrs for s in seeds if keeps({"norm": "prmsnorm", "optim.lr": lr, "train.seed": s})}
-    assert prms == {(lr, s) for lr in lrs[1:] for s in seeds[:3]}
+    assert prms == {(lr, s) for lr in lrs for s in seeds[:3]}  # the registered grid (since the extension, its
+    # smallest lr too), on three seeds
+    # The extension below the grid (LayerNorm's registered best was its lower edge): LayerNorm alone runs there.
+    assert [n for n in NORM_ORDER if all(keeps({"norm": n, "optim.lr": extension[0], "train.seed": s})
+                                         for s in seeds)] == ["layernorm"]

@@ -3,7 +3,7 @@
 ``REGISTRATION`` is v5 (protocol v4, issue 37): v4's design with the lr grid extended past v4's best, 4× longer runs
 and new seeds. ``REGISTRATION_V4`` below it (each arm at its own best learning rate; its result, inconclusive on
 both preconditions, is v5's pilot) and ``REGISTRATION_V3`` (v4's pilot, commit e9d2dde) are kept unchanged as
-records."""
+records. One change to v5 since its runs began, no check among it: LayerNorm's lr grid's extension (``EXTENSION``)."""
 
 from normtrain.reproduce.preregistration import Guard, Pilot, Registration, Rule
 
@@ -18,6 +18,14 @@ EQUIVALENCE = ("±0.02 nats, an a-priori equivalence margin: about 1% of the fin
 STEPS = 2000  # configs/experiment/norm_types.yaml: train.max_steps
 LRS = "5e-3, 1.25e-2, 3.125e-2, 7.8125e-2"  # its optim.lr axis: a log grid, factor 2.5
 PRMS_LRS = "1.25e-2, 3.125e-2, 7.8125e-2"  # pRMSNorm (secondary): the grid less its smallest point
+EXTENSION = ("The lr grid was extended after the registered grid's 49 runs had been seen, the same seeds, no check "
+             "changed (CHECK_HISTORY entry 6): LayerNorm's best lr by the selection rule was 5e-3, the grid's lower "
+             "edge (median selection loss 1.193 at 5e-3 against 1.194 at 1.25e-2), so 2e-3 (one step of the grid's "
+             "factor 2.5) was added for LayerNorm (5 runs). This fails the precondition best_lr_inside_grid, whose "
+             "stated remedy is to extend the grid (issue 37: extend the grid when the best sits at its edge). "
+             "RMSNorm's best, 1.25e-2, lay inside its grid, so RMSNorm does not run at 2e-3. pRMSNorm's best was "
+             "1.25e-2, the smallest of its registered points, so it also runs at 5e-3 on its seeds 10–12 (3 runs). "
+             "8 runs, ≈ 10 min at --jobs 2")
 BUDGET = ("Budget (issue 37 item 8, ≤ 3 h at --jobs 2): v4's 500-step runs of this model took 86 s on a quiet "
           "machine (its runs.csv: the fastest of 30; the others ran beside other work), about 0.17 s a step with "
           "its 21 evaluations; a run's time is linear in its steps at a fixed shape, so 2000 steps ≈ 350 s. 40 "
@@ -47,7 +55,7 @@ REGISTRATION = Registration(
             "LayerNorm, `torch.nn.functional.rms_norm` for RMSNorm, which torch 2.13 does not fuse on a CPU, and "
             "normtrain's composite formula for pRMSNorm; CUDA: normtrain's fused Triton RMSNorm), one thread on a "
             "CPU, 7 interleaved repeats each the median of 20 steps; the ratio RMSNorm/LayerNorm is taken per "
-            f"repeat (repeats of one measurement, not seeds). {BUDGET}."),
+            f"repeat (repeats of one measurement, not seeds). {BUDGET}. {EXTENSION}."),
     norm="LayerNorm, RMSNorm and pRMSNorm compared",
     label="after_pilot",
     pilot=Pilot(
