@@ -51,7 +51,8 @@ def test_the_grids_run_the_papers_arms(tmp_path):
     assert {c["train.seed"] for c in depth_combos} == {"5", "6", "7", "8", "9"}  # new seeds: v3's pilot ran 0-4
     assert len(make_plan("curse_of_depth", smoke=True).combos()) == 4  # both arms at two lrs
     dyt = make_plan("dyt").combos()
-    assert len(dyt) == 5 * (3 * 4 + 4)  # seeds × (lrs × DyT's α₀ grid, extended by 0.25 + RMSNorm's lrs, and 8e-4)
+    assert len(dyt) == 5 * (3 * 5 + 4)  # seeds × (lrs × DyT's α₀ grid, extended by 0.25 and 0.125 + RMSNorm's lrs
+    # and 8e-4)
     assert {float(c["optim.lr"]) for c in dyt if c["norm"] == "dyt"} == {2e-3, 5e-3, 1.25e-2}  # 8e-4: RMSNorm's
     assert {c["norm.alpha_init"] for c in dyt if c["norm"] != "dyt"} == {"0.5"}
     assert {c["train.seed"] for c in dyt} == {"5", "6", "7", "8", "9"}  # new seeds: v3's pilot ran 0-4
@@ -214,6 +215,7 @@ def test_dyts_alpha_grid_extended_below_brackets_the_best_and_leaves_the_seconda
     assert exp.keeps({"norm": "rmsnorm", "norm.alpha_init": "0.5", "optim.lr": "8e-4"})  # the lr extension
     assert not exp.keeps({"norm": "dyt", "norm.alpha_init": "0.5", "optim.lr": "8e-4"})  # RMSNorm's alone
     assert exp.keeps({"norm": "dyt", "norm.alpha_init": "0.25", "optim.lr": "2e-3"})
+    assert exp.keeps({"norm": "dyt", "norm.alpha_init": "0.125", "optim.lr": "1.25e-2"})  # the second extension
 
 
 def test_dyts_best_alpha_is_the_arm_whose_best_lr_scores_lowest():

@@ -4,7 +4,7 @@
 ``REGISTRATION`` is v4 (issue 37: the matching claim decides, best against best, new seeds, longer runs).
 ``REGISTRATION_V3`` below it is the first registration (``before_runs``), that the committed v3 result (runs at
 90b8580) was judged by, kept unchanged as a record: it is v4's pilot. One change to v4 since its runs began, no check
-among it: the α₀ grid's and RMSNorm's lr grid's extension (``EXTENSION``)."""
+among it: the α₀ grid's (twice) and RMSNorm's lr grid's extension (``EXTENSION``)."""
 
 from normtrain.reproduce.preregistration import Guard, Pilot, Registration, Rule
 
@@ -16,7 +16,10 @@ EXTENSION = ("Two grids were extended after the registered grid's 60 runs had be
              "2e-3, its grid's lower edge, so 8e-4 (one step of the lr grid's factor 2.5) was added for RMSNorm (5 "
              "runs). Both fail a precondition (best_alpha_inside_grid, best_lr_inside_grid) whose stated remedy is to "
              "extend the grid (issue 37: extend the grid when the best sits at its edge); ≈ 45 min at --jobs 2. The "
-             "secondary dyt_alpha_range stays over the registered α₀ 0.5–2")
+             "secondary dyt_alpha_range stays over the registered α₀ 0.5–2. With the extension's runs seen, DyT's "
+             "best α₀ was 0.25, again the α₀ grid's lower edge (selection loss at each α₀'s best lr 1.302 at 0.25, "
+             "1.306 at 0.5), so α₀ 0.125 (the next step of factor 2) was added at the three lrs, the same seeds (15 "
+             "runs, ≈ 35 min; CHECK_HISTORY entry 4), no check changed")
 BUDGET = ("Budget (issue 37 item 8, ≤ 3 h at --jobs 2): 60 runs (RMSNorm at 3 lrs, DyT at 3 α₀ × 3 lrs, × 5 seeds). "
           "v3's d-128 runs of this model took 118–136 s each for 800 steps with 2 evaluations (its runs.csv "
           "wall_time_s); a run's time is linear in its steps at a fixed shape, so 1600 steps ≈ 250 s, plus 21 "
