@@ -357,18 +357,21 @@ def at_best_table(rows: list[dict[str, Any]], best: dict[str, best_lr.BestLr],
 
 
 def draw_times(ax, timings: list[dict[str, Any]], norms: list[str]) -> None:
+    """One group per timing form, one colour per norm (the legend): a tick per group keeps the labels legible."""
     forms = list(dict.fromkeys(t["timing"] for t in timings))
+    width = len(norms) + 1
     for n in norms:
         for i, form in enumerate(forms):
             vals = list(time_ratio(timings, n, form).values())
-            x = i * (len(norms) + 1) + norms.index(n)
-            ax.scatter([x] * len(vals), vals, color=plots.NORM_COLORS[n], s=12, alpha=0.6)
+            x = i * width + norms.index(n)
+            ax.scatter([x] * len(vals), vals, color=plots.NORM_COLORS[n], s=12, alpha=0.6,
+                       label=n if i == 0 else None)
             if vals:
                 ax.hlines(statistics.median(vals), x - 0.3, x + 0.3, color=plots.NORM_COLORS[n], lw=2.5)
-    ax.set_xticks([i * (len(norms) + 1) + j for i in range(len(forms)) for j in range(len(norms))],
-                  [f"{n}\n{form}" for form in forms for n in norms], fontsize=5)
+    ax.set_xticks([i * width + (len(norms) - 1) / 2 for i in range(len(forms))],
+                  [form.replace(", ", ",\n") for form in forms], fontsize=7)
     ax.axhline(1, color="k", lw=0.8)
-    plots.finish(ax, "time / LayerNorm's (bar: median of repeats)", "", "ratio", legend=False)
+    plots.finish(ax, "time / LayerNorm's (bar: median of repeats)", "", "ratio")
 
 
 def time_ratio(timings: list[dict[str, Any]], norm: str, form: str) -> dict[str, float]:
