@@ -87,9 +87,8 @@ class DyT(Experiment):
               "to 10%, weight decay 0.1, clipping 1; 1600 steps of 8 × 128 bytes, evaluated every 5% on 512 fixed "
               "windows; RMSNorm and DyT (one scalar α per norm, γ = 1, β = 0 at init) at α₀ ∈ {0.5, 1, 2} and "
               "0.25 and 0.125 (the grid's extensions: 0.5 was the registered grid's best, at its edge, then 0.25), "
-              "each at "
-              "peak lrs 2e-3, 5e-3 and 1.25e-2, RMSNorm also at 8e-4 (the extension: 2e-3 was its registered grid's "
-              "best, at its edge); seeds 5–9. Each arm is judged at its own best lr: " + best_lr.RULE
+              "each at peak lrs 2e-3, 5e-3 and 1.25e-2, RMSNorm also at 8e-4 (the extension: 2e-3 was its registered "
+              "grid's best, at its edge); seeds 5–9. Each arm is judged at its own best lr: " + best_lr.RULE
               + "; DyT's α₀ is the one whose best lr scores lowest by the same rule.")
     gpu_recipe = Recipe()
 
