@@ -26,6 +26,7 @@ from typing import Any
 from normtrain.data.tokenizer import workers
 from normtrain.reproduce import gpu_plan
 from normtrain.reproduce.catalog import EXPERIMENTS
+from normtrain.reproduce.cpu_estimate import NOT_COUNTED, RUNS_CSV, CpuEstimate, estimate, total_text
 from normtrain.reproduce.gpu_plan import GpuPlan
 from normtrain.reproduce.gpu_scale import ASSUMED_H100, Device
 from normtrain.reproduce.grid import Unfinished
@@ -247,8 +248,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_MIN,
                    help=f"--scale gpu: minutes on the GPU (default {DEFAULT_BUDGET_MIN:g}); a larger budget buys more "
                         "steps and seeds; a later invocation continues the plan")
-    p.add_argument("--plan-only", action="store_true", help="--scale gpu: print the plan and exit (without a GPU: "
-                                                            "the plan for an assumed H100)")
+    p.add_argument("--plan-only", action="store_true",
+                   help="print the plan and exit: at cpu the runs, those already finished, and the time the rest "
+                        "take by the committed runs' own times; at gpu the plan (without a GPU: for an assumed H100)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per configuration (default: the experiment's)")
     p.add_argument("--smoke", action="store_true", help="a few steps of a reduced grid: checks the pipeline only")
     p.add_argument("--out", default=None, help="results folder (default experiments/NAME, or experiments/NAME-gpu)")
@@ -262,15 +264,39 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return p.parse_intermixed_args(argv)  # overrides may come after the options
 
 
-def show_plan(name: str, args: argparse.Namespace) -> None:
-    """--plan-only: the GPU plan in words and as JSON, nothing run or written."""
+def show_plan(name: str, args: argparse.Namespace) -> CpuEstimate | None:
+    """--plan-only: nothing run or written. At --scale cpu the runs and the time they will take (returned, for
+    'all' to add up); at gpu the plan in words and as JSON."""
     from dataclasses import asdict
 
+    if args.scale == "cpu":
+        return show_cpu_plan(name, args)
     plan = make_plan(name, "gpu", args.seeds, args.smoke, args.overrides, args.out, args.runs_dir, args.fresh,
                      False, args.jobs, args.budget, None if Device.detect() else ASSUMED_H100)
     print(plan.budget.text())
     print(json.dumps({k: v for k, v in asdict(plan.budget).items() if k not in ("measured", "invocations")},
                      indent=1))
+    return None
+
+
+def show_cpu_plan(name: str, args: argparse.Namespace) -> CpuEstimate | None:
+    """The CPU plan's runs, those a rerun reuses, and the time the rest take by the committed runs' own times."""
+    plan = make_plan(name, "cpu", args.seeds, args.smoke, args.overrides, args.out, args.runs_dir, args.fresh,
+                     False, args.jobs)
+    if args.smoke:
+        print(f"{name} --smoke: {len(plan.combos())} runs of a few steps each, under a minute in all")
+        return None
+    exp = EXPERIMENTS[name]()
+    rest = split_overrides(sweep_axes(name), args.overrides)
+    found = estimate(exp.runs_plan(plan), committed_runs(plan), rest, exp.keep_checkpoints)
+    print(found.text())
+    return found
+
+
+def committed_runs(plan: Plan) -> Path:
+    """The runs.csv that times the plan: the results folder's, else the committed one in this checkout."""
+    here = plan.out / RUNS_CSV
+    return here if here.is_file() else Path(__file__).resolve().parents[2] / "experiments" / plan.name / RUNS_CSV
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -279,10 +305,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out and len(names) > 1:
         print(f"{PROG}: --out names one folder; with 'all' each experiment writes its own", file=sys.stderr)
         return 2
+    estimates = []
     for name in names:
         try:
             if args.plan_only:
-                show_plan(name, args)
+                estimates.append(show_plan(name, args))
                 continue
             result = reproduce(name, args.scale, args.seeds, args.smoke, args.overrides, args.out, args.runs_dir,
                                args.fresh, not args.no_progress, args.jobs, args.budget)
@@ -291,4 +318,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         print(f"{name}: {result['verdict']} ({result['wall_time_s'] / 60:.1f} min). {result['key']}\n"
               f"  written: {result['readme']}")
+    if timed := [e for e in estimates if e is not None]:
+        if len(names) > 1:
+            print(total_text(timed))
+        if any(e.to_run for e in timed):
+            print(NOT_COUNTED + ".")
     return 0

@@ -1,0 +1,124 @@
+"""How long a CPU-scale invocation will take, said before it starts (``normtrain-reproduce NAME --plan-only``).
+
+A CPU grid costs hours, so a user should know what launching it buys. Each run of the plan that is not already
+finished in the runs folder (a rerun reuses those) is timed by the committed runs of the same grid point in
+``experiments/NAME/runs.csv``: their median own wall time, over the seeds (a run's cost does not depend on its
+seed). ``--jobs`` single-threaded runs share the machine, so the elapsed time is about the runs' own time over the
+jobs: within 2% for the three experiments measured whole with nothing after their grid (``experiments/
+reproduce_budget/``: lr_sensitivity, xiong_warmup, deepnet_update). What runs
+after the grid (probes, scoring, the step timing, the analysis) is not counted, and overrides that change a run's
+shape or length make the committed times a guess; the estimate says both.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from normtrain.reproduce.plan import SEED_AXIS, Plan
+
+RUNS_CSV = "runs.csv"
+NOT_COUNTED = ("The runs alone: what runs after the grid (curse_of_depth's probes, batchnorm_leak's scoring, "
+               "norm_types' step timing) and the analysis add minutes")
+
+
+@dataclass
+class CpuEstimate:
+    """One experiment's runs at --scale cpu: how many, how many a rerun reuses, and the time the rest will take."""
+
+    name: str
+    runs: int
+    reused: int
+    own_s: float  # the runs still to train, their own time by the committed ones
+    untimed: int  # runs to train with no committed run of their grid point
+    jobs: int
+    source: str  # where the times come from
+    caveats: list[str] = field(default_factory=list)
+
+    @property
+    def to_run(self) -> int:
+        return self.runs - self.reused
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.own_s / max(1, min(self.jobs, self.to_run))
+
+    def text(self) -> str:
+        done = f"{self.reused} finished in the runs folder" if self.reused else "none finished in the runs folder"
+        line = f"{self.name} at --scale cpu: {self.runs} runs, {done}"
+        if self.to_run:
+            timed = self.to_run - self.untimed
+            line += (f"; {self.to_run} to train, {timed} timed by {self.source}: {self.own_s / 60:.0f} min of "
+                     f"their own, about {self.elapsed_s / 60:.0f} min at --jobs {self.jobs}")
+            if self.untimed:
+                line += f"; {self.untimed} with no committed run of their grid point, not counted"
+        else:
+            line += ": a rerun recomputes only the analysis"
+        return line + "".join(f". {c}" for c in self.caveats) + "."
+
+
+def normal(value: object) -> str:
+    """One spelling per value, so a grid's ``1.25e-2`` meets the CSV's ``0.0125`` and ``false`` meets ``False``."""
+    text = str(value).strip()
+    if text.lower() in ("true", "false"):
+        return text.lower()
+    if text.lower() in ("", "none", "null"):
+        return "null"
+    try:
+        return repr(float(text))
+    except ValueError:
+        return text
+
+
+def point(combo: dict[str, str], axes: list[str]) -> tuple[str, ...]:
+    """A run's grid point: its values on every axis but the seed."""
+    return tuple(normal(combo.get(a)) for a in axes if a != SEED_AXIS)
+
+
+def committed_times(path: Path, axes: list[str]) -> dict[tuple[str, ...], float]:
+    """Each grid point's median own wall time (seconds) over its committed runs; {} without a runs.csv."""
+    if not path.is_file():
+        return {}
+    times: dict[tuple[str, ...], list[float]] = {}
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            try:
+                seconds = float(row.get("wall_time_s") or "")
+            except ValueError:
+                continue
+            if all(a in row for a in axes):
+                times.setdefault(point(row, axes), []).append(seconds)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def finished(plan: Plan, combo: dict[str, str], keep_checkpoints: bool) -> bool:
+    """A rerun would reuse this run: a finished run or measurement of the same config is in its folder."""
+    from normtrain.reproduce.grid import reusable, reused_measurement
+
+    return reused_measurement(plan, combo) is not None or reusable(plan, combo, keep_checkpoints)
+
+
+def estimate(plan: Plan, committed: Path, extra_overrides: list[str], keep_checkpoints: bool = False) -> CpuEstimate:
+    """The estimate for ``plan`` (the experiment's ``runs_plan``) from the runs.csv at ``committed``."""
+    axes = list(plan.grid)
+    times = committed_times(committed, axes)
+    combos = plan.combos()
+    todo = [c for c in combos if not finished(plan, c, keep_checkpoints)]
+    known = [times[point(c, axes)] for c in todo if point(c, axes) in times]
+    caveats = []
+    if not times:
+        caveats.append(f"No committed runs at {committed} to time them by")
+    if extra_overrides:
+        caveats.append(f"The times are the registered settings'; {' '.join(extra_overrides)} may change them")
+    return CpuEstimate(name=plan.name, runs=len(combos), reused=len(combos) - len(todo), own_s=sum(known),
+                       untimed=len(todo) - len(known), jobs=plan.jobs, source=str(committed), caveats=caveats)
+
+
+def total_text(estimates: list[CpuEstimate]) -> str:
+    """The line under ``all``: the sum of the experiments' elapsed estimates (they run one after the other)."""
+    runs, todo = sum(e.runs for e in estimates), sum(e.to_run for e in estimates)
+    own, elapsed = sum(e.own_s for e in estimates), sum(e.elapsed_s for e in estimates)
+    return (f"all at --scale cpu: {len(estimates)} experiments, {runs} runs, {todo} to train: {own / 3600:.1f} h "
+            f"of their own, about {elapsed / 3600:.1f} h one experiment after another (the runs alone)")

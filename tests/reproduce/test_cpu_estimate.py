@@ -1,0 +1,81 @@
+"""``normtrain-reproduce NAME --plan-only`` at --scale cpu: the runs, those a rerun reuses, and the time the rest
+take by the committed runs' own times (normtrain/reproduce/cpu_estimate.py)."""
+
+from __future__ import annotations
+
+import csv
+import re
+
+from normtrain.reproduce.cli import main, make_plan
+from normtrain.reproduce.cpu_estimate import NOT_COUNTED, estimate, normal
+from normtrain.reproduce.grid import MEASUREMENT
+
+
+def test_one_spelling_per_value_so_the_grid_meets_the_csv():
+    assert normal("1.25e-2") == normal("0.0125") and normal("3e-4") == normal(0.0003)
+    assert normal("false") == normal("False") and normal("None") == normal("") == normal("null")
+    assert normal("per_head") == "per_head" and normal("1.25e-2") != normal("1.25e-3")
+
+
+def write_runs_csv(path, combos, seconds) -> None:
+    """A committed runs.csv: one row per combo, its own time ``seconds(combo)`` (None: the row left out)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    axes = list(combos[0])
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=[*axes, "status", "wall_time_s"])
+        w.writeheader()
+        for c in combos:
+            if (s := seconds(c)) is not None:
+                w.writerow({**c, "status": "completed", "wall_time_s": s})
+
+
+def finish(plan, combo) -> None:
+    """A measurement of ``combo`` left by an earlier invocation, as measure_grid writes it."""
+    from normtrain.config import to_container
+    from normtrain.util.atomic import write_json
+
+    write_json(plan.run_dir(combo) / MEASUREMENT, {"value": 0.0, "config": to_container(plan.compose(combo)),
+                                                  "wall_time_s": 1.0})
+
+
+def test_finished_runs_are_reused_and_the_rest_timed_by_the_committed_ones(tmp_path, capsys):
+    out, runs = tmp_path / "xiong_grad_init", tmp_path / "runs"
+    plan = make_plan("xiong_grad_init", out=out, runs_dir=runs, progress=False, jobs=2)
+    combos = plan.combos()
+
+    def seconds(c):  # 6 layers have no committed run; the seed does not matter, the median over seeds counts
+        n = int(c["model.n_layers"])
+        return None if n == 6 else 60.0 * n + (30.0 if c["train.seed"] == "1" else 0.0)
+
+    write_runs_csv(out / "runs.csv", combos, seconds)
+    for c in combos[:3]:
+        finish(plan, c)
+    found = estimate(plan, out / "runs.csv", [])
+    todo = combos[3:]
+    assert (found.runs, found.reused, found.to_run) == (len(combos), 3, len(combos) - 3)
+    assert found.untimed == sum(c["model.n_layers"] == "6" for c in todo)
+    assert found.own_s == sum(60.0 * int(c["model.n_layers"]) for c in todo if c["model.n_layers"] != "6")
+    assert found.elapsed_s == found.own_s / 2
+
+    assert main(["xiong_grad_init", "--plan-only", "--out", str(out), "--runs-dir", str(runs), "--jobs", "2"]) == 0
+    said = capsys.readouterr().out
+    assert f"{len(combos)} runs, 3 finished in the runs folder; {len(todo)} to train" in said
+    assert f"about {found.own_s / 120:.0f} min at --jobs 2" in said and f"{found.untimed} with no committed" in said
+    assert NOT_COUNTED in said and len(list(runs.glob(f"*/{MEASUREMENT}"))) == 3  # nothing run or written
+
+
+def test_without_committed_runs_or_with_overrides_the_estimate_says_so(tmp_path):
+    plan = make_plan("norm_types", out=tmp_path / "out", runs_dir=tmp_path / "runs", progress=False)
+    found = estimate(plan, tmp_path / "out" / "runs.csv", ["train.max_steps=100"])
+    assert found.own_s == 0 and found.untimed == found.runs == found.to_run > 0
+    text = found.text()
+    assert "No committed runs at" in text and "train.max_steps=100 may change them" in text
+
+
+def test_all_adds_up_the_experiments_one_after_another(capsys):
+    assert main(["all", "--plan-only", "--runs-dir", "/nonexistent/runs"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    each = [float(m.group(1)) for line in lines if (m := re.search(r"about (\d+) min at --jobs", line))]
+    total = re.search(r"all at --scale cpu: 15 experiments, (\d+) runs, \1 to train: .* about ([\d.]+) h", lines[-2])
+    assert total and len(each) == 15 and abs(sum(each) / 60 - float(total.group(2))) < 0.15
+    assert lines[-1] == NOT_COUNTED + "."
