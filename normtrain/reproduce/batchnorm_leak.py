@@ -32,6 +32,7 @@ LRS = (1e-3, 4e-3, 1.6e-2)  # the registered lr grid (the YAML's optim.lr axis l
 # Issue 37's rule, applied after the registered grid's 90 runs (CHECK_HISTORY entry 7): at batch 8 BatchNorm's best
 # sat at the grid's largest lr, so both norms there get the next point of the grid's factor 4, at the CPU scale.
 CPU_EXTENSION = {"8": (6.4e-2,)}  # batch size -> added lrs, both norms
+SCORES = "scores.json"  # a trained model's scores, in its run folder (score_two_ways)
 
 
 def in_grid(combo: dict[str, str], extension: dict[str, tuple[float, ...]] | None = None) -> bool:
@@ -198,11 +199,43 @@ def mode_gap(row: dict[str, Any]) -> float | None:
 
 
 def score_two_ways(run: Run) -> dict[str, float]:
-    """Val loss with own-batch statistics and in evaluation mode, the causality leak and the leak's gain."""
+    """Val loss with own-batch statistics and in evaluation mode, the causality leak and the leak's gain.
+
+    Scoring the 100 models takes about 27 min on 2 cores, so the scores are kept in the run's folder
+    (``scores.json``) and a rerun re-reads them, as it reuses the runs: only while the checkpoint and the scoring
+    code are the ones that made them (``scoring_key``)."""
+    import json
+
     import torch
 
+    from normtrain.util.atomic import write_json
+
+    path, key = run.path / SCORES, scoring_key(run.path / "ckpt.pt")
+    try:
+        kept = json.loads(path.read_text())
+    except (OSError, ValueError):
+        kept = {}
+    if kept.get("key") == key:
+        return kept["scores"]
     with torch.no_grad():
-        return _score_two_ways(run)
+        scores = _score_two_ways(run)
+    try:
+        write_json(path, {"key": key, "scores": scores})
+    except OSError:  # a read-only run folder: scored again next time
+        pass
+    return scores
+
+
+def scoring_key(checkpoint) -> str:
+    """What the scores depend on beyond the run's config: the checkpoint (its size and modification time: a
+    retrained run writes a new one) and the source of the scoring code and its constants."""
+    import hashlib
+    import inspect
+
+    stat = checkpoint.stat()
+    code = [inspect.getsource(f) for f in SCORING_CODE]
+    text = "\n".join([f"{stat.st_size}:{stat.st_mtime_ns}", repr(CUTS), *code])
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 def _score_two_ways(run: Run) -> dict[str, float]:
@@ -257,3 +290,6 @@ def future_swap_gain(model, batches: list[tuple[Any, Any]]) -> dict[str, float |
             per_cut[t].append((lost - F.cross_entropy(intact[:, t], y[:, t], reduction="none")).mean().item())
     gains = {f"swap_gain_t{t}": sum(v) / len(v) for t, v in per_cut.items()}
     return {"swap_gain": sum(gains.values()) / len(gains), **gains}
+
+
+SCORING_CODE = (_score_two_ways, future_swap_gain, cut_positions, validation_batches)  # what scoring_key hashes

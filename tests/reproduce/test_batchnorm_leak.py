@@ -100,3 +100,30 @@ def test_the_cpu_grid_is_the_registered_one_plus_its_extension_at_batch_8_only()
     assert len(cpu) == 90 + 10  # the registered grid, then the extension: 2 norms x 5 seeds
     at_edge = {"norm": "batchnorm", "train.batch_size": "8", "optim.lr": "0.064", "train.seed": "5"}
     assert BatchNormLeak().keeps_at("cpu")(at_edge) and not BatchNormLeak().keeps_at("gpu")(at_edge)
+
+
+def test_a_models_scores_are_kept_and_reread_until_its_checkpoint_changes(text_corpus, tiny_base, tmp_path,
+                                                                          monkeypatch):
+    """A rerun re-reads each model's scores from its run folder instead of scoring it again (27 min for the
+    committed grid), and scores again once the checkpoint is another (a retrained run)."""
+    import os
+
+    from normtrain.compare.runs import load_run
+    from normtrain.config import compose
+    from normtrain.reproduce import batchnorm_leak
+    from normtrain.training.trainer import train
+
+    run_dir = tmp_path / "run"
+    train(compose([*tiny_base, "data=local_text", f"data.path={text_corpus}", "norm=batchnorm",
+                   "train.max_steps=4"]), run_dir=run_dir)
+    run = load_run(run_dir)
+    first = batchnorm_leak.score_two_ways(run)
+    assert (run_dir / batchnorm_leak.SCORES).is_file() and first["swap_gain"] is not None
+
+    calls = []
+    real = batchnorm_leak._score_two_ways
+    monkeypatch.setattr(batchnorm_leak, "_score_two_ways", lambda r: calls.append(r) or real(r))
+    assert batchnorm_leak.score_two_ways(run) == first and calls == []  # re-read, bit for bit
+    ckpt = run_dir / "ckpt.pt"
+    os.utime(ckpt, ns=(ckpt.stat().st_atime_ns, ckpt.stat().st_mtime_ns + 10**9))  # another checkpoint
+    assert batchnorm_leak.score_two_ways(run) == first and len(calls) == 1  # scored again: same weights, same scores
