@@ -7,7 +7,8 @@ seed). ``--jobs`` single-threaded runs share the machine, so the elapsed time is
 jobs: within 2% for the three experiments measured whole with nothing after their grid (``experiments/
 reproduce_budget/``: lr_sensitivity, xiong_warmup, deepnet_update). What runs
 after the grid (probes, scoring, the step timing, the analysis) is not counted, and overrides that change a run's
-shape or length make the committed times a guess; the estimate says both.
+shape or length make the committed times a guess; the estimate says both. The committed runs are the last result's:
+between a re-registration and its result they time the earlier design.
 """
 
 from __future__ import annotations

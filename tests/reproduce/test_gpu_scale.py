@@ -48,7 +48,7 @@ def test_a_larger_budget_buys_more_steps_and_seeds_never_another_design(tmp_path
     assert [r["index"] for r in rungs] == sorted(r["index"] for r in rungs) and rungs[0] != rungs[-1]
     assert rungs[-1]["seeds"] > rungs[0]["seeds"] and rungs[-1]["steps"] > rungs[0]["steps"]
     arms = {k: v for k, v in sweep_axes("norm_types").items() if k != SEED_AXIS}  # its norms and lrs
-    assert arms["norm"] == ["layernorm", "rmsnorm", "prmsnorm"]
+    assert arms["norm"] == ["layernorm", "rmsnorm"]
     for p in plans:  # the same arms; only the seeds and the step counts change
         assert {k: v for k, v in p.grid.items() if k != SEED_AXIS} == arms
         assert p.budget.scale_up["product"] >= MIN_GROWTH and p.budget.estimate_s > 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from normtrain.reproduce.norm_types import NORM_ORDER, STAMP, saved_timings, timing_note
 from normtrain.reproduce.writeup import write_csv
 
@@ -88,21 +90,16 @@ def test_the_loss_panel_shows_a_single_evaluation_far_above_the_line():
     assert ax2[0].get_ylim()[1] == 3.4 + 0.4 and ax2[0].get_ylim()[0] < 2.5
 
 
-def test_prmsnorm_the_secondary_arm_runs_on_the_first_three_seeds_and_the_extension_on_layernorm_alone():
-    from normtrain.reproduce.norm_types import EXTENSION_LR, NormTypes
+def test_each_norm_runs_its_own_three_lrs_around_its_v5_best_and_a_norm_it_does_not_name_runs_the_whole_axis():
+    from normtrain.reproduce.norm_types import ARM_LRS, NormTypes
     from normtrain.reproduce.plan import sweep_axes
 
     axes = sweep_axes("norm_types")
-    seeds = axes["train.seed"]
-    lrs = sorted((lr for lr in axes["optim.lr"] if float(lr) != EXTENSION_LR), key=float)  # the registered grid
-    extension = [lr for lr in axes["optim.lr"] if float(lr) == EXTENSION_LR]
-    assert len(lrs) == 4 and len(extension) == 1 and float(extension[0]) < float(lrs[0])
+    assert axes["norm"] == ["layernorm", "rmsnorm"] and len(axes["train.seed"]) == 5
     keeps = NormTypes().keeps
-    assert all(keeps({"norm": n, "optim.lr": lr, "train.seed": s}) for n in ("layernorm", "rmsnorm")
-               for lr in lrs for s in seeds)  # the primary arms: the whole registered grid
-    prms = {(lr, s) for lr in lrs for s in seeds if keeps({"norm": "prmsnorm", "optim.lr": lr, "train.seed": s})}
-    assert prms == {(lr, s) for lr in lrs for s in seeds[:3]}  # the registered grid (since the extension, its
-    # smallest lr too), on three seeds
-    # The extension below the grid (LayerNorm's registered best was its lower edge): LayerNorm alone runs there.
-    assert [n for n in NORM_ORDER if all(keeps({"norm": n, "optim.lr": extension[0], "train.seed": s})
-                                         for s in seeds)] == ["layernorm"]
+    for norm, lrs in ARM_LRS.items():
+        kept = sorted(float(lr) for lr in axes["optim.lr"] if keeps({"norm": norm, "optim.lr": lr}))
+        assert kept == sorted(lrs) and len(kept) == 3
+        assert math.isclose(kept[1] / kept[0], 2.5) and math.isclose(kept[2] / kept[1], 2.5)  # a log grid
+    assert ARM_LRS["layernorm"][1] == 5e-3 and ARM_LRS["rmsnorm"][1] == 1.25e-2  # v5's bests in the middle
+    assert all(keeps({"norm": "prmsnorm", "optim.lr": lr}) for lr in axes["optim.lr"])  # an override's norm: all
