@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from normtrain.reproduce.norm_types import NORM_ORDER, STAMP, saved_timings, timing_note
+from normtrain.reproduce.norm_types import STAMP, saved_timings, timing_note
 from normtrain.reproduce.writeup import write_csv
 
 SETUP = "4 layers, d 64, batch 16 × 128"
@@ -91,7 +91,7 @@ def test_the_loss_panel_shows_a_single_evaluation_far_above_the_line():
 
 
 def test_each_norm_runs_its_own_three_lrs_around_its_v5_best_and_a_norm_it_does_not_name_runs_the_whole_axis():
-    from normtrain.reproduce.norm_types import ARM_LRS, NormTypes
+    from normtrain.reproduce.norm_types import ARM_LRS, EXTENSION_LRS, NormTypes
     from normtrain.reproduce.plan import sweep_axes
 
     axes = sweep_axes("norm_types")
@@ -99,7 +99,9 @@ def test_each_norm_runs_its_own_three_lrs_around_its_v5_best_and_a_norm_it_does_
     keeps = NormTypes().keeps
     for norm, lrs in ARM_LRS.items():
         kept = sorted(float(lr) for lr in axes["optim.lr"] if keeps({"norm": norm, "optim.lr": lr}))
-        assert kept == sorted(lrs) and len(kept) == 3
-        assert math.isclose(kept[1] / kept[0], 2.5) and math.isclose(kept[2] / kept[1], 2.5)  # a log grid
+        assert kept == sorted(lrs + EXTENSION_LRS.get(norm, ())) and len(lrs) == 3
+        assert all(math.isclose(b / a, 2.5) for a, b in zip(kept, kept[1:], strict=False))  # a log grid
+    # the extension at RMSNorm's lower edge (its registered best, 5e-3): one step of the factor 2.5 below it
+    assert EXTENSION_LRS == {"rmsnorm": (2e-3,)} and min(ARM_LRS["rmsnorm"]) == 5e-3
     assert ARM_LRS["layernorm"][1] == 5e-3 and ARM_LRS["rmsnorm"][1] == 1.25e-2  # v5's bests in the middle
     assert all(keeps({"norm": "prmsnorm", "optim.lr": lr}) for lr in axes["optim.lr"])  # an override's norm: all
