@@ -198,7 +198,7 @@ def test_the_float_keys_are_known():
             "optim.min_lr_ratio", "optim.grad_clip", "monitor.divergence_factor", "data.val_fraction",
             "norm.alpha_init", "optim.z_loss", "optim.momentum", "model.attn_softcap", "model.logit_softcap",
             "train.progress_every_s", "optim.muon_lr", "optim.muon_momentum", "optim.muon_weight_decay",
-            "optim.qk_clip", "optim.qk_clip_alpha"} == set(
+            "optim.qk_clip", "optim.qk_clip_alpha", "optim.decay_fraction"} == set(
         float_keys())
 
 
@@ -219,6 +219,7 @@ def test_every_float_key_must_be_finite(key, value):
     ("optim.weight_decay=-0.1", "optim.weight_decay=-0.1"),
     ("optim.grad_clip=-1", "optim.grad_clip=-1.0"),
     ("optim.min_lr_ratio=1.5", "optim.min_lr_ratio=1.5"),
+    ("optim.decay_fraction=0", "optim.decay_fraction=0.0: must lie in (0, 1]"),
     ("optim.betas=[0.9,1.0]", "optim.betas=[0.9, 1.0]"),
     ("monitor.divergence_factor=1", "monitor.divergence_factor=1.0"),
     ("data.val_fraction=0", "data.val_fraction=0.0"),
@@ -236,6 +237,7 @@ def test_values_out_of_range_name_the_key(override, needle):
 
 def test_boundary_values_are_accepted():
     validate(normtrain.compose(["optim.weight_decay=0", "optim.grad_clip=0", "optim.min_lr_ratio=0",
+                                "optim.schedule=wsd", "optim.decay_fraction=1",
                                 "optim.betas=[0,0.999]", f"train.seed={2**32 - 1}",
                                 "norm=prmsnorm", "norm.p=1"]))
 

@@ -14,7 +14,7 @@ from omegaconf import MISSING
 
 from normtrain.loggers import BACKENDS
 
-SCHEDULES = ("cosine", "constant", "inverse_sqrt")
+SCHEDULES = ("cosine", "constant", "inverse_sqrt", "wsd")
 DEVICES = ("auto", "cpu", "cuda")
 POSITIONS = ("rope", "learned")
 LOGGERS = (*BACKENDS, "none")  # logger=NAME, or several: logger=[wandb,tensorboard]
@@ -110,7 +110,8 @@ class OptimSchema:
     weight_decay: float = 0.1
     warmup_steps: int = 50
     schedule: str = "cosine"
-    min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio
+    min_lr_ratio: float = 0.1  # cosine and wsd decay to lr * min_lr_ratio
+    decay_fraction: float = 0.2  # wsd: the last fraction of the run that decays (training/optim.py)
     warmup_overlaps: bool = False  # the warm-up ramp multiplies a schedule counted from step 0 (training/optim.py)
     grad_clip: float = 1.0  # 0 = off
     z_loss: float = 0.0  # coefficient of mean(log² Z) added to the loss; 0 = off

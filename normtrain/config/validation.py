@@ -85,6 +85,7 @@ def optim_problems(o: DictConfig) -> list[str]:
     at_least("optim.warmup_steps", o.warmup_steps, 0, p)
     one_of(o.schedule, "optim.schedule", SCHEDULES, p)
     finite("optim.min_lr_ratio", o.min_lr_ratio, 0 <= o.min_lr_ratio <= 1, "must lie in [0, 1]", p)
+    finite("optim.decay_fraction", o.decay_fraction, 0 < o.decay_fraction <= 1, "must lie in (0, 1]", p)
     finite("optim.grad_clip", o.grad_clip, o.grad_clip >= 0, "must be a finite number >= 0 (0 = off)", p)
     finite("optim.z_loss", o.z_loss, o.z_loss >= 0, "the z-loss coefficient must be a finite number >= 0 (0 = off)",
             p)

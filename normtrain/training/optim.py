@@ -113,11 +113,14 @@ def set_lr(optimizer, lr: float, muon_lr: float | None = None) -> None:
 
 
 def lr_at(step: int, *, lr: float, warmup_steps: int, max_steps: int, schedule: str,
-          min_lr_ratio: float = 0.1, warmup_overlaps: bool = False) -> float:
+          min_lr_ratio: float = 0.1, warmup_overlaps: bool = False, decay_fraction: float = 0.2) -> float:
     """Linear warm-up over ``warmup_steps`` (step 0 gets lr/warmup), then the schedule.
 
     cosine: from lr down to lr·min_lr_ratio at ``max_steps``; constant: lr;
-    inverse_sqrt: lr·√(warmup/step) after warm-up (Vaswani et al. 2017; Xiong et al. 2020).
+    inverse_sqrt: lr·√(warmup/step) after warm-up (Vaswani et al. 2017; Xiong et al. 2020);
+    wsd (warm-up, stable, decay): lr until the last ``decay_fraction`` of the run, then linearly down to
+    lr·min_lr_ratio at ``max_steps`` (Hu et al. 2024, MiniCPM). The loss at the end of the stable phase reads how far
+    training got before any annealing gain, which a cosine mixes into every step of its second half.
     ``warmup_overlaps``: the ramp multiplies the schedule instead of preceding it, and the schedule is counted from
     step 0 as if there were no warm-up; two runs that differ in their warm-up then differ in the ramp alone (a
     warm-up experiment's control), not in the decay after it.
@@ -125,7 +128,7 @@ def lr_at(step: int, *, lr: float, warmup_steps: int, max_steps: int, schedule: 
     if warmup_overlaps:
         ramp = min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0
         return ramp * lr_at(step, lr=lr, warmup_steps=0, max_steps=max_steps, schedule=schedule,
-                            min_lr_ratio=min_lr_ratio)
+                            min_lr_ratio=min_lr_ratio, decay_fraction=decay_fraction)
     if step < warmup_steps:
         return lr * (step + 1) / warmup_steps
     if schedule == "constant":
@@ -136,7 +139,11 @@ def lr_at(step: int, *, lr: float, warmup_steps: int, max_steps: int, schedule: 
         span = max(max_steps - warmup_steps, 1)
         progress = min((step - warmup_steps) / span, 1.0)
         return lr * (min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
-    raise ValueError(f"unknown schedule {schedule!r}; allowed: cosine, constant, inverse_sqrt")
+    if schedule == "wsd":
+        start = max(warmup_steps, max_steps - round(decay_fraction * max_steps))
+        progress = min(max(step - start, 0) / max(max_steps - start, 1), 1.0)
+        return lr * (1 - (1 - min_lr_ratio) * progress)
+    raise ValueError(f"unknown schedule {schedule!r}; allowed: cosine, constant, inverse_sqrt, wsd")
 
 
 def schedule_warnings(o, max_steps: int) -> list[str]:
@@ -146,7 +153,8 @@ def schedule_warnings(o, max_steps: int) -> list[str]:
     if not 0 < max_steps <= o.warmup_steps:
         return []
     peak = max(lr_at(s, lr=o.lr, warmup_steps=o.warmup_steps, max_steps=max_steps, schedule=o.schedule,
-                     min_lr_ratio=o.min_lr_ratio, warmup_overlaps=o.warmup_overlaps) for s in range(max_steps))
+                     min_lr_ratio=o.min_lr_ratio, warmup_overlaps=o.warmup_overlaps,
+                     decay_fraction=o.decay_fraction) for s in range(max_steps))
     after = "" if o.schedule == "constant" or o.warmup_overlaps else f" and the {o.schedule} decay never starts"
     return [f"train.max_steps={max_steps} is not longer than optim.warmup_steps={o.warmup_steps}: the whole run is "
             f"warm-up: the learning rate reaches {peak:.3g} at most (optim.lr={o.lr:g}){after}. Use "

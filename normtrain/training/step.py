@@ -39,7 +39,7 @@ class TrainStep:
         o = self.cfg.optim
         lr = lr_at(step, lr=o.lr, warmup_steps=o.warmup_steps, max_steps=self.cfg.train.max_steps,
                    schedule=o.schedule, min_lr_ratio=o.min_lr_ratio,
-                   warmup_overlaps=o.warmup_overlaps) * policy.lr_scale(step)
+                   warmup_overlaps=o.warmup_overlaps, decay_fraction=o.decay_fraction) * policy.lr_scale(step)
         set_lr(self.optimizer, lr, lr * o.muon_lr / o.lr if o.name == "muon" else None)
         return lr
 

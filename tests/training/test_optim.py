@@ -18,7 +18,7 @@ def lr(step, schedule, warmup=10, max_steps=110):
     return lr_at(step, lr=1.0, warmup_steps=warmup, max_steps=max_steps, schedule=schedule, min_lr_ratio=0.1)
 
 
-@pytest.mark.parametrize("schedule", ["cosine", "constant", "inverse_sqrt"])
+@pytest.mark.parametrize("schedule", ["cosine", "constant", "inverse_sqrt", "wsd"])
 def test_linear_warmup(schedule):
     assert [lr(s, schedule) for s in (0, 4, 9)] == pytest.approx([0.1, 0.5, 1.0])
 
@@ -33,6 +33,18 @@ def test_constant_and_inverse_sqrt():
     assert lr(100, "constant") == 1.0
     assert lr(39, "inverse_sqrt") == pytest.approx((10 / 40) ** 0.5)
     assert lr_at(0, lr=1.0, warmup_steps=0, max_steps=10, schedule="inverse_sqrt") == 1.0
+
+
+def test_wsd_holds_the_peak_then_decays_linearly_over_the_last_fraction():
+    # 110 steps, a 10-step warm-up, the last 20% (22 steps) decaying: stable through step 88, then linear to 0.1
+    assert [lr(s, "wsd") for s in (10, 50, 88)] == [1.0, 1.0, 1.0]
+    assert lr(99, "wsd") == pytest.approx(1 - 0.9 * 11 / 22) and lr(110, "wsd") == pytest.approx(0.1)
+    steps = [lr(s, "wsd") for s in range(88, 111)]
+    assert all(b < a for a, b in zip(steps, steps[1:], strict=False))  # falls at every step of the decay
+    whole = lr_at(5, lr=1.0, warmup_steps=0, max_steps=10, schedule="wsd", min_lr_ratio=0.0, decay_fraction=1.0)
+    assert whole == pytest.approx(0.5)  # decay_fraction 1: a linear decay from the first step
+    # a decay longer than the run after its warm-up starts where the warm-up ends, never inside it
+    assert lr_at(10, lr=1.0, warmup_steps=10, max_steps=20, schedule="wsd", decay_fraction=0.9) == 1.0
 
 
 def test_unknown_schedule():
@@ -158,3 +170,18 @@ def test_a_warm_up_as_long_as_the_run_is_warned_of_with_the_peak_it_reaches(tiny
     normtrain.train(normtrain.compose([*tiny, "train.max_steps=4", "optim.warmup_steps=5"]), run_dir=tmp_path)
     said = [line for line in capsys.readouterr().err.splitlines() if "warm-up" in line]
     assert len(said) == 1 and said[0].startswith("normtrain: warning: train.max_steps=4 is not longer than"), said
+
+
+def test_a_wsd_run_logs_the_schedule_its_config_names(tiny_base, tmp_path):
+    """End to end: optim.decay_fraction reaches the training step (lr logged every step of a 20-step run)."""
+    import json
+
+    import normtrain
+
+    overrides = [*tiny_base, "optim.schedule=wsd", "optim.decay_fraction=0.5", "optim.warmup_steps=2",
+                 "monitor.every=1", "optim.lr=1e-3"]
+    normtrain.train(normtrain.compose(overrides), run_dir=tmp_path)
+    logged = {r["step"]: r["lr"] for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines())
+              if "lr" in r}
+    assert logged[5] == logged[10] == pytest.approx(1e-3)  # stable until half the run is left
+    assert logged[15] == pytest.approx(1e-3 * (1 - 0.9 * 5 / 10)) and logged[19] < logged[15]
