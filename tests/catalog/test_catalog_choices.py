@@ -29,7 +29,7 @@ SETTINGS = {
              "affine"},  # affine=false is the older spelling of norm.gain=none
     "placement": {"name", "alpha", "beta", "post_fraction", "head_scale", "post_act_norm", "resid_scale", "streams"},
     "optim": {"name", "lr", "betas", "eps", "weight_decay", "warmup_steps", "schedule", "min_lr_ratio",
-              "warmup_overlaps", "grad_clip", "momentum", "qk_clip_alpha", "muon_lr", "muon_momentum",
+              "decay_fraction", "warmup_overlaps", "grad_clip", "momentum", "qk_clip_alpha", "muon_lr", "muon_momentum",
               "muon_nesterov", "muon_ns_steps", "muon_weight_decay", "adjust_lr_fn"},
 }
 # Keys with a fixed set of values: each value other than the default needs its own entry.
