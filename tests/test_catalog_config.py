@@ -247,7 +247,7 @@ def test_a_checkpoint_that_recorded_qk_norm_as_a_boolean_resumes_under_its_form(
 def test_records_spell_qk_norm_by_its_form_and_older_runs_are_reused():
     """A run asked for with model.qk_norm=true records per_head; one recorded as true before the forms existed
     is the same run (normtrain-reproduce reuses it)."""
-    from normtrain.reproduce.grid import same_run
+    from normtrain.study.grid import same_run
 
     new = to_container(normtrain.compose(["model.qk_norm=true"]))
     assert new["model"]["qk_norm"] == "per_head"

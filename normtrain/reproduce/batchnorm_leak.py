@@ -1,7 +1,7 @@
 """Why causal transformers do not use BatchNorm: its training statistics see the future.
 
 Pre-LN models train with BatchNorm (statistics over batch × all positions: leaky) or LayerNorm, at several batch
-sizes, each at 3 learning rates (compared at each arm's best: normtrain/reproduce/best_lr.py). Each trained
+sizes, each at 3 learning rates (compared at each arm's best: normtrain/study/best_lr.py). Each trained
 BatchNorm model measures its own leak (registration v4): in training mode with its own batch's statistics, the loss
 at a position t with the tokens after t intact against the loss with them swapped for other real text
 (:func:`future_swap_gain`): the same model, mode and normalisation, only the information about t's own future
@@ -17,11 +17,11 @@ from collections.abc import Callable
 from typing import Any
 
 from normtrain.compare.runs import Run
-from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
-from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.runner import Experiment, Findings, present, validation_batches
 from normtrain.reproduce.writeup import markdown_table
+from normtrain.study import best_lr, plots, stats
+from normtrain.study.plan import Plan
 from normtrain.training.outcome import line_labels
 
 NORMS = ("batchnorm", "batchnorm_causal", "layernorm")

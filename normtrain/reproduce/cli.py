@@ -29,11 +29,11 @@ from normtrain.reproduce.catalog import EXPERIMENTS
 from normtrain.reproduce.cpu_estimate import NOT_COUNTED, RUNS_CSV, CpuEstimate, estimate, total_text
 from normtrain.reproduce.gpu_plan import GpuPlan
 from normtrain.reproduce.gpu_scale import ASSUMED_H100, Device
-from normtrain.reproduce.grid import Unfinished
 from normtrain.reproduce.index import update_index
-from normtrain.reproduce.plan import SCALES, SEED_AXIS, SMOKE_OVERRIDES, Plan, expand, seed_list, smoke_grid, sweep_axes
-from normtrain.reproduce.preregistration import declaration, declaration_files
 from normtrain.reproduce.writeup import write
+from normtrain.study.grid import Unfinished
+from normtrain.study.plan import SCALES, SEED_AXIS, SMOKE_OVERRIDES, Plan, expand, seed_list, smoke_grid, sweep_axes
+from normtrain.study.preregistration import declaration, declaration_files
 from normtrain.util.atomic import write_text
 
 PROG = "normtrain-reproduce"

@@ -18,7 +18,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from normtrain.reproduce.plan import SEED_AXIS, Plan
+from normtrain.study.plan import SEED_AXIS, Plan
 
 RUNS_CSV = "runs.csv"
 NOT_COUNTED = ("The runs alone: what runs after the grid (curse_of_depth's probes, batchnorm_leak's scoring, "
@@ -96,7 +96,7 @@ def committed_times(path: Path, axes: list[str]) -> dict[tuple[str, ...], float]
 
 def finished(plan: Plan, combo: dict[str, str], keep_checkpoints: bool) -> bool:
     """A rerun would reuse this run: a finished run or measurement of the same config is in its folder."""
-    from normtrain.reproduce.grid import reusable, reused_measurement
+    from normtrain.study.grid import reusable, reused_measurement
 
     return reused_measurement(plan, combo) is not None or reusable(plan, combo, keep_checkpoints)
 

@@ -2,7 +2,7 @@
 little; LayerNorm Scaling (each block's norms × 1/√ℓ) makes them count again and lowers the loss.
 
 Each arm (Pre-LN, Pre-LN + LNS) trains at several learning rates and is judged at its own best one
-(normtrain/reproduce/best_lr.py). The runs keep their checkpoints and ``normtrain-probe`` measures the trained
+(normtrain/study/best_lr.py). The runs keep their checkpoints and ``normtrain-probe`` measures the trained
 models at each arm's best lr on the run's own validation windows (normtrain/reproduce/probing.py): the eval loss
 with each block skipped in turn (Δ = skipped − full), the cosine of each block's input and output streams, and the
 stream's rms after each block. The early half of the blocks is 0…L/2−1, the deep half L/2…L−1.
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
-from normtrain.reproduce.grid import train_grid
-from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.probing import halves, per_layer, probe_runs, profile_text, profile_values
 from normtrain.reproduce.runner import Experiment, Findings, curve_points, present, read_rows
 from normtrain.reproduce.writeup import markdown_table
+from normtrain.study import best_lr, plots, stats
+from normtrain.study.grid import train_grid
+from normtrain.study.plan import Plan
 
 PRE, LNS, PERI = "Pre-LN", "Pre-LN + LayerNorm Scaling", "Peri-LN"
 ARMS = {("pre", "false"): PRE, ("pre", "true"): LNS, ("peri", "false"): PERI}  # (placement, depth_scaled) -> arm

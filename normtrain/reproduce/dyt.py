@@ -1,7 +1,7 @@
 """Zhu et al. 2025 (Transformers without Normalization): DyT = γ·tanh(α·x) + β against RMSNorm, each at its own best
 learning rate (DyT also at its best α₀); and how much DyT's loss depends on α₀.
 
-Every run is one arm of the best-lr machinery (normtrain/reproduce/best_lr.py): RMSNorm, and DyT at each α₀ of the
+Every run is one arm of the best-lr machinery (normtrain/study/best_lr.py): RMSNorm, and DyT at each α₀ of the
 grid (``dyt α₀=1`` ...). Each arm's best lr is chosen by the selection rule; DyT's best α₀ is the arm whose best lr
 scores lowest by the same rule (the lowest median selection loss over the α₀ × lr grid), so α₀ is tuned on a rule
 fixed before the runs, on training batches, never on the judged validation loss. DyT there is compared with RMSNorm
@@ -13,11 +13,11 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
-from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.runner import Experiment, Findings
 from normtrain.reproduce.writeup import markdown_table
+from normtrain.study import best_lr, plots, stats
+from normtrain.study.plan import Plan
 
 REFERENCE = "rmsnorm"  # the paper's LLaMA baseline
 DEFAULT_ALPHA = 0.5  # DyT's default α init; the reference norm runs with it (it does not use it)

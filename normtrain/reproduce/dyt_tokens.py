@@ -14,11 +14,11 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
-from normtrain.reproduce.plan import STEPS_AXIS, Plan
 from normtrain.reproduce.runner import Experiment, Findings, curve_points, present
 from normtrain.reproduce.writeup import markdown_table
+from normtrain.study import best_lr, plots, stats
+from normtrain.study.plan import STEPS_AXIS, Plan
 
 NORMS = ("rmsnorm", "dyt")
 FRACTION = 20  # warm-up and evaluation interval: 1/20 = 5% of each budget's steps

@@ -28,7 +28,7 @@ from normtrain.reproduce.gpu_scale import (
     packing,
     wall_s,
 )
-from normtrain.reproduce.plan import SEED_AXIS, Plan, seed_list
+from normtrain.study.plan import SEED_AXIS, Plan, seed_list
 
 PLAN_JSON = "plan.json"
 

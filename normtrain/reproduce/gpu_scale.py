@@ -32,7 +32,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from normtrain.reproduce.stats import MIN_CI
+from normtrain.study.stats import MIN_CI
 from normtrain.training.flops import flops_per_token
 
 MIN_GROWTH = 4.0  # width × depth × tokens over the CPU scale's, at least

@@ -4,7 +4,7 @@ layers where Pre-LN does, each at its own best learning rate?
 Zhuo et al. 2025 trained HybridNorm at most 16 layers deep; a reimplementation reports divergence deeper. Every arm
 (Pre-LN, HybridNorm, HybridNorm*) runs at every depth and at 3 learning rates of its own (a pilot put HybridNorm's
 best a factor 10 below Pre-LN's: ``ARM_LRS``); at each depth each arm's best lr is picked by the rule of
-normtrain/reproduce/best_lr.py, and the arms are compared there seed by seed. Beside the best-against-best losses
+normtrain/study/best_lr.py, and the arms are compared there seed by seed. Beside the best-against-best losses
 the analysis counts, per seed, the learning rates at which HybridNorm diverged while Pre-LN at the same lr and seed
 did not ("diverges where Pre-LN trains"), and how HybridNorm's gap to Pre-LN moves from 12 layers to the deeper
 ones. At the CPU scale HybridNorm* (a secondary arm) runs at 24 layers only (``keeps_at``).
@@ -16,11 +16,11 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
-from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.runner import Experiment, Findings
 from normtrain.reproduce.writeup import markdown_table
+from normtrain.study import best_lr, plots, stats
+from normtrain.study.plan import Plan
 
 ARM = "arm"  # the runs.csv column naming the arm (from placement and placement.first_pre)
 FIRST_PRE = "placement.first_pre"

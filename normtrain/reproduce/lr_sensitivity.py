@@ -7,11 +7,11 @@ from typing import Any
 
 from normtrain.compare.runs import Run
 from normtrain.data.unigram import COLLAPSE_MARGIN, on_unigram_line
-from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
-from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.runner import Experiment, Findings, curve_text
 from normtrain.reproduce.writeup import markdown_table
+from normtrain.study import best_lr, plots, stats
+from normtrain.study.plan import Plan
 
 VARIANTS = ("pre", "pre+qk", "peri", "deepnorm", "post")  # the order of rows and lines (v3 runs pre, pre+qk, post)
 SHALLOW_ONLY = ("pre", "pre+qk", "post")  # the variants run at L = 2
@@ -40,7 +40,7 @@ def sensitivity(losses: dict[float, float], l0: float) -> float | None:
 
 
 def best_by_rule(rows: list[dict[str, Any]], names: list[str], depths: list[int]) -> dict[str, best_lr.BestLr]:
-    """Each variant's best lr at each depth by the selection rule (normtrain/reproduce/best_lr.py), keyed
+    """Each variant's best lr at each depth by the selection rule (normtrain/study/best_lr.py), keyed
     ``"variant, L=depth"``: the precondition that ℓ* is not at the grid's edge reads it."""
     for r in rows:
         r["arm"] = f"{r['variant']}, L={int(r['model.n_layers'])}"

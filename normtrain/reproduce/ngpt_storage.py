@@ -2,7 +2,7 @@
 nGPT's lead over the baseline does bf16 storage explain?
 
 Four arms, ``placement/param_dtype``: ``pre/float32``, ``pre/bfloat16``, ``ngpt/float32``, ``ngpt/bfloat16``, each
-trained at three learning rates (its own grid) and compared at its own best lr (normtrain/reproduce/best_lr.py).
+trained at three learning rates (its own grid) and compared at its own best lr (normtrain/study/best_lr.py).
 The gap of a storage is Pre-LN's final loss − nGPT's at that storage (positive: nGPT ahead), seed by seed; the
 primary quantity is how much the gap grows when both are stored in bf16:
 
@@ -20,11 +20,11 @@ import math
 import statistics
 from typing import Any
 
-from normtrain.reproduce import best_lr, plots, significance, stats
 from normtrain.reproduce.gpu_scale import Recipe
-from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.runner import Experiment, Findings, curve_points
 from normtrain.reproduce.writeup import markdown_table
+from normtrain.study import best_lr, plots, significance, stats
+from normtrain.study.plan import Plan
 from normtrain.util.numbers import number
 
 ARMS = ("pre/float32", "pre/bfloat16", "ngpt/float32", "ngpt/bfloat16")

@@ -19,12 +19,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
-from normtrain.reproduce.grid import train_grid
-from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.runner import Experiment, Findings, present, read_rows
 from normtrain.reproduce.writeup import markdown_table
+from normtrain.study import best_lr, plots, stats
+from normtrain.study.grid import train_grid
+from normtrain.study.plan import Plan
 from normtrain.util.provenance import code_state_at_start
 
 NORM_ORDER = ("layernorm", "rmsnorm", "prmsnorm")

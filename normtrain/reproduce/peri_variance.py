@@ -8,7 +8,7 @@ The growth exponent k fits Var(x_ℓ) ∝ ℓ^k over the blocks ℓ = 1…L at t
 Peri-LN's analysis predicts; a faster growth (Pre-LN's, exponential in the paper's bound) gives a larger k. Across
 depth the profile is largely set by the placement at step 0 (each Peri-LN block adds two unit-rms outputs), so what
 the registration judges is the growth *over training*: the last block's mean square (and the stream's largest |x|)
-at the end over the same at the first logged step, each arm at its best lr (normtrain/reproduce/best_lr.py).
+at the end over the same at the first logged step, each arm at its best lr (normtrain/study/best_lr.py).
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 
 from normtrain.compare.runs import Run
-from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
-from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.probing import profile_text, profile_values
 from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, curve_points, curve_text, present
 from normtrain.reproduce.writeup import markdown_table
+from normtrain.study import best_lr, plots, stats
+from normtrain.study.plan import Plan
 from normtrain.util.numbers import number
 from normtrain.util.spread import mean_sd
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from normtrain.compare.runs import PROBE_DIR, PROBE_JSON
-from normtrain.reproduce.grid import map_grid
-from normtrain.reproduce.plan import Plan
+from normtrain.study.grid import map_grid
+from normtrain.study.plan import Plan
 
 
 def probe_path(run_dir: Path) -> Path:

@@ -1,6 +1,6 @@
 """``result.json``: what a reproduction measured and decided, and where it came from.
 
-Beside the checks and the verdict (normtrain/reproduce/verdicts.py) the record says how far it is new evidence:
+Beside the checks and the verdict (normtrain/study/verdicts.py) the record says how far it is new evidence:
 the registration's label and whether the pilot's outcome was known (``pilot_outcome_known``), the pilot's seeds
 rerun (a v4 verdict is then inconclusive), how each run executed (thread counts, determinism switches, devices),
 and, when the folder held an earlier result of the same declared configuration, which checked per-seed values
@@ -18,11 +18,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from normtrain.reproduce import stats
-from normtrain.reproduce.plan import SEED_AXIS, Plan
-from normtrain.reproduce.preregistration import preregistered, registered_then_changed
 from normtrain.reproduce.runner import Experiment, Findings
-from normtrain.reproduce.verdicts import Judgement
+from normtrain.study import stats
+from normtrain.study.plan import SEED_AXIS, Plan
+from normtrain.study.preregistration import preregistered, registered_then_changed
+from normtrain.study.verdicts import Judgement
 
 MOVED = 1e-9  # a checked value that changed by more than this between two results of one configuration moved
 

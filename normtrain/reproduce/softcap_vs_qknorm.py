@@ -2,7 +2,7 @@
 Muon (and QK-Clip under Muon), at 1×, 2× and 4× the best stable learning rate.
 
 **The best stable lr, a rule fixed before the runs**: under each optimizer, the ``none`` arm's best lr by
-normtrain/reproduce/best_lr.py's selection rule (the lowest median over seeds of the mean training loss over the
+normtrain/study/best_lr.py's selection rule (the lowest median over seeds of the mean training loss over the
 last 10% of the steps) on the grid's factor-2 lrs; the 2× and 4× points are the grid's lrs at twice and four times
 it. Every arm is read at those three lrs of its optimizer (``at_multiple``), seed by seed, so the arms share the
 lrs they are compared at: the question is which control holds up when the lr is pushed past the baseline's best,
@@ -19,12 +19,12 @@ import math
 from typing import Any
 
 from normtrain.config.schema import OptimSchema
-from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.lr_sensitivity import attn_logit_columns
-from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.runner import Experiment, Findings
 from normtrain.reproduce.writeup import markdown_table
+from normtrain.study import best_lr, plots, stats
+from normtrain.study.plan import Plan
 
 ARMS = ("none", "softcap", "qknorm", "both", "qkclip")
 PRIMARY_ARMS = ("none", "softcap", "qknorm")  # every seed; the secondary arms run seeds 0-2 only
@@ -114,7 +114,7 @@ class SoftcapVsQKNorm(Experiment):
     gpu_recipe = Recipe()
 
     def keeps(self, combo: dict[str, str]) -> bool:
-        from normtrain.reproduce.plan import sweep_axes
+        from normtrain.study.plan import sweep_axes
 
         lrs = getattr(self, "_lrs", None)
         if lrs is None:

@@ -1,7 +1,7 @@
 """The results folder of a reproduction: README.md, figures, ``runs.csv`` and ``result.json``.
 
 The checks are the experiment's declared rules (normtrain/reproduce/preregistered/NAME.py) applied to what the
-analysis measured, seed by seed (normtrain/reproduce/verdicts.py); ``result.json`` is built by
+analysis measured, seed by seed (normtrain/study/verdicts.py); ``result.json`` is built by
 normtrain/reproduce/records.py. The README states the claim, the registration (which checks are primary,
 secondary or preconditions under v4, and which are our own hypotheses), what ran (the learning rates, how often
 the runs were evaluated, at ``--scale gpu`` the plan and what it assumed), the results with every run's labels,
@@ -20,11 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from normtrain.reproduce import records, stats
-from normtrain.reproduce.plan import SEED_AXIS, STEPS_AXIS, Plan
-from normtrain.reproduce.preregistration import Registration
+from normtrain.reproduce import records
 from normtrain.reproduce.runner import Experiment, Findings
-from normtrain.reproduce.verdicts import CheckResult, Judgement, decide
+from normtrain.study import stats
+from normtrain.study.plan import SEED_AXIS, STEPS_AXIS, Plan
+from normtrain.study.preregistration import Registration
+from normtrain.study.verdicts import CheckResult, Judgement, decide
 from normtrain.training.outcome import EVAL_FRACTION, LINE_BAND, PLATEAU_SPAN, STILL_FALLING
 from normtrain.util import atomic, markdown
 from normtrain.util.atomic import write_json
@@ -42,9 +43,7 @@ ROLE_TEXT = {"primary": "primary (decides)", "secondary": "secondary (reported)"
              "check": "check (v3)"}
 
 
-def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
-    return markdown.table(header, [[number(v) if v is None or isinstance(v, float) else str(v) for v in row]
-                                   for row in rows])
+markdown_table = markdown.value_table  # the experiments' tables (its old name here)
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:

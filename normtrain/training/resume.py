@@ -29,7 +29,7 @@ FIXED = ("model", "norm", "placement", "data", "optim", "train.seed", "train.eva
          "train.eval_windows", "global_batch_size", "vocab_size")
 # Bookkeeping: keys that say where and how a run is kept and shown, not what it computes. A resume ignores them
 # inside FIXED groups (data.cache_dir), and normtrain-reproduce reuses a finished run whose config differs only in
-# them (normtrain.reproduce.grid.same_run).
+# them (normtrain.study.grid.same_run).
 BOOKKEEPING = ("logger", "data.cache_dir", "train.progress", "train.resume", "train.allow_changes")
 # FIXED values the run resolves rather than the config names, and the keys through which train.allow_changes
 # accepts a change of them: the vocabulary comes from the corpus (none), the global batch from

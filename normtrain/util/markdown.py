@@ -26,3 +26,10 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequenc
 
     rule = "|" + "|".join(("-" * (w + 1) + ":") if num else ("-" * (w + 2)) for w, num in aligned) + "|"
     return "\n".join([line(cells[0]), rule, *map(line, cells[1:])])
+
+
+def value_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """``table`` of values: floats and None through ``normtrain.util.numbers.number``, the rest as text."""
+    from normtrain.util.numbers import number
+
+    return table(header, [[number(v) if v is None or isinstance(v, float) else str(v) for v in row] for row in rows])

@@ -19,10 +19,18 @@ UTIL = ("atomic", "dotted", "errors", "hashing", "markdown", "numbers", "pngs", 
         "spread", "version")
 TRAIN = ("debug", "distributed", "flops", "monitor", "optim", "outcome", "preemption", "qk_clip", "resume",
          "rollback", "run_folder", "spikes", "zloss")
+STUDY = ("best_lr", "grid", "plan", "plots", "preregistration", "significance", "stats", "verdicts")
+RENAMED = {"warmup": "xiong_warmup", "depth": "deepnet_depth", "grad_init": "xiong_grad_init",
+           "model_update": "deepnet_update", "output_change": "admin_output_change"}
 MOVED = {
     **{f"normtrain.{name}": f"normtrain.util.{name}" for name in UTIL},
     **{f"normtrain.{name}": f"normtrain.training.{name}" for name in TRAIN},
     "normtrain.ngpt_rules": "normtrain.model.ngpt_rules",
+    # issue 60: the protocol engine left normtrain/reproduce/ for normtrain/study/ (the registrations committed in
+    # reproduce/preregistered/ import it by its old name, and stay unchanged records)
+    **{f"normtrain.reproduce.{name}": f"normtrain.study.{name}" for name in STUDY},
+    # and the experiments' modules took their experiments' names
+    **{f"normtrain.reproduce.{old}": f"normtrain.reproduce.{new}" for old, new in RENAMED.items()},
 }
 
 

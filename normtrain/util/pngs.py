@@ -1,6 +1,6 @@
 """PNG files of figures, however drawn: reduced to a palette (2-3 times smaller), without a version string, written
 atomically. Compare's and the probe's PNGs come from vl-convert (normtrain.compare.paper), the reproductions' from
-matplotlib (normtrain.reproduce.plots)."""
+matplotlib (normtrain.study.plots)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The spread is the sample standard deviation (n − 1 in the denominator: the seeds are a sample of those one could
 have run), 0 for a single value; non-finite values (a diverged run's NaN or inf) are left out and n counts the
-values kept. Tables and write-ups (normtrain/reproduce/stats.py) and the compare report's seed bands
+values kept. Tables and write-ups (normtrain/study/stats.py) and the compare report's seed bands
 (normtrain/compare/figdata.py) both call ``mean_sd``, so three seeds show the same ± everywhere.
 """
 

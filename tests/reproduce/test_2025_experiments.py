@@ -13,10 +13,10 @@ from normtrain.reproduce.curse_of_depth import CurseOfDepth, probe_row
 from normtrain.reproduce.dyt import DyT
 from normtrain.reproduce.gpu_scale import ASSUMED_H100
 from normtrain.reproduce.peri_variance import PeriVariance, variance_growth
-from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.probing import halves
-from normtrain.reproduce.stats import variance_exponent
-from normtrain.reproduce.verdicts import decide
+from normtrain.study.plan import Plan
+from normtrain.study.stats import variance_exponent
+from normtrain.study.verdicts import decide
 
 UNIGRAM = 3.3
 
@@ -219,8 +219,8 @@ def test_dyts_alpha_grid_extended_below_brackets_the_best_and_leaves_the_seconda
 
 
 def test_dyts_best_alpha_is_the_arm_whose_best_lr_scores_lowest():
-    from normtrain.reproduce.best_lr import ALL_SEEDS, BestLr
     from normtrain.reproduce.dyt import alpha_inside, arm_of, best_alpha_arm
+    from normtrain.study.best_lr import ALL_SEEDS, BestLr
 
     arms = ["dyt α₀=0.5", "dyt α₀=1", "dyt α₀=2"]
     scores = zip(arms, (2.1, 2.0, 2.0), strict=True)

@@ -70,7 +70,7 @@ def test_measure_reads_every_quantity_at_each_arms_best_lr():
     def at(n, b, value):
         return {str(s): values[(n, b)][value] + s * 1e-3 for s in range(3)}
 
-    from normtrain.reproduce.best_lr import BestLr
+    from normtrain.study.best_lr import BestLr
     best = {"batchnorm, batch 1": BestLr("batchnorm, batch 1", (1e-3, 4e-3, 1.6e-2), {}, 4e-3),
             "batchnorm, batch 8": BestLr("batchnorm, batch 8", (1e-3, 4e-3, 1.6e-2), {}, 1.6e-2),
             "layernorm, batch 1": BestLr("layernorm, batch 1", (1e-3, 4e-3, 1.6e-2), {}, 1e-3)}

@@ -8,7 +8,7 @@ import re
 
 from normtrain.reproduce.cli import main, make_plan
 from normtrain.reproduce.cpu_estimate import NOT_COUNTED, estimate, normal
-from normtrain.reproduce.grid import MEASUREMENT
+from normtrain.study.grid import MEASUREMENT
 
 
 def test_one_spelling_per_value_so_the_grid_meets_the_csv():

@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-from normtrain.reproduce import best_lr
 from normtrain.reproduce.dyt_tokens import Budget, BudgetPlan, gap_growth, measured_of, relative
-from normtrain.reproduce.plan import SMOKE_LONGEST, Plan, smoke_grid
 from normtrain.reproduce.preregistered.dyt_tokens import REGISTRATION
+from normtrain.study import best_lr
+from normtrain.study.plan import SMOKE_LONGEST, Plan, smoke_grid
 
 LRS = (1e-3, 3e-3, 1e-2)
 UNIGRAM = 3.3

@@ -13,7 +13,7 @@ from normtrain.reproduce import EXPERIMENTS, gpu_plan, reproduce
 from normtrain.reproduce.cli import main, make_plan
 from normtrain.reproduce.gpu_plan import grow, growth
 from normtrain.reproduce.gpu_scale import ASSUMED_H100, MIN_CI, MIN_GROWTH, Device, Size, ladder, packing
-from normtrain.reproduce.plan import SEED_AXIS, seed_list, sweep_axes
+from normtrain.study.plan import SEED_AXIS, seed_list, sweep_axes
 
 
 @pytest.mark.parametrize("name", list(EXPERIMENTS))

@@ -7,7 +7,6 @@ import math
 
 import pytest
 
-from normtrain.reproduce import best_lr
 from normtrain.reproduce.cli import make_plan
 from normtrain.reproduce.hybrid_depth import (
     ARM,
@@ -20,6 +19,7 @@ from normtrain.reproduce.hybrid_depth import (
     measured_of,
 )
 from normtrain.reproduce.preregistered.hybrid_depth import REGISTRATION
+from normtrain.study import best_lr
 
 LRS = (1e-3, 3e-3, 1e-2)
 UNIGRAM = 3.3

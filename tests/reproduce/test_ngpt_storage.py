@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from normtrain.reproduce import best_lr
 from normtrain.reproduce.ngpt_storage import NgptStorage, gap_change, in_recipe, step_speedup, steps_to_reach
-from normtrain.reproduce.plan import Plan
+from normtrain.study import best_lr
+from normtrain.study.plan import Plan
 
 LRS = {"pre": ("0.003", "0.01", "0.03"), "ngpt": ("0.01", "0.03", "0.1")}
 

@@ -77,7 +77,7 @@ def test_a_smoke_run_times_a_few_steps_with_progress_not_minutes_in_silence(tmp_
 def test_the_loss_panel_shows_a_single_evaluation_far_above_the_line():
     """Issue 38: a smoke run evaluates once, at step 4, far above the unigram line; the panel's range clipped it
     away and a one-point curve drew nothing. The range now holds every curve's last point, drawn as a marker."""
-    from normtrain.reproduce import plots
+    from normtrain.study import plots
 
     fig, axes = plots.figure()
     plots.curves(axes[0], [[(4.0, 5.43)]], "#1f77b4", "layernorm")
@@ -92,7 +92,7 @@ def test_the_loss_panel_shows_a_single_evaluation_far_above_the_line():
 
 def test_each_norm_runs_its_own_three_lrs_around_its_v5_best_and_a_norm_it_does_not_name_runs_the_whole_axis():
     from normtrain.reproduce.norm_types import ARM_LRS, EXTENSION_LRS, NormTypes
-    from normtrain.reproduce.plan import sweep_axes
+    from normtrain.study.plan import sweep_axes
 
     axes = sweep_axes("norm_types")
     assert axes["norm"] == ["layernorm", "rmsnorm"] and len(axes["train.seed"]) == 5

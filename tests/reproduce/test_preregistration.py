@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from normtrain.reproduce.catalog import EXPERIMENTS
-from normtrain.reproduce.preregistration import (
+from normtrain.study.preregistration import (
     Guard,
     Pilot,
     Registration,
@@ -16,8 +16,8 @@ from normtrain.reproduce.preregistration import (
     preregistered,
     registered_then_changed,
 )
-from normtrain.reproduce.stats import median_ci
-from normtrain.reproduce.verdicts import ALL_SEEDS, judge, verdict
+from normtrain.study.stats import median_ci
+from normtrain.study.verdicts import ALL_SEEDS, judge, verdict
 
 
 def test_median_rule_decides_on_the_median_not_the_best_seed():
@@ -218,7 +218,7 @@ def values(*per_seed: float) -> dict:
 
 
 def test_v4_the_primary_check_alone_decides_and_secondary_checks_change_nothing():
-    from normtrain.reproduce.verdicts import decide
+    from normtrain.study.verdicts import decide
 
     side = Rule("side", "a secondary claim", "side_q", ">", 0.0, basis="a sign")
     reg = v4(secondary=[side])
@@ -232,7 +232,7 @@ def test_v4_the_primary_check_alone_decides_and_secondary_checks_change_nothing(
 
 
 def test_v4_a_failed_or_unmeasured_precondition_or_guard_makes_the_verdict_inconclusive():
-    from normtrain.reproduce.verdicts import PRECONDITION, decide
+    from normtrain.study.verdicts import PRECONDITION, decide
 
     leak = Rule("leak_exists", "BatchNorm leaks (holds by construction)", "leak", ">", 1e-3, decide=1.0,
                 basis="far above rounding")
@@ -248,7 +248,7 @@ def test_v4_a_failed_or_unmeasured_precondition_or_guard_makes_the_verdict_incon
 
 
 def test_v4_infeasible_at_a_scale_and_the_pilots_seeds_rerun_are_inconclusive():
-    from normtrain.reproduce.verdicts import AT_THIS_SCALE, REUSED, decide
+    from normtrain.study.verdicts import AT_THIS_SCALE, REUSED, decide
 
     hard = v4(infeasible=(("cpu", "the effect needs a 400M model"),))
     assert decide(hard, {"gap": values(1, 1, 1)}, lambda q: "seeds", "cpu").verdict == AT_THIS_SCALE
@@ -261,7 +261,7 @@ def test_v4_infeasible_at_a_scale_and_the_pilots_seeds_rerun_are_inconclusive():
 
 
 def test_v4_registrations_are_validated_and_v3_ones_keep_their_rule():
-    from normtrain.reproduce.verdicts import decide
+    from normtrain.study.verdicts import decide
 
     rule = Rule("r", "", "q", ">", 0.0)
     with pytest.raises(ValueError, match="not rules"):

@@ -72,10 +72,10 @@ def test_the_index_shows_the_primary_and_secondary_checks_apart_and_keeps_v3_rec
 
 
 def test_a_v4_readme_names_the_deciding_check_and_reports_the_others_beside_it():
-    from normtrain.reproduce.preregistration import Registration, Rule
     from normtrain.reproduce.runner import Findings
-    from normtrain.reproduce.verdicts import decide
     from normtrain.reproduce.writeup import registration_section, verdict_section
+    from normtrain.study.preregistration import Registration, Rule
+    from normtrain.study.verdicts import decide
 
     reg = Registration(
         "c", "d", "n", "m", "LN",

@@ -13,14 +13,15 @@ import numpy as np
 import pytest
 
 import normtrain
-from normtrain.reproduce import EXPERIMENTS, best_lr, reproduce, writeup
+from normtrain.reproduce import EXPERIMENTS, reproduce, writeup
 from normtrain.reproduce.cli import ReproduceError, main, make_plan
 from normtrain.reproduce.gpu_scale import ASSUMED_H100
-from normtrain.reproduce.grad_init import GradInit, profile_slope
 from normtrain.reproduce.index import BEGIN, END, update_index
-from normtrain.reproduce.plan import SEED_AXIS, Plan, sweep_axes
-from normtrain.reproduce.verdicts import V4_VERDICTS, decide, judge
 from normtrain.reproduce.writeup import verdict_section
+from normtrain.reproduce.xiong_grad_init import GradInit, profile_slope
+from normtrain.study import best_lr
+from normtrain.study.plan import SEED_AXIS, Plan, sweep_axes
+from normtrain.study.verdicts import V4_VERDICTS, decide, judge
 
 VERDICTS = {"partly reproduced", *V4_VERDICTS}  # v3's verdicts and v4's (a smoke run may meet either)
 
@@ -317,7 +318,7 @@ def test_index_gives_the_cost_of_reused_runs_beside_a_short_reanalysis(tmp_path)
 
 def test_a_finished_run_is_reused_across_new_neutral_keys_but_not_across_changed_ones():
     from normtrain.config import compose, to_container
-    from normtrain.reproduce.grid import same_run
+    from normtrain.study.grid import same_run
 
     new = to_container(compose(["experiment=deepnet_depth"]))
     old = {group: dict(values) for group, values in new.items()}

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from normtrain.reproduce import best_lr
-from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.softcap_vs_qknorm import SoftcapVsQKNorm, arm_of, in_design, multiples_in_grid
+from normtrain.study import best_lr
+from normtrain.study.plan import Plan
 
 LRS = (0.0025, 0.005, 0.01, 0.02, 0.04)
 AXES = {"none": ("0", "none", "0"), "softcap": ("50", "none", "0"), "qknorm": ("0", "per_head", "0"),

@@ -136,7 +136,7 @@ def test_bookkeeping_is_one_list_for_a_resume_and_for_reusing_a_result():
     """normtrain.training.resume.BOOKKEEPING: a resume accepts a change of them inside FIXED groups (data.cache_dir) and
     normtrain-reproduce reuses a finished run across them; a change of what the run computes is neither."""
     from normtrain.config import to_container
-    from normtrain.reproduce.grid import same_run
+    from normtrain.study.grid import same_run
     from normtrain.training.resume import config_changes
     from normtrain.util.errors import CheckpointError
 

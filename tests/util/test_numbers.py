@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from normtrain.reproduce import stats
 from normtrain.reproduce.writeup import markdown_table
+from normtrain.study import stats
 from normtrain.util.numbers import number, short_exponent
 
 

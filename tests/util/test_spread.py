@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from normtrain.compare import write_report
-from normtrain.reproduce import stats
+from normtrain.study import stats
 from normtrain.util.spread import mean_sd
 
 LOSSES = (2.50, 2.53, 2.56)  # mean 2.53, sample sd 0.03 (the population sd would be 0.0245)

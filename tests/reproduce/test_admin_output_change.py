@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from normtrain.reproduce.output_change import (
+from normtrain.reproduce.admin_output_change import (
     FIT_SIGMA,
     LINEAR_MAX,
     SIGMAS,
@@ -16,8 +16,8 @@ from normtrain.reproduce.output_change import (
     linear_window,
     windowed_fits,
 )
-from normtrain.reproduce.plan import Plan
-from normtrain.reproduce.verdicts import decide
+from normtrain.study.plan import Plan
+from normtrain.study.verdicts import decide
 
 DEPTHS = (6, 12, 24, 48, 96, 192)
 SIZE = 64.0  # E‖F‖² per token of a LayerNorm output, d 64

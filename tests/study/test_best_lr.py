@@ -1,4 +1,4 @@
-"""Best against best (normtrain/reproduce/best_lr.py): the selection rule, edges, paired values, the curve."""
+"""Best against best (normtrain/study/best_lr.py): the selection rule, edges, paired values, the curve."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from normtrain.reproduce import best_lr
+from normtrain.study import best_lr
 
 
 def grid(losses: dict[tuple[str, float], list[float]], selection: dict[tuple[str, float], list[float]] | None = None
@@ -35,7 +35,7 @@ def test_the_rule_reads_the_selection_loss_not_the_judged_one():
     rows = grid({("a", 1e-3): [2.0] * 3, ("a", 3e-3): [1.9] * 3, ("a", 1e-2): [1.5] * 3},
                 selection={("a", 1e-3): [2.0] * 3, ("a", 3e-3): [1.7] * 3, ("a", 1e-2): [1.8] * 3})
     assert best_lr.choose(rows, "norm", "a").lr == 3e-3
-    from normtrain.reproduce import stats
+    from normtrain.study import stats
 
     assert best_lr.choose(rows, "norm", "a", stats.final_or_inf).lr == 1e-2
 
@@ -113,7 +113,7 @@ def test_the_curve_table_shows_every_lr_and_marks_the_best():
 
 
 def test_the_curve_figure_draws(tmp_path):
-    from normtrain.reproduce import plots
+    from normtrain.study import plots
 
     rows = grid({("a", 1e-3): [2.0] * 3, ("a", 3e-3): [1.5] * 3, ("a", 1e-2): [float("inf"), 1.9, 1.8]})
     best = best_lr.best_lrs(rows, "norm", ["a"])

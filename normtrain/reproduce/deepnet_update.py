@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 
 from normtrain.compare.runs import Run
-from normtrain.reproduce import plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
-from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, curve_points, curve_text, present
 from normtrain.reproduce.writeup import markdown_table
+from normtrain.study import plots, stats
+from normtrain.study.plan import Plan
 
 EARLY = (1, 2, 3)  # the steps the checks read: the first three updates
 SMALL, PRACTICAL = "Adam 2e-6", "Adam 5e-4"  # the primary's arm, and v4's Adam arm (reported)

@@ -2,7 +2,7 @@
 they are, and growth fits.
 
 Every number a reproduction reports comes from its seeds: the tables give mean ± sample sd and n, the figures
-show each seed, and the checks (normtrain.reproduce.verdicts) decide on the per-seed values.
+show each seed, and the checks (normtrain.study.verdicts) decide on the per-seed values.
 
 Intervals are named for what they are (issue 37): with 5 seeds or fewer the percentile bootstrap interval of the
 median *is* the range of the seeds (the bootstrap median of 5 draws lands on the smallest value more than 2.5% of
@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from normtrain.reproduce.significance import t_quantile
+from normtrain.study.significance import t_quantile
 from normtrain.util.numbers import number
 from normtrain.util.spread import mean_sd
 

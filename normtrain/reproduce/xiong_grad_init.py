@@ -5,13 +5,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from normtrain.reproduce import plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
-from normtrain.reproduce.grid import measure_grid
-from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.probing import profile_text
 from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, present
 from normtrain.reproduce.writeup import markdown_table
+from normtrain.study import plots, stats
+from normtrain.study.grid import measure_grid
+from normtrain.study.plan import Plan
 
 NORM_ORDER = ("layernorm", "rmsnorm")
 JUDGED_NORM = "layernorm"  # the paper's; the checks read it alone

@@ -5,7 +5,7 @@ claim and number, the metric, its :class:`Rule` s (quantity, comparison, thresho
 for every band the basis of its width), the trainability :class:`Guard`, and its label: ``before_runs`` (nothing
 of this experiment was seen before) or ``after_pilot`` (written after earlier runs whose numbers were seen: the
 :class:`Pilot` names them, gives their numbers and says what changed). The analysis only *measures*: it returns
-every quantity per condition (a depth, a learning rate) and per seed, and normtrain/reproduce/verdicts.py applies
+every quantity per condition (a depth, a learning rate) and per seed, and normtrain/study/verdicts.py applies
 the declared rules to those values. A verdict is therefore never computed on the best seed, and no threshold lives
 in analysis code where it could drift with the data.
 
@@ -38,7 +38,7 @@ from normtrain.util.provenance import git
 OPS = {">=": lambda v, t: v >= t, "<=": lambda v, t: v <= t, ">": lambda v, t: v > t, "<": lambda v, t: v < t,
        "between": lambda v, t: t[0] <= v <= t[1]}
 LABELS = ("before_runs", "after_pilot")
-TESTS = ("sign_test", "t_test")  # one-sided tests on the per-seed values, decided at normtrain.reproduce.significance
+TESTS = ("sign_test", "t_test")  # one-sided tests on the per-seed values, decided at normtrain.study.significance
 DECIDE = ("median", "median_ci", *TESTS)  # or a share of the seeds in (0, 1]
 SOURCES = ("paper", "ours")
 ROLES = ("primary", "secondary", "precondition")
@@ -202,8 +202,8 @@ def declaration_files(name: str) -> list[Path]:
     """The files that hold an experiment's declaration: its rules and its settings."""
     from normtrain.config import config_dir
 
-    package = Path(__file__).resolve().parent
-    return [package / "preregistered" / f"{name}.py", Path(config_dir()) / "experiment" / f"{name}.yaml"]
+    experiments = Path(__file__).resolve().parents[1] / "reproduce"  # the experiments' package, beside the engine
+    return [experiments / "preregistered" / f"{name}.py", Path(config_dir()) / "experiment" / f"{name}.yaml"]
 
 
 def declaration(files: list[Path]) -> dict[str, Any]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from normtrain.reproduce import best_lr
-from normtrain.reproduce.warmup import ARMS, arm_of, measure_checks, penalty_at
+from normtrain.reproduce.xiong_warmup import ARMS, arm_of, measure_checks, penalty_at
+from normtrain.study import best_lr
 
 
 def warmup_rows(losses: dict[tuple[str, int, float], list[float]]) -> list[dict]:
@@ -49,7 +49,7 @@ def test_warmup_compares_each_arm_at_its_own_best_lr_and_keeps_the_paper_lrs():
 
 
 def test_warmup_keeps_each_placements_own_lr_range():
-    from normtrain.reproduce.warmup import Warmup
+    from normtrain.reproduce.xiong_warmup import Warmup
 
     keeps = Warmup().keeps
     assert keeps({"placement": "post", "optim.lr": "0.000125"})
@@ -60,7 +60,7 @@ def test_warmup_keeps_each_placements_own_lr_range():
 
 def depth_rows(losses: dict[tuple[str, int, float], list[float]]) -> list[dict]:
     """``losses[(placement, depth, lr)]``: the final loss per seed (seeds 3, 4, 5); selection = loss."""
-    from normtrain.reproduce.depth import arm_of as depth_arm
+    from normtrain.reproduce.deepnet_depth import arm_of as depth_arm
 
     rows = [{"placement": p, "model.n_layers": str(d), "optim.lr": str(lr), "train.seed": str(3 + i),
              "status": "completed", "final_val_loss": v, best_lr.SELECTION: v, "unigram_val_loss": 3.3}
@@ -71,8 +71,8 @@ def depth_rows(losses: dict[tuple[str, int, float], list[float]]) -> list[dict]:
 
 
 def test_depth_compares_each_placement_at_its_best_lr_per_depth():
-    from normtrain.reproduce.depth import deep_depths
-    from normtrain.reproduce.depth import measure_checks as depth_checks
+    from normtrain.reproduce.deepnet_depth import deep_depths
+    from normtrain.reproduce.deepnet_depth import measure_checks as depth_checks
 
     post = {(6, 2.5e-4): 2.6, (6, 5e-4): 2.4, (6, 1e-3): 2.3, (24, 2.5e-4): 3.2, (24, 5e-4): 3.3, (24, 1e-3): 3.3}
     deep = {(6, 5e-4): 2.5, (6, 1e-3): 2.4, (6, 2e-3): 2.45, (24, 5e-4): 2.4, (24, 1e-3): 2.2, (24, 2e-3): 2.3}

@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from normtrain.reproduce import plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
-from normtrain.reproduce.grid import measure_grid
-from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, present, validation_batches
 from normtrain.reproduce.writeup import markdown_table
+from normtrain.study import plots, stats
+from normtrain.study.grid import measure_grid
+from normtrain.study.plan import Plan
 
 if TYPE_CHECKING:
     import torch

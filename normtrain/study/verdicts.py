@@ -1,8 +1,8 @@
 """Judging: a declared rule applied to per-seed values (:func:`judge`), and the verdict from the checks.
 
-The rules are declared in normtrain/reproduce/preregistered/NAME.py (normtrain.reproduce.preregistration). Each
+The rules are declared in normtrain/reproduce/preregistered/NAME.py (normtrain.study.preregistration). Each
 check keeps, per condition, every seed's value, the median, the range, the interval named for what it is (the range
-of n seeds with n ≤ 5, the 95% bootstrap CI of the median from 6 on: normtrain.reproduce.stats.interval) and, for a
+of n seeds with n ≤ 5, the 95% bootstrap CI of the median from 6 on: normtrain.study.stats.interval) and, for a
 one-sided rule, the p-values of the sign test and the t-test against the threshold in the claim's direction.
 
 The verdict (:func:`decide`):
@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from normtrain.reproduce.preregistration import OPS, TESTS, Registration, Rule
-from normtrain.reproduce.significance import ALPHA, sign_test, t_test
-from normtrain.reproduce.stats import interval, median_ci
+from normtrain.study.preregistration import OPS, TESTS, Registration, Rule
+from normtrain.study.significance import ALPHA, sign_test, t_test
+from normtrain.study.stats import interval, median_ci
 from normtrain.util.numbers import number
 
 INCONCLUSIVE = "inconclusive (undertrained)"

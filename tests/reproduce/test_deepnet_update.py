@@ -10,7 +10,7 @@ import re
 import pytest
 
 from normtrain.compare.runs import load_run
-from normtrain.reproduce.model_update import (
+from normtrain.reproduce.deepnet_update import (
     SMALL,
     early_values,
     gradient_table,

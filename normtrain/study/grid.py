@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from normtrain.compare.runs import Run, load_run
-from normtrain.reproduce.plan import Plan
+from normtrain.study.plan import Plan
 
 
 def code_of(code: dict | None) -> dict[str, Any]:

@@ -6,8 +6,8 @@ import statistics
 
 import pytest
 
-from normtrain.reproduce import stats
-from normtrain.reproduce.significance import sign_test, t_cdf, t_quantile, t_test
+from normtrain.study import stats
+from normtrain.study.significance import sign_test, t_cdf, t_quantile, t_test
 
 
 def test_below_six_seeds_the_interval_is_the_range_and_is_called_so():

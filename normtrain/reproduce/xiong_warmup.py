@@ -1,7 +1,7 @@
 """Xiong et al. 2020, §3.2: Post-LN needs learning-rate warm-up; Pre-LN trains without it.
 
 Four arms, Post-LN and Pre-LN each without and with warm-up, every arm at several learning rates; the paper's
-claim is judged with each arm at its own best lr (normtrain/reproduce/best_lr.py), and the v3 comparison at the
+claim is judged with each arm at its own best lr (normtrain/study/best_lr.py), and the v3 comparison at the
 paper's two learning rates is kept beside it.
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
-from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.runner import Experiment, Findings
 from normtrain.reproduce.writeup import markdown_table
+from normtrain.study import best_lr, plots, stats
+from normtrain.study.plan import Plan
 
 WARMUP_AXIS = "optim.warmup_steps"
 ARMS = ("post, no warm-up", "post, warm-up", "pre, no warm-up", "pre, warm-up")  # the order of rows and lines

@@ -28,9 +28,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from normtrain.reproduce import plots, stats
-from normtrain.reproduce.verdicts import ALL_SEEDS
-from normtrain.reproduce.writeup import markdown_table
+from normtrain.study import plots, stats
+from normtrain.study.verdicts import ALL_SEEDS
+from normtrain.util.markdown import value_table as markdown_table
 from normtrain.util.numbers import number
 
 LR_AXIS = "optim.lr"
@@ -127,7 +127,7 @@ def runs_at_best(rows: list[dict[str, Any]], arm_key: str, best: BestLr) -> list
 
 def val_curves_at_best(rows: list[dict[str, Any]], arm_key: str, best: BestLr) -> list[list[tuple[float, float]]]:
     """The validation curves (``step, loss`` points) of the arm's runs at its best lr, for a figure."""
-    from normtrain.reproduce.runner import curve_points
+    from normtrain.study.rows import curve_points
 
     return [curve_points(r["val_curve"]) for r in runs_at_best(rows, arm_key, best) if r.get("val_curve")]
 

@@ -1,7 +1,7 @@
 """DeepNet / Admin: Post-LN degrades or fails with depth even with warm-up; DeepNorm keeps training.
 
 Post-LN and DeepNorm, both with warm-up, at several depths, each placement at several learning rates and compared
-at its own best lr *at that depth* (normtrain/reproduce/best_lr.py; the arm of the selection rule is a placement at
+at its own best lr *at that depth* (normtrain/study/best_lr.py; the arm of the selection rule is a placement at
 one depth).
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from normtrain.reproduce import best_lr, plots, stats
 from normtrain.reproduce.gpu_scale import Recipe
-from normtrain.reproduce.plan import Plan
 from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, present
 from normtrain.reproduce.writeup import markdown_table
+from normtrain.study import best_lr, plots, stats
+from normtrain.study.plan import Plan
 
 DEEP_FROM = 18  # the primary check's depths: these and deeper (a narrowed grid without them: its deepest)
 LR_RANGE = {"post": (1.25e-4, 1e-3), "deepnorm": (5e-4, 4e-3), "pre": (5e-4, 4e-3)}  # each placement's lr grid
