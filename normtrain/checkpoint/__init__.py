@@ -71,6 +71,17 @@ def find_checkpoint(resume: str | None, run_dir: Path) -> Checkpoint | None:
     return found
 
 
+def keep_copy(run_dir: Path, name: str) -> Path:
+    """A copy of the folder's ``ckpt.pt`` under ``name``, written atomically (a later save does not touch it)."""
+    import os
+
+    target = Path(run_dir) / name
+    partial = target.with_name(target.name + ".partial")
+    shutil.copyfile(Path(run_dir) / CKPT_NAME, partial)
+    os.replace(partial, target)
+    return target
+
+
 class Checkpointer:
     """Saves the run's resume points in its format (``train.ckpt_format``, resolved) and finds the newest one.
     Every rank calls every method at the same point of the loop."""
@@ -119,5 +130,5 @@ class Checkpointer:
 
 
 __all__ = ["CKPT_NAME", "DCP_NAME", "Checkpoint", "Checkpointer", "FullCheckpoint", "ShardedCheckpoint",
-           "UnusableCheckpoint", "all_finite", "digest", "find_checkpoint", "in_folder", "load_checkpoint",
+           "UnusableCheckpoint", "all_finite", "digest", "find_checkpoint", "in_folder", "keep_copy", "load_checkpoint",
            "save_checkpoint", "unwrap"]

@@ -25,7 +25,7 @@ CKPT_FORMATS = ("auto", "full", "dcp")  # auto: dcp under torchrun (world size >
 PARAM_DTYPES = ("float32", "bfloat16")  # train.param_dtype: the parameters' and optimizer states' storage
 MAX_SEED = 2**32 - 1  # numpy's seed range
 ZERO_MEANS = {"eval_every": "only at the end", "ckpt_every": "only at the end",
-              "eval_windows": "train.batch_size × train.eval_batches"}
+              "eval_windows": "train.batch_size × train.eval_batches", "select_windows": "no selection windows"}
 
 
 @dataclass
@@ -146,11 +146,13 @@ class TrainSchema:
     eval_every: int = 100  # 0 = only at the end
     eval_batches: int = 8
     eval_windows: int = 0  # fixed val windows (0: batch_size × eval_batches); the same set at any batch size
+    select_windows: int = 0  # held-out val windows between the judged ones, scored at the end (select/loss); 0 = off
     seed: int = 0
     device: str = "auto"
     autocast: bool = True  # bf16 autocast on CUDA
     param_dtype: str = "float32"  # float32 | bfloat16: the stored parameters and optimizer states (not autocast)
     ckpt_every: int = 0  # 0 = only at the end
+    keep_ckpt_at: list[int] = field(default_factory=list)  # steps whose checkpoint stays as ckpt_step{k}.pt (branches)
     ckpt_format: str = "auto"  # full (one file, ckpt.pt) | dcp (sharded, ckpt.dcp/) | auto: dcp under torchrun
     async_ckpt: bool = False  # dcp: write in the background while training goes on
     on_divergence: str = "stop"  # stop | rollback (to the last checkpoint, skipping the data that diverged)

@@ -145,7 +145,7 @@ def run_problems(t: DictConfig, mon: DictConfig, on_this_machine: bool = True) -
     p: list[str] = []
     for key in ("max_steps", "batch_size", "eval_batches"):
         at_least(f"train.{key}", t[key], 1, p)
-    for key in ("eval_every", "ckpt_every", "eval_windows"):
+    for key in ("eval_every", "ckpt_every", "eval_windows", "select_windows"):
         at_least(f"train.{key}", t[key], 0, p, f" (0 = {ZERO_MEANS[key]})")
     if not 0 <= t.seed <= MAX_SEED:
         p.append(f"train.seed={t.seed}: must lie in [0, 2**32 - 1]")
@@ -196,6 +196,11 @@ def checkpoint_problems(t: DictConfig, world_size: int) -> list[str]:
     at_least("train.rollback.max_retries", r.max_retries, 1, p, " (train.on_divergence=stop never rolls back)")
     finite("train.rollback.lr_factor", r.lr_factor, 0 < r.lr_factor <= 1, "must lie in (0, 1] (1 = unchanged)", p)
     at_least("train.rollback.lr_steps", r.lr_steps, 0, p)
+    keep = list(t.keep_ckpt_at or [])
+    if any(not isinstance(k, int) or isinstance(k, bool) or not 0 < k < t.max_steps for k in keep):
+        p.append(f"train.keep_ckpt_at={keep}: steps inside the run, 0 < k < train.max_steps={t.max_steps}")
+    if keep and checkpoint_format(t, world_size) != "full" and t.ckpt_format in CKPT_FORMATS:
+        p.append("train.keep_ckpt_at keeps copies of ckpt.pt: it needs train.ckpt_format=full (one process)")
     if t.on_divergence == "rollback" and t.ckpt_every < 1:
         p.append("train.on_divergence=rollback needs train.ckpt_every > 0: a rollback returns to the last "
                  "checkpoint, and with checkpoints only at the end there is none but the start to return to")

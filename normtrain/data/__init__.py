@@ -14,13 +14,13 @@ from typing import Any
 from normtrain.data.corpus import CORPORA, Corpus, load_corpus
 from normtrain.data.shards import TokenCorpus
 
-__all__ = ["CORPORA", "Corpus", "TokenCorpus", "load_corpus", "BatchSampler", "eval_starts", "eval_window_count",
+__all__ = ["CORPORA", "Corpus", "TokenCorpus", "load_corpus", "BatchSampler", "eval_starts", "eval_window_count", "select_starts",
            "window_batches"]
 
 
 def __getattr__(name: str) -> Any:
     """The batch makers import torch: only when asked for, so normtrain-prepare (numpy only) starts fast."""
-    if name in ("BatchSampler", "eval_starts", "eval_window_count", "window_batches"):
+    if name in ("BatchSampler", "eval_starts", "eval_window_count", "select_starts", "window_batches"):
         from normtrain.data import batches
 
         return getattr(batches, name)

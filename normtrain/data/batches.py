@@ -90,6 +90,24 @@ def eval_starts(n_tokens: int, seq_len: int, n_windows: int) -> np.ndarray:
     return np.linspace(0, n_tokens - seq_len - 1, n_windows).round().astype(np.int64)
 
 
+def select_starts(n_tokens: int, seq_len: int, n_windows: int, n_select: int) -> np.ndarray:
+    """Start offsets of ``n_select`` held-out windows halfway between the judged windows of ``eval_starts``, which
+    they never overlap: a score to choose a learning rate by that is not the judged loss (normtrain/study/).
+    Raises ValueError saying what fits when the judged windows leave no room between them."""
+    judged = eval_starts(n_tokens, seq_len, n_windows)
+    gaps = np.diff(judged)
+    if n_select > len(gaps):
+        raise ValueError(f"train.select_windows={n_select}: at most {len(gaps)} fit between the "
+                         f"{n_windows} judged windows (one between each two)")
+    if len(gaps) == 0 or gaps.min() < 2 * (seq_len + 1):
+        room = (n_tokens - seq_len - 1) // (2 * (seq_len + 1)) + 1
+        raise ValueError(f"train.select_windows: the {n_windows} judged windows of {seq_len + 1} tokens over the "
+                         f"{n_tokens}-token validation split leave no room between them; use at most {room} judged "
+                         "windows (train.eval_windows) or a larger validation split")
+    mids = judged[:-1] + gaps // 2
+    return mids[np.linspace(0, len(mids) - 1, n_select).round().astype(np.int64)]
+
+
 def eval_window_count(eval_windows: int, global_batch: int, eval_batches: int, world_size: int) -> int:
     """How many fixed validation windows a run evaluates: ``train.eval_windows``, or the global batch × eval
     batches (so a run resumed on another number of processes keeps its validation set), rounded up to a multiple

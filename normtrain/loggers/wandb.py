@@ -135,3 +135,18 @@ class WandbLogger:
         if offline:  # a resumed run has one offline folder per process that wrote it: sync them all
             folders = " ".join(str(p) for p in sorted(wandb_dir.glob("offline-run-*")))
             say(f"W&B run saved offline; upload it with: wandb sync {folders}")
+
+
+def ablation_summary(cfg, group: str, out: Path, decisions: dict[str, str], verdict_md: str) -> None:
+    """One W&B run for a whole ablation (normtrain-ablate), in its runs' group: the decision per arm in its summary
+    and verdict.md as a text panel; offline without a key, never a prompt."""
+    import wandb
+
+    mode, why = wandb_mode(cfg.logger.mode)
+    say(f"W&B {mode}: {why}")
+    run = wandb.init(project=cfg.logger.project, entity=cfg.logger.entity, group=group, name=f"{group} (decision)",
+                     job_type="ablation", dir=str(out), mode=mode, reinit="finish_previous",
+                     settings=wandb.Settings(console="off", silent=True))
+    run.summary.update({f"decision/{arm}": text for arm, text in decisions.items()})
+    run.log({"verdict": wandb.Html(f"<pre>{verdict_md}</pre>")})
+    run.finish()

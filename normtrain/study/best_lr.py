@@ -62,8 +62,9 @@ def selection_of(run) -> float | None:
     return selection_loss(steps.tolist(), losses.tolist(), int(last))
 
 
-def lr_of(row: dict[str, Any]) -> float:
-    return float(row[LR_AXIS])
+def lr_of(row: dict[str, Any], key: str = LR_AXIS) -> float:
+    """The row's value of the tuned key (the learning rate, unless a study tunes another)."""
+    return float(row[key])
 
 
 def selection_or_inf(row: dict[str, Any]) -> float | None:
@@ -80,6 +81,7 @@ class BestLr:
     lrs: tuple[float, ...]
     score: dict[float, float | None]
     lr: float | None
+    key: str = LR_AXIS  # the tuned key (a study may tune another than the learning rate)
 
     @property
     def at_edge(self) -> bool:
@@ -101,16 +103,33 @@ def arm_rows(rows: list[dict[str, Any]], arm_key: str, arm: str) -> list[dict[st
     return [r for r in rows if str(r.get(arm_key)) == arm]
 
 
-def choose(rows: list[dict[str, Any]], arm_key: str, arm: str, value: Value = selection_or_inf) -> BestLr:
+def choose(rows: list[dict[str, Any]], arm_key: str, arm: str, value: Value = selection_or_inf,
+           key: str = LR_AXIS) -> BestLr:
     """The arm's best lr by the rule: the lowest median over seeds of ``value`` (default: the selection loss)."""
     mine = arm_rows(rows, arm_key, arm)
-    lrs = tuple(sorted({lr_of(r) for r in mine}))
+    lrs = tuple(sorted({lr_of(r, key) for r in mine}))
     score: dict[float, float | None] = {}
     for lr in lrs:
-        vals = [v for r in mine if lr_of(r) == lr and (v := value(r)) is not None and not math.isnan(v)]
+        vals = [v for r in mine if lr_of(r, key) == lr and (v := value(r)) is not None and not math.isnan(v)]
         score[lr] = statistics.median(vals) if vals else None
     scored = [(s, lr) for lr, s in score.items() if s is not None]
-    return BestLr(arm, lrs, score, min(scored)[1] if scored else None)  # ties: the smaller lr (sorted second)
+    return BestLr(arm, lrs, score, min(scored)[1] if scored else None, key)  # ties: the smaller lr (sorted second)
+
+
+def runner_up(rows: list[dict[str, Any]], arm_key: str, best: BestLr, value: Value = selection_or_inf
+              ) -> tuple[float | None, float | None, float | None]:
+    """The arm's second-best value, the gap of its median score above the best's, and the sd over seeds of their
+    paired score difference; the runner-up is returned only when near-tied (the gap no larger than that spread), so
+    a study judges there too (None, gap, spread otherwise). One seed has no spread: no near-tie can be told."""
+    ranked = sorted((s, v) for v, s in best.score.items() if s is not None and v != best.lr)
+    if best.lr is None or not ranked or not math.isfinite(best.score[best.lr]):
+        return None, None, None
+    gap_score, second = ranked[0]
+    mine = arm_rows(rows, arm_key, best.arm)
+    at = {v: stats.per_seed([r for r in mine if lr_of(r, best.key) == v], value) for v in (best.lr, second)}
+    spread = stats.paired_sd(at[second], at[best.lr])
+    gap = gap_score - best.score[best.lr]
+    return (second if spread is not None and math.isfinite(gap) and gap <= spread else None), gap, spread
 
 
 def best_lrs(rows: list[dict[str, Any]], arm_key: str, arms: Sequence[str],
@@ -122,7 +141,7 @@ def runs_at_best(rows: list[dict[str, Any]], arm_key: str, best: BestLr) -> list
     """The arm's runs (one per seed) at its best lr (none when it has no best)."""
     if best.lr is None:
         return []
-    return [r for r in arm_rows(rows, arm_key, best.arm) if lr_of(r) == best.lr]
+    return [r for r in arm_rows(rows, arm_key, best.arm) if lr_of(r, best.key) == best.lr]
 
 
 def val_curves_at_best(rows: list[dict[str, Any]], arm_key: str, best: BestLr) -> list[list[tuple[float, float]]]:
@@ -161,18 +180,20 @@ def curve_table(rows: list[dict[str, Any]], arm_key: str, best: dict[str, BestLr
                 value: Value = stats.final_or_inf) -> str:
     """Arm × lr: median [min, max] (n) of ``value`` over seeds; the rule's best lr in bold with "best", an edge
     best also "edge"."""
-    lrs = sorted({lr_of(r) for r in rows})
+    key = next(iter(best.values())).key if best else LR_AXIS
+    lrs = sorted({lr_of(r, key) for r in rows})
     body = []
     for arm, b in best.items():
         cells = []
         for lr in lrs:
-            vals = [value(r) for r in arm_rows(rows, arm_key, arm) if lr_of(r) == lr]
+            vals = [value(r) for r in arm_rows(rows, arm_key, arm) if lr_of(r, key) == lr]
             text = range_text(vals)
             if lr == b.lr:
                 text = f"**{text}** best" + (" (edge)" if b.at_edge else "")
             cells.append(text)
         body.append([arm, *cells])
-    return markdown_table([arm_key, *(f"lr {lr:g}" for lr in lrs)], body)
+    name = "lr" if key == LR_AXIS else key
+    return markdown_table([arm_key, *(f"{name} {lr:g}" for lr in lrs)], body)
 
 
 def range_text(values: Sequence[float | None]) -> str:
@@ -202,10 +223,11 @@ def draw_curves(ax, rows: list[dict[str, Any]], arm_key: str, best: dict[str, Be
     """Loss against lr (log x): every seed a point, the medians joined, each arm's best lr ringed; diverged runs
     (+∞) are left out of the points and the medians they would break. A unigram line far above every point is
     named in the legend, not drawn: the axis keeps the differences between the arms readable."""
-    lrs = sorted({lr_of(r) for r in rows})
+    key = next(iter(best.values())).key if best else LR_AXIS
+    lrs = sorted({lr_of(r, key) for r in rows})
     for arm, b in best.items():
         color = colors.get(arm, "k")
-        points = [(lr_of(r), v) for r in arm_rows(rows, arm_key, arm) if (v := value(r)) is not None
+        points = [(lr_of(r, key), v) for r in arm_rows(rows, arm_key, arm) if (v := value(r)) is not None
                   and math.isfinite(v)]
         ax.scatter([p[0] for p in points], [p[1] for p in points], color=color, s=10, alpha=plots.SEED_ALPHA + 0.2)
         medians = [(lr, statistics.median(vs)) for lr in lrs if (vs := [v for x, v in points if x == lr])]
@@ -223,7 +245,8 @@ def draw_curves(ax, rows: list[dict[str, Any]], arm_key: str, best: dict[str, Be
         plots.unigram_line(ax, unigram)
     if lrs:
         plots.log_axis(ax, lrs)
-    plots.finish(ax, "final val loss against lr (ring: the rule's best)", "peak learning rate",
+    xlabel = "peak learning rate" if key == LR_AXIS else key
+    plots.finish(ax, f"final val loss against {'lr' if key == LR_AXIS else key} (ring: the rule's best)", xlabel,
                  "final val loss (nats/byte)")
 
 

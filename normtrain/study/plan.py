@@ -42,13 +42,14 @@ class Plan:
     jobs: int = 1  # runs at a time, each in its own single-threaded process (1: in this process)
     deadline: float | None = None  # time.monotonic() after which no run starts (the GPU scale's budget)
     budget: Any = None  # the GPU scale's plan (normtrain.reproduce.gpu.GpuPlan), None at cpu
+    tool: str = "normtrain-reproduce"  # the command whose phases are said (normtrain-ablate's runs too)
 
     def phase(self, text: str) -> None:
         """One line when a phase of the invocation starts, so no phase is silent (with progress on)."""
         if self.progress:
             from normtrain.util.runlog import say
 
-            say(f"normtrain-reproduce: {self.name}: {text}")
+            say(f"{self.tool}: {self.name}: {text}")
 
     def out_of_time(self) -> bool:
         import time

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 import torch
 from omegaconf import DictConfig
 
-from normtrain.data import eval_starts, eval_window_count, window_batches
+from normtrain.data import eval_starts, eval_window_count, select_starts, window_batches
 from normtrain.data.unigram import unigram_loss
 from normtrain.training.distributed import DistContext
 
@@ -49,6 +49,23 @@ class Evaluation:
         self.probe_x = window_batches(corpus.val, starts[:probe_batch], seq_len, probe_batch,
                                       device=ctx.device)[0][0]  # the same on every rank
         self.unigram_val_loss = unigram_loss(corpus.counts, corpus.val, starts, seq_len)
+        self.select_batches = self.selection_windows(corpus, t, seq_len, ctx) if t.select_windows else None
+
+    def selection_windows(self, corpus, t: DictConfig, seq_len: int, ctx: DistContext):
+        """``train.select_windows`` held-out windows between the judged ones (this rank's share): the loss a study
+        chooses a learning rate by, never the one it judges (normtrain/study/decision.py)."""
+        from normtrain.util.errors import ConfigError
+
+        try:
+            starts = select_starts(len(corpus.val), seq_len, self.n_windows, t.select_windows)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        return window_batches(corpus.val, starts[ctx.rank::ctx.world_size], seq_len, t.batch_size, device=ctx.device,
+                              name="val")
+
+    def select_loss(self, model: torch.nn.Module, autocast: Callable[[], AbstractContextManager]) -> float | None:
+        """The loss on the selection windows (None without them)."""
+        return None if self.select_batches is None else evaluate(model, self.select_batches, autocast, self.ctx)
 
     def loss(self, model: torch.nn.Module, autocast: Callable[[], AbstractContextManager]) -> float:
         return evaluate(model, self.batches, autocast, self.ctx)

@@ -267,6 +267,8 @@ class Trainer:
             except RollBack as rollback:
                 self.roll_back(rollback.diverged_at)
         row = self.evaluate()
+        if (select := self.evaluation.select_loss(self.model, self.autocast)) is not None:
+            row["select/loss"] = self.summary["final_select_loss"] = select
         self.loggers.log(row, self.cfg.train.max_steps)
         self.summary["status"] = "completed"  # unless finish finds a divergence since the last check
 
@@ -285,6 +287,8 @@ class Trainer:
                 self.summary["status"] = "interrupted"
                 return True
             if t.ckpt_every and self.steps_done % t.ckpt_every == 0 and not self.checkpoint():
+                return True  # diverged
+            if self.steps_done in t.keep_ckpt_at and not self.keep_branch_point():
                 return True  # diverged
         return False
 
@@ -370,6 +374,17 @@ class Trainer:
             "global_batch_size": self.global_batch, "corpus_fingerprint": self.corpus.fingerprint,
             "vocab_size": self.vocab_size, "resumes": self.resumes, "rollbacks": self.policy.records,
             "started_at": self.summary["started_at"]})
+        return True
+
+    def keep_branch_point(self) -> bool:
+        """A checkpoint at this step kept as ``ckpt_step{k}.pt`` (``train.keep_ckpt_at``): another run resumes it with
+        another ``train.max_steps`` (a WSD decay branch off this run's stable phase: normtrain/ablate/)."""
+        if not self.checkpoint():
+            return False
+        if self.ctx.is_main:
+            from normtrain.checkpoint import keep_copy
+
+            keep_copy(self.run_dir, f"ckpt_step{self.steps_done}.pt")
         return True
 
     # --- finish

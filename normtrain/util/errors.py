@@ -28,6 +28,11 @@ def first_line(err: BaseException, chars: int = 200) -> str:
     return f"{type(err).__name__}: {text.splitlines()[0][:chars]}" if text else type(err).__name__
 
 
+class StudyError(NormtrainError, ValueError):
+    """A study (normtrain-ablate, normtrain-compare --tune) cannot be decided as asked: bad input, a folder that
+    holds another study, runs of mixed or uncommitted code. The message is whole: what is wrong and what to do."""
+
+
 class DataError(NormtrainError, ValueError):
     """A corpus could not be found or read."""
 

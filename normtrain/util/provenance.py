@@ -28,12 +28,36 @@ def git(args: list[str], cwd: Path) -> str | None:
 
 
 def code_state(root: Path | None = None) -> dict[str, Any]:
-    """``{"code_commit": 40 hex or None, "code_dirty": bool or None}`` (and ``why_unknown`` without git)."""
+    """``{"code_commit": 40 hex or None, "code_dirty": bool or None, "training_code_digest": 16 hex}`` (and
+    ``why_unknown`` without git)."""
     here = root or Path(__file__).resolve().parent
     top = git(["rev-parse", "--show-toplevel"], here)
+    digest = training_code_digest()
     if top is None:
-        return {"code_commit": None, "code_dirty": None, "why_unknown": "not a git checkout"}
-    return {"code_commit": git(["rev-parse", "HEAD"], Path(top)), "code_dirty": _dirty(Path(top))}
+        return {"code_commit": None, "code_dirty": None, "training_code_digest": digest,
+                "why_unknown": "not a git checkout"}
+    return {"code_commit": git(["rev-parse", "HEAD"], Path(top)), "code_dirty": _dirty(Path(top)),
+            "training_code_digest": digest}
+
+
+# What a run's numbers depend on: the packages that build, train and evaluate it. The analysis around it (studies,
+# reproductions, the report, export, the catalog) can change without changing a run.
+TRAINING_CODE = ("__init__.py", "checkpoint", "config", "data", "loggers", "model", "norms", "ops", "training", "util")
+
+
+@lru_cache(maxsize=1)
+def training_code_digest() -> str:
+    """A digest of the training code's source files (paths and bytes; the same in a checkout and an installed
+    wheel): a study refuses to compare runs whose digests differ (normtrain/study/provenance.py)."""
+    import hashlib
+
+    package = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for part in TRAINING_CODE:
+        root = package / part
+        for f in sorted([root] if root.is_file() else root.rglob("*.py")):
+            h.update(str(f.relative_to(package)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def _dirty(top: Path) -> bool:

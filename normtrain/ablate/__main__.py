@@ -1,0 +1,5 @@
+import sys
+
+from normtrain.ablate.cli import main
+
+sys.exit(main())

@@ -1,0 +1,58 @@
+"""Which code a study's result rests on, and the runs it refuses to mix.
+
+Two digests: the **training code** of each run (``normtrain.util.provenance.training_code_digest``, recorded in its
+summary: the packages that build, train and evaluate a model) and the **engine** that decided (this package, the
+ablation command and the run labels' thresholds in training/outcome.py). A result whose runs were trained by
+different training code, or by code that was not committed, is refused: its numbers could not be traced to one
+program. The message says which runs differ and what to do; nothing is deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from normtrain.util.errors import StudyError
+
+ENGINE = ("study", "ablate", "training/outcome.py")
+
+
+def engine_digest() -> str:
+    """A digest of the decision's own code (paths and bytes)."""
+    package = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for part in ENGINE:
+        root = package / part
+        for f in sorted([root] if root.is_file() else root.rglob("*.py")):
+            h.update(str(f.relative_to(package)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def runs_code(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the runs were trained by: their training-code digests, commits and how many were dirty."""
+    digests = Counter(str(r.get("training_code_digest")) for r in rows if r.get("run_dir"))
+    commits = Counter(str(r.get("code_commit")) for r in rows if r.get("run_dir"))
+    dirty = [r["run_dir"] for r in rows if r.get("code_dirty") is True]
+    return {"training_code_digests": dict(digests), "code_commits": dict(commits), "dirty_runs": len(dirty),
+            "dirty_examples": dirty[:3]}
+
+
+def refuse_mixed(rows: list[dict[str, Any]], allow_dirty: bool, where: str) -> dict[str, Any]:
+    """``runs_code``, or ``ConfigError`` (exit 2) when the runs' training code differs or was dirty (unless
+    ``allow_dirty``, which the record then says)."""
+    found = runs_code(rows)
+    problems = []
+    digests = found["training_code_digests"]
+    if len(digests) > 1:
+        listed = ", ".join(f"{d} ({n} runs)" for d, n in digests.items())
+        problems.append(f"the runs were trained by different training code: digests {listed}. Run the ablation "
+                        f"again into a new folder (--out), or delete the runs of the old code from {where}")
+    if found["dirty_runs"] and not allow_dirty:
+        problems.append(f"{found['dirty_runs']} run(s) were trained from a checkout with uncommitted changes (e.g. "
+                        f"{found['dirty_examples'][0]}): commit the code and train again into a new folder, or pass "
+                        "--allow-dirty to accept it (the verdict then says so)")
+    if problems:
+        raise StudyError("refused: " + "; ".join(problems) + ". Nothing was deleted.")
+    return {**found, "allow_dirty": allow_dirty, "engine_digest": engine_digest()}
