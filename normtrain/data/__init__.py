@@ -14,8 +14,8 @@ from typing import Any
 from normtrain.data.corpus import CORPORA, Corpus, load_corpus
 from normtrain.data.shards import TokenCorpus
 
-__all__ = ["CORPORA", "Corpus", "TokenCorpus", "load_corpus", "BatchSampler", "eval_starts", "eval_window_count", "select_starts",
-           "window_batches"]
+__all__ = ["CORPORA", "Corpus", "TokenCorpus", "load_corpus", "BatchSampler", "eval_starts", "eval_window_count",
+           "select_starts", "window_batches"]
 
 
 def __getattr__(name: str) -> Any:
