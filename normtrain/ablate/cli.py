@@ -95,8 +95,8 @@ def claim_folder(out: Path, spec: Spec, dry: bool, command: str = PROG) -> None:
 def ablate(spec: Spec, out: Path, jobs: int, progress: bool = True, allow_dirty: bool = False,
            command: str = PROG) -> dict[str, Any]:
     """Train (or reuse) every run, decide, write the record: the API behind the command."""
-    from normtrain.ablate import report
     from normtrain.ablate.runs import train_all
+    from normtrain.study import report
     from normtrain.study.best_against_best import analyse
     from normtrain.study.provenance import refuse_mixed
 
@@ -105,9 +105,10 @@ def ablate(spec: Spec, out: Path, jobs: int, progress: bool = True, allow_dirty:
     provenance = refuse_mixed(rows, allow_dirty, str(out))
     analysis = analyse(rows, spec.arm_key, spec.arms, spec.baseline, spec.tune, spec.steps, spec.half_steps,
                        spec.protocol, extensions_left=False)
-    rec = report.record(spec, analysis, grids, rows, provenance, command, time.time() - t0)
+    grown = {"values": grids.values, "extensions": grids.extensions}
+    rec = report.record(spec, analysis, grown, rows, provenance, command, time.time() - t0)
     report.draw(out, spec, analysis)
-    verdict = report.write_verdict(out, spec, analysis, grids, rec, command)
+    verdict = report.write_verdict(out, spec, analysis, grown, rec, command)
     record_path = report.write_record(out, rec)
     log_group(spec, out, rec)
     return {"record": rec, "verdict_md": verdict, "ablation_json": record_path, "analysis": analysis}
@@ -163,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: interrupted; the finished runs stay in the folder: run the same command again to go on",
               file=sys.stderr)
         return 130
-    from normtrain.ablate.report import sentence
+    from normtrain.study.report import sentence
 
     for d in result["analysis"].decisions.values():
         print(sentence(spec, d).replace("**", ""))
@@ -178,7 +179,7 @@ def plan(spec: Spec, out: Path, jobs: int, budget: float | None, show: bool) -> 
     from normtrain.ablate.estimate import calibrate, estimate, seeds_for
 
     print(f"{PROG}: timing two short runs of the baseline on this machine ...", file=sys.stderr)
-    timing = calibrate(spec)
+    timing = calibrate(spec, jobs)
     found = estimate(spec, out, jobs, timing)
     if budget is not None:
         n, found = seeds_for(spec, out, jobs, timing, budget)

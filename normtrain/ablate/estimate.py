@@ -35,11 +35,30 @@ class Timing:
         return self.fixed_s + steps * self.step_s + max(0, evals - 1) * self.eval_s
 
 
-def calibrate(spec: Spec) -> Timing:
-    """Two short runs of the baseline at the grid's middle value, on this machine, in a scratch folder."""
+def calibrate(spec: Spec, jobs: int) -> Timing:
+    """Two short runs of the baseline at the grid's middle value, on this machine, in a scratch folder, with the
+    threads a run will have (one each when ``jobs`` > 1: normtrain/study/grid.py's workers)."""
+    import torch
+
     from normtrain.config import compose
     from normtrain.training.trainer import train
 
+    threads = torch.get_num_threads()
+    if jobs > 1:
+        torch.set_num_threads(1)
+    try:
+        walls = calibration_walls(spec, compose, train)
+    finally:
+        torch.set_num_threads(threads)
+    step_s = max(1e-4, (walls[1] - walls[0]) / (CALIBRATION_STEPS[1] - CALIBRATION_STEPS[0]))
+    fixed_s = max(0.0, walls[0] - CALIBRATION_STEPS[0] * step_s)
+    cfg = compose([*spec.shared, f"{spec.arm_key}={spec.baseline}"])
+    windows = spec.select_windows + 1
+    eval_s = math.ceil(windows / cfg.train.batch_size) * step_s / 3
+    return Timing(step_s, fixed_s, eval_s)
+
+
+def calibration_walls(spec: Spec, compose, train) -> list[float]:
     walls = []
     value = value_text(spec.grid[len(spec.grid) // 2])
     with tempfile.TemporaryDirectory(prefix="normtrain-ablate-calibration-") as tmp:
@@ -49,12 +68,7 @@ def calibrate(spec: Spec) -> Timing:
             t0 = time.perf_counter()
             train(compose(overrides), run_dir=Path(tmp) / f"steps{steps}")
             walls.append(time.perf_counter() - t0)
-    step_s = max(1e-4, (walls[1] - walls[0]) / (CALIBRATION_STEPS[1] - CALIBRATION_STEPS[0]))
-    fixed_s = max(0.0, walls[0] - CALIBRATION_STEPS[0] * step_s)
-    cfg = compose([*spec.shared, f"{spec.arm_key}={spec.baseline}"])
-    windows = spec.select_windows + 1
-    eval_s = math.ceil(windows / cfg.train.batch_size) * step_s / 3
-    return Timing(step_s, fixed_s, eval_s)
+    return walls
 
 
 def evals(steps: int, eval_every: int, start: int = 0) -> int:

@@ -10,67 +10,17 @@ is whole.
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from normtrain.study.decision import ALPHA, MARGIN, Protocol
+from normtrain.study.question import MAX_EXTENSIONS
+from normtrain.study.question import Question as Spec
 from normtrain.util.errors import ConfigError, StudyError
 
 TUNE = "optim.lr"
 GRID_POINTS, GRID_FACTOR = 3, 2.0  # the default grid: the config's value ÷ 2, itself, × 2
 SEEDS = 5
-MAX_EXTENSIONS = 2
-SPEC_VERSION = 1
-
-
-@dataclass(frozen=True)
-class Spec:
-    """One ablation, whole: what ``ablation.json`` records and a rerun must match to resume."""
-
-    arm_key: str
-    arms: tuple[str, ...]
-    baseline: str
-    shared: tuple[str, ...]  # overrides every run gets
-    tune: str
-    grid: tuple[float, ...]  # the first grid, the same for every arm (extensions are per arm)
-    seeds: tuple[int, ...]
-    steps: int  # T: train.max_steps of the runs
-    half_steps: int  # T/2
-    branch: bool  # T/2 as a decay branch off the T run's stable phase (optim.schedule=wsd), else complete runs
-    branch_step: int | None  # the step the branch leaves the T run at
-    margin: float = MARGIN
-    alpha: float = ALPHA
-    max_extensions: int = MAX_EXTENSIONS
-    version: int = SPEC_VERSION
-    select_windows: int = 0  # held-out selection windows per run (train.select_windows)
-
-    @property
-    def protocol(self) -> Protocol:
-        return Protocol(margin=self.margin, alpha=self.alpha)
-
-    @property
-    def name(self) -> str:
-        return f"{self.arm_key.split('.')[-1]}-{'-'.join(_slug(a) for a in self.arms)}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def arm_overrides(self, arm: str) -> list[str]:
-        return [*self.shared, f"{self.arm_key}={arm}"]
-
-    def same_question(self, other: dict[str, Any]) -> list[str]:
-        """The fields in which a recorded spec differs from this one (empty: the same ablation)."""
-        mine = self.as_dict()  # seeds may grow or shrink: the same question, more or fewer runs (finished reused)
-        return [k for k in mine if k != "seeds" and _plain(other.get(k)) != _plain(mine[k])]
-
-
-def _plain(value: Any) -> Any:
-    return [_plain(v) for v in value] if isinstance(value, (list, tuple)) else value
-
-
-def _slug(value: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.+-]+", "", str(value)) or "x"
 
 
 @dataclass
@@ -192,8 +142,6 @@ def parse(asked: Asked) -> Spec:
     """Check everything the command line asks (every problem at once: ``ConfigError``, exit 2) and resolve it."""
     from omegaconf import OmegaConf
 
-    from normtrain.config import compose, validate
-
     problems = list(asked.problems)
     arm_key, arms, shared, found = split_arms(asked.overrides)
     problems += found
@@ -201,15 +149,8 @@ def parse(asked: Asked) -> Spec:
     baseline = asked.baseline if asked.baseline is not None else (arms[0] if arms else None)
     if arms and baseline not in arms:
         problems.append(f"--baseline {baseline}: not an arm; the arms are {', '.join(arms)}")
-    configs = {}
-    for arm in arms if arm_key else []:
-        try:
-            cfg = compose([*shared, f"{arm_key}={arm}"])
-            validate(cfg)
-            configs[arm] = cfg
-        except ConfigError as err:
-            problems += [f"{arm_key}={arm}: {p}" for p in err.problems]
-    cfg = configs.get(baseline) if baseline else None
+    configs = composed(arm_key, arms, shared, problems) if arm_key else {}
+    cfg = configs.get(baseline) or next(iter(configs.values()), None)  # the grid is checked even so
     grid: tuple[float, ...] = ()
     if cfg is not None:
         current = OmegaConf.select(cfg, asked.tune, default=None)
@@ -231,6 +172,29 @@ def parse(asked: Asked) -> Spec:
                 grid=grid, seeds=tuple(range(asked.seeds)), steps=int(t.max_steps), half_steps=half, branch=branch,
                 branch_step=branch_step, margin=asked.margin, alpha=asked.alpha,
                 max_extensions=asked.max_extensions, select_windows=select_windows_for(cfg))
+
+
+def composed(arm_key: str, arms: list[str], shared: list[str], problems: list[str]) -> dict[str, Any]:
+    """Each arm's config, composed and validated; every misspelt key and unknown option named at once (with the
+    config's own "did you mean"), nothing composed past them."""
+    from normtrain.config import compose, validate
+    from normtrain.config.compose import group_options
+    from normtrain.config.names import composition_problem, override_problems
+
+    wrong = override_problems([*shared, f"{arm_key}={','.join(arms)}"], group_options())
+    if wrong:
+        problems += wrong
+        return {}
+    configs = {}
+    for arm in arms:
+        try:
+            configs[arm] = compose([*shared, f"{arm_key}={arm}"])
+            validate(configs[arm])
+        except ConfigError as err:
+            problems += [f"{arm_key}={arm}: {p}" for p in err.problems]
+        except Exception as err:  # noqa: BLE001 - Hydra's and OmegaConf's own errors: say them, never a traceback
+            problems.append(f"{arm_key}={arm}: {composition_problem(err) or err}")
+    return configs
 
 
 def select_windows_for(cfg) -> int:

@@ -1,4 +1,5 @@
-"""``normtrain-compare PATH... [--out DIR] [--metric val/loss] [--by KEYS]``, its Python twin ``compare()``, and
+"""``normtrain-compare PATH... [--out DIR] [--metric val/loss] [--by KEYS]`` (and ``--tune KEY --baseline KEY=V``: a
+sweep judged best against best, normtrain/compare/tuned.py), its Python twin ``compare()``, and
 ``write_report()``, the interactive page alone (``report_page()``: the page, not yet written, within a size
 budget if asked).
 
@@ -237,11 +238,43 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "norm,placement,model.n_layers (default: every config value that differs between the runs; "
                         "runs that differ only in train.seed form one group: mean and band)")
     p.add_argument("--table-only", action="store_true", help="write and print the table only: no figures")
+    p.add_argument("--tune", metavar="KEY", help="judge the sweep best against best: each arm at its own best value "
+                                                 "of KEY (e.g. optim.lr), paired seeds, a decision (with --baseline)")
+    p.add_argument("--baseline", metavar="KEY=VALUE", help="with --tune: the arm key and the reference arm, e.g. "
+                                                           "placement=pre")
+    p.add_argument("--margin", type=float, default=0.02, help="with --tune: the equivalence band ±δ in nats")
+    p.add_argument("--alpha", type=float, default=0.05, help="with --tune: one-sided level of each test")
     return p.parse_args(argv)
+
+
+def main_tuned(args: argparse.Namespace) -> int:
+    """``--tune``: the best-against-best analysis of a finished sweep (normtrain/compare/tuned.py)."""
+    from normtrain.compare.tuned import compare_tuned
+    from normtrain.study.report import sentence
+    from normtrain.util.errors import StudyError
+
+    if not args.baseline:
+        print(f"{PROG}: --tune needs --baseline KEY=VALUE (the arm key and the reference arm, e.g. "
+              "--baseline placement=pre)", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else default_out(args.paths).parent / "best_against_best"
+    try:
+        found = compare_tuned(list(args.paths), args.tune, args.baseline, out, args.margin, args.alpha)
+    except (StudyError, ValueError) as err:
+        print(f"{PROG}: {err}", file=sys.stderr)
+        return 2
+    for line in found["limits"]:
+        print(f"{PROG}: the sweep cannot support: {line}", file=sys.stderr)
+    for d in found["analysis"].decisions.values():
+        print(sentence(found["question"], d).replace("**", ""))
+    print(f"{PROG}: wrote {found['verdict_md']} and {found['ablation_json']}", file=sys.stderr)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.tune or args.baseline:
+        return main_tuned(args) if args.tune else _needs_tune()
     by = [k for k in args.by.split(",") if k.strip()] if args.by else None
     try:
         result = compare(args.paths, out=args.out, metric=args.metric, by=by, figures=not args.table_only)
@@ -260,6 +293,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{PROG}: {len(result.runs)} runs; wrote {len(result.files)} files to {out} (open {out / 'report.html'})",
           file=sys.stderr)
     return 0
+
+
+def _needs_tune() -> int:
+    print(f"{PROG}: --baseline goes with --tune KEY (the key tuned for every arm, e.g. --tune optim.lr)",
+          file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -25,10 +25,10 @@ The rules, stated once (README "Is X better than Y?" and experiments/README.md l
    D(2T) ≈ D(T) + (D(T) − D(T/2)) on the same side of the decision's boundary; else *inconclusive
    (budget-sensitive)* with the budget at which the extrapolated line crosses it. The arms' own falls are reported,
    never a gate.
-6. **Guards before any comparison.** The baseline must end below the unigram line by ``guard`` nats at its best,
-   else *inconclusive (undertrained)*; a best value at an edge of its grid after the last extension makes the
-   decision *inconclusive (best at an edge)*; a run at a best value that diverged, *inconclusive (diverged at the
-   best)*.
+6. **Guards before any comparison.** A best value at an edge of its grid after the last extension makes the
+   decision *inconclusive (best at an edge)* (its true best may lie outside: the grid is what to fix); the baseline
+   must end below the unigram line by ``guard`` nats at its best, else *inconclusive (undertrained)*; a run at a
+   best value that diverged, *inconclusive (diverged at the best)*.
 
 Every check is reported whatever decides; the decision names the first that failed, in the order above (guards,
 then underpowered, selection, budget).
@@ -54,6 +54,7 @@ DECISIONS = (BETTER, WORSE, EQUIVALENT, UNDERPOWERED, SELECTION_SENSITIVE, BUDGE
              AT_EDGE, DIVERGED)
 MARGIN = 0.02  # nats: the equivalence band ±δ and the smallest effect of interest
 ALPHA = 0.05  # one-sided level of each directional test (and of each of the two equivalence tests)
+MAX_DOUBLINGS = 40  # a crossing further out than 2^40 × T is no crossing
 GUARD = 0.05  # nats: the baseline must end this far below the unigram line (normtrain/training/outcome.py's band)
 
 
@@ -176,8 +177,9 @@ def budget_check(full: Paired, half: Paired | None, steps: int, half_steps: int,
     extrapolated = full.mean + slope
     line = boundary(full.decision, protocol, slope)
     crossing = None
-    if line is not None and slope != 0 and (line - full.mean) / slope > 0:
-        crossing = steps * 2 ** ((line - full.mean) / slope)
+    doublings = (line - full.mean) / slope if line is not None and slope != 0 else None
+    if doublings is not None and 0 < doublings < MAX_DOUBLINGS:  # beyond: the line never comes near it
+        crossing = steps * 2 ** doublings
     same = half.decision == full.decision
     holds = same_side(full.decision, extrapolated, protocol)
     ok = same and holds
@@ -238,17 +240,17 @@ def decide(arm: str, baseline: str, full: dict[tuple[float, float], Paired], hal
     checks: dict[str, Any] = {}
     failed: list[tuple[str, str]] = []
 
-    checks["trained"] = {"margin_below_unigram": baseline_margin, "needed": protocol.guard,
-                         "ok": None if baseline_margin is None else baseline_margin >= protocol.guard}
-    if checks["trained"]["ok"] is False:
-        failed.append((UNDERTRAINED, f"the baseline {baseline} ends {baseline_margin:.3f} nats below the unigram "
-                                     f"line at its best, less than the {protocol.guard:g} needed to compare"))
     edges = [c.arm for c in (a, b) if c.at_edge]
     checks["best_inside_grid"] = {"at_edge": edges, "extensions_left": extensions_left, "ok": not edges}
     if edges:
         failed.append((AT_EDGE, f"the best value of {', '.join(edges)} is at an edge of its grid"
                                 + (" (the grid will be extended)" if extensions_left else
                                    " after the last extension")))
+    checks["trained"] = {"margin_below_unigram": baseline_margin, "needed": protocol.guard,
+                         "ok": None if baseline_margin is None else baseline_margin >= protocol.guard}
+    if checks["trained"]["ok"] is False:
+        failed.append((UNDERTRAINED, f"the baseline {baseline} ends {baseline_margin:.3f} nats below the unigram "
+                                     f"line at its best, less than the {protocol.guard:g} needed to compare"))
     if first is None:
         return Decision(arm, baseline, UNDERPOWERED, "no runs to compare at the bests", None, others, None, checks)
     if first.decision == DIVERGED:

@@ -1,5 +1,6 @@
-"""What an ablation writes: ``ablation.json`` (everything the decision rests on), ``verdict.md`` (the sentence a
-user quotes, then the table and every check) and the best-against-best figures.
+"""What a study of arms writes (normtrain-ablate, normtrain-compare --tune): ``ablation.json`` (everything the decision
+rests on), ``verdict.md`` (the sentence a user quotes, then the table and every check) and the best-against-best
+figures.
 
 Figures (PNG, every seed drawn):
   lr_curves.png ....... the judged loss against the tuned value, per arm, each best ringed
@@ -15,11 +16,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from normtrain.ablate.runs import Grids
-from normtrain.ablate.spec import Spec
 from normtrain.study import best_lr, plots, stats
 from normtrain.study.best_against_best import Analysis, Budget, falls, judged_at, judged_or_inf
 from normtrain.study.decision import BETTER, EQUIVALENT, WORSE, Decision
+from normtrain.study.question import Question as Spec
 from normtrain.util import markdown
 from normtrain.util.atomic import write_json, write_text
 from normtrain.util.numbers import number
@@ -114,7 +114,9 @@ def _ok(ok: bool | None) -> str:
     return {True: "holds", False: "fails", None: "not measured"}[ok]
 
 
-def write_verdict(out: Path, spec: Spec, a: Analysis, grids: Grids, record: dict[str, Any], command: str) -> Path:
+def write_verdict(out: Path, spec: Spec, a: Analysis, grids: dict[str, Any], record: dict[str, Any], command: str,
+                  how: list[str] | None = None) -> Path:
+    """verdict.md; ``how`` replaces the lines on how the runs were made (a sweep the user ran, not an ablation)."""
     lines = [f"# normtrain-ablate: {spec.arm_key} = {', '.join(spec.arms)}", ""]
     lines += [sentence(spec, d) + "." for d in a.decisions.values()]
     lines += ["", table(spec, a), "", "Lower is better; differences are arm − baseline in nats/token, paired by seed "
@@ -123,18 +125,11 @@ def write_verdict(out: Path, spec: Spec, a: Analysis, grids: Grids, record: dict
         lines += [f"## {d.arm} against {d.baseline}: {d.decision}", "", d.why + ".", "", *checks_text(d), ""]
     lines += [f"## {spec.tune} against the judged loss at T={spec.steps}", "",
               best_lr.curve_table(a.full.rows, spec.arm_key, a.full.best, judged_or_inf), ""]
-    ext = [f"{arm} +{n}" for arm, n in grids.extensions.items() if n]
-    lines += ["## How this was decided", "",
-              f"- Arms: {spec.arm_key} = {', '.join(spec.arms)}; baseline {spec.baseline}; shared overrides: "
-              f"{' '.join(spec.shared) or '(none)'}.",
-              f"- Each arm trained at {spec.tune} = {', '.join(f'{v:g}' for v in spec.grid)}"
-              + (f", extended at an edge ({', '.join(ext)}; at most {spec.max_extensions} per arm)" if ext else
-                 f" (an edge best would add a point, at most {spec.max_extensions} per arm)")
-              + f", seeds {', '.join(map(str, spec.seeds))}, {spec.steps} steps; and at {spec.half_steps} steps "
-              + ("as decay branches off each run's stable phase (optim.schedule=wsd, branch at step "
-                 f"{spec.branch_step})." if spec.branch else "as complete runs."),
-              f"- Best value: the lowest median over seeds of the loss on {spec.select_windows} held-out windows "
-              "between the judged ones, at the run's end (never the judged loss).",
+    ext = [f"{arm} +{n}" for arm, n in grids.get("extensions", {}).items() if n]
+    lines += ["## How this was decided", "", *(how if how is not None else made_by_ablate(spec, ext)),
+              (f"- Best value: the lowest median over seeds of the loss on {spec.select_windows} held-out windows "
+               "between the judged ones, at the run's end (never the judged loss)." if spec.select_windows else
+               "- Best value: the lowest median over seeds of each run's selection loss (see the notes)."),
               f"- Error rates: {spec.protocol.error_rates()}.",
               "- The rules: normtrain/study/decision.py (README, \"Is X better than Y?\").",
               f"- Code: training code {', '.join(record['provenance']['training_code_digests'])}; engine "
@@ -148,10 +143,20 @@ def write_verdict(out: Path, spec: Spec, a: Analysis, grids: Grids, record: dict
     return path
 
 
-def record(spec: Spec, a: Analysis, grids: Grids, rows: list[dict[str, Any]], provenance: dict[str, Any],
+def made_by_ablate(spec: Spec, ext: list[str]) -> list[str]:
+    return [f"- Arms: {spec.arm_key} = {', '.join(spec.arms)}; baseline {spec.baseline}; shared overrides: "
+            f"{' '.join(spec.shared) or '(none)'}.",
+            f"- Each arm trained at {spec.tune} = {', '.join(f'{v:g}' for v in spec.grid)}"
+            + (f", extended at an edge ({', '.join(ext)}; at most {spec.max_extensions} per arm)" if ext else
+               f" (an edge best would add a point, at most {spec.max_extensions} per arm)")
+            + f", seeds {', '.join(map(str, spec.seeds))}, {spec.steps} steps; and at {spec.half_steps} steps "
+            + ("as decay branches off each run's stable phase (optim.schedule=wsd, branch at step "
+               f"{spec.branch_step})." if spec.branch else "as complete runs.")]
+
+
+def record(spec: Spec, a: Analysis, grids: dict[str, Any], rows: list[dict[str, Any]], provenance: dict[str, Any],
            command: str, wall_s: float) -> dict[str, Any]:
-    return {"format": 1, "command": command, "spec": spec.as_dict(),
-            "grids": {"values": grids.values, "extensions": grids.extensions},
+    return {"format": 1, "command": command, "spec": spec.as_dict(), "grids": grids,
             "decisions": {arm: {"decision": d.decision, "why": d.why, "sentence": sentence(spec, d)}
                           for arm, d in a.decisions.items()},
             "analysis": a.as_dict(), "provenance": provenance, "wall_time_s": round(wall_s, 3),
