@@ -40,7 +40,15 @@ OPS = {">=": lambda v, t: v >= t, "<=": lambda v, t: v <= t, ">": lambda v, t: v
 LABELS = ("before_runs", "after_pilot")
 TESTS = ("sign_test", "t_test")  # one-sided tests on the per-seed values, decided at normtrain.study.significance
 DECIDE = ("median", "median_ci", *TESTS)  # or a share of the seeds in (0, 1]
-SOURCES = ("paper", "ours")
+SOURCES = ("paper", "secondary", "ours")  # the paper's own number; another source's report; our hypothesis
+
+
+class _Unnamed(str):
+    """``Rule.source``'s v4 default, "paper", told apart from a "paper" the registration wrote: under protocol v5
+    every check names its source (a claim with no paper number behind it is ``secondary`` or ``ours``)."""
+
+
+PAPER_BY_DEFAULT = _Unnamed("paper")
 ROLES = ("primary", "secondary", "precondition")
 
 
@@ -71,7 +79,7 @@ class Rule:
     threshold: float | tuple[float, float]
     decide: str | float = "median"
     basis: str = ""  # why this threshold (required for a band)
-    source: str = "paper"
+    source: str = PAPER_BY_DEFAULT
 
     def __post_init__(self) -> None:
         if self.op not in OPS:
@@ -148,6 +156,7 @@ class Registration:
     secondary: tuple[Rule, ...] = ()  # v4: reported beside the verdict
     preconditions: tuple[Rule, ...] = ()  # v4: must hold for the comparison to mean anything
     infeasible: tuple[tuple[str, str], ...] = ()  # v4: (scale, why the claim cannot be tested there)
+    version: int | None = None  # 5: protocol v5's registration rules apply (normtrain/study/decision.py)
 
     def __post_init__(self) -> None:
         if self.label not in LABELS:
@@ -170,6 +179,12 @@ class Registration:
             raise ValueError("a v4 re-registration names its pilot's seeds (Pilot.seeds): it runs new ones")
         if bad := [scale for scale, _ in self.infeasible if scale not in ("cpu", "gpu")]:
             raise ValueError(f"infeasible scales {bad}; allowed: cpu, gpu")
+        if self.version is not None and self.version >= 5:
+            unnamed = [r.id for _, r in self.checks() if r.source is PAPER_BY_DEFAULT]
+            if unnamed:
+                raise ValueError(f"protocol v5: checks {', '.join(unnamed)} do not name their source; give "
+                                 f"source= one of {', '.join(SOURCES)} (a claim with no paper number behind it is "
+                                 "'secondary' or 'ours')")
 
     @property
     def protocol(self) -> int:

@@ -53,7 +53,17 @@ class Question:
     def same_question(self, other: dict[str, Any]) -> list[str]:
         """The fields in which a recorded spec differs from this one (empty: the same ablation)."""
         mine = self.as_dict()  # seeds may grow or shrink: the same question, more or fewer runs (finished reused)
-        return [k for k in mine if k != "seeds" and _plain(other.get(k)) != _plain(mine[k])]
+        differ = [k for k in mine if k not in ("seeds", "shared") and _plain(other.get(k)) != _plain(mine[k])]
+        return differ + (["shared"] if what_runs(other.get("shared") or ()) != what_runs(self.shared) else [])
+
+
+def what_runs(overrides) -> list[str]:
+    """The overrides that change what a run computes: where it is logged (``logger``...) does not
+    (normtrain/training/resume.py's BOOKKEEPING)."""
+    from normtrain.training.resume import BOOKKEEPING
+
+    return sorted(o for o in overrides if not any(o.lstrip("+~").split("=")[0] == b or
+                                                  o.lstrip("+~").startswith(b + ".") for b in BOOKKEEPING))
 
 
 

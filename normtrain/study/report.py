@@ -210,5 +210,5 @@ def draw_differences(ax, spec: Spec, a: Analysis, col: dict[str, str]) -> None:
     ax.axhline(0, color="k", lw=0.8)
     ax.axhspan(-spec.margin, spec.margin, color="0.85", alpha=0.6, label=f"±{spec.margin:g} (equivalent)")
     ax.set_xticks(range(len(budgets)), [f"{b.steps} steps" for b in budgets])
-    plots.finish(ax, f"paired difference against {spec.baseline}, each at its best (bar: "
-                     f"{spec.protocol.level:.0%} interval)", "budget", "Δ final val loss (nats/token)")
+    plots.finish(ax, f"arm − {spec.baseline}, each at its best ({spec.protocol.level:.0%} interval)", "budget",
+                 "Δ final val loss (nats/token)")

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
-from normtrain.checkpoint import Checkpoint, Checkpointer, UnusableCheckpoint, unwrap
+from normtrain.checkpoint import Checkpoint, Checkpointer, UnusableCheckpoint, keep_copy, unwrap
 from normtrain.config import checkpoint_format, global_batch, model_config, validate, vocab_size
 from normtrain.data import BatchSampler
 from normtrain.data.batches import global_state
@@ -286,9 +286,8 @@ class Trainer:
             if self.stop.agreed(self.ctx, synced=log_step or bool(row)):
                 self.summary["status"] = "interrupted"
                 return True
-            if t.ckpt_every and self.steps_done % t.ckpt_every == 0 and not self.checkpoint():
-                return True  # diverged
-            if self.steps_done in t.keep_ckpt_at and not self.keep_branch_point():
+            keep = self.steps_done in t.keep_ckpt_at  # a branch point: kept as ckpt_step{k}.pt (normtrain/ablate/)
+            if ((t.ckpt_every and self.steps_done % t.ckpt_every == 0) or keep) and not self.checkpoint(keep=keep):
                 return True  # diverged
         return False
 
@@ -319,10 +318,7 @@ class Trainer:
         self.val_losses.append(loss)
         self.val_steps.append(self.steps_done)
         self.bar.set_postfix_str(f"val {loss:.3f}", refresh=False)
-        return {"val/loss": loss, "val/bpb": self.bpb(loss)}
-
-    def bpb(self, loss: float) -> float:
-        return self.evaluation.bpb(loss)
+        return {"val/loss": loss, "val/bpb": self.evaluation.bpb(loss)}
 
     # --- divergence, rollback and checkpoints
     def record_divergence(self, diverged_at: int | None, step: int, final: bool = False) -> bool:
@@ -362,28 +358,18 @@ class Trainer:
         self.bar.update(self.steps_done - self.bar.n)
         self.checkpoint()
 
-    def checkpoint(self, final: bool = False) -> bool:
-        """Save a resume point, but never a diverged one: False (and nothing written) once diverged."""
+    def checkpoint(self, final: bool = False, keep: bool = False) -> bool:
+        """Save a resume point, never a diverged one (False); ``keep``: also as ckpt_step{k}.pt, never replaced."""
         if self.check_divergence(final):
             return False
         self.checkpointer.save(self.model, self.optimizer, {
             "step": self.steps_done, "sampler": self.sampler.state_dict(), "monitor": self.monitor.state_dict(),
             "val_losses": self.val_losses, "val_steps": self.val_steps, "train_losses": self.train_losses,
-            "config": self.summary["config"],
-            "world_size": self.ctx.world_size,
+            "config": self.summary["config"], "world_size": self.ctx.world_size,
             "global_batch_size": self.global_batch, "corpus_fingerprint": self.corpus.fingerprint,
             "vocab_size": self.vocab_size, "resumes": self.resumes, "rollbacks": self.policy.records,
             "started_at": self.summary["started_at"]})
-        return True
-
-    def keep_branch_point(self) -> bool:
-        """A checkpoint at this step kept as ``ckpt_step{k}.pt`` (``train.keep_ckpt_at``): another run resumes it with
-        another ``train.max_steps`` (a WSD decay branch off this run's stable phase: normtrain/ablate/)."""
-        if not self.checkpoint():
-            return False
-        if self.ctx.is_main:
-            from normtrain.checkpoint import keep_copy
-
+        if keep and self.ctx.is_main:
             keep_copy(self.run_dir, f"ckpt_step{self.steps_done}.pt")
         return True
 
@@ -407,7 +393,7 @@ class Trainer:
 
     def finalize_summary(self) -> None:
         self.summary.update(final_fields(self.summary, self.val_steps, self.val_losses, self.train_losses,
-                                         self.steps_done, self.cfg.train.max_steps, self.bpb))
+                                         self.steps_done, self.cfg.train.max_steps, self.evaluation.bpb))
         self.summary.update(wall_time_s=round(time.time() - self.started, 3))
         if self.summary["status"] != "failed":  # a failed device may not answer; the record stays readable
             self.summary.update(self.monitor.spike_summary())

@@ -163,3 +163,16 @@ def test_the_protocol_refuses_a_margin_or_level_that_makes_no_sense():
         Protocol(margin=0)
     with pytest.raises(ValueError, match="alpha"):
         Protocol(alpha=0.7)
+
+
+def test_a_v5_registration_names_the_source_of_every_check():
+    from normtrain.study.preregistration import Registration, Rule
+
+    primary = Rule("gap", "a is better", "gap", ">", 0.0, "t_test")
+    fields = dict(claim="c", detail="d", paper_number="n", metric="m", norm="LayerNorm")
+    Registration(**fields, primary=primary)  # v4: "paper" by default, as the committed records say
+    assert primary.source == "paper"
+    with pytest.raises(ValueError, match="do not name their source"):
+        Registration(**fields, primary=primary, version=5)
+    named = Rule("gap", "a is better", "gap", ">", 0.0, "t_test", source="ours")
+    assert Registration(**fields, primary=named, version=5).primary.source == "ours"
