@@ -166,6 +166,12 @@ def test_sandwich_is_peri_by_another_name():
     (["optim=muon", "optim.muon_momentum=1"], "optim.muon_momentum=1.0: must lie in [0, 1)"),
     (["optim.muon_lr=0.05", "optim.muon_nesterov=false"], "optim.muon_lr=0.05, optim.muon_nesterov=False set Muon, "
      "which optim=adamw does not use; pick optim=muon"),
+    (["norm.bias=true"], "norm.bias=true: norm=rmsnorm has no β to keep (its formula has no shift); norms with one: "
+     "batchnorm, batchnorm_causal, derf, dyt, layernorm"),
+    (["norm=layernorm", "norm.gain=none", "norm.bias=true"], "norm.bias=true adds β next to γ, and norm.gain=none "
+     "has neither"),
+    (["norm=batchnorm", "norm.bias=false"], "norm.bias=false: norm=batchnorm's affine part (nn.BatchNorm1d's) is γ "
+     "and β together"),
 ])
 def test_nonsense_is_refused_with_the_allowed_values(overrides, needle):
     with pytest.raises(ConfigError) as err:
@@ -189,6 +195,8 @@ def test_nonsense_is_refused_with_the_allowed_values(overrides, needle):
     ["placement=b2t", "placement.gpas=true"], ["placement=resi_dual", "placement.gpas=true"],
     ["placement=none", "placement.gpas=true"], ["placement=mix", "placement.gpas=true"],
     ["optim=muon", "optim.adjust_lr_fn=match_rms_adamw", "optim.muon_weight_decay=0.1", "optim.independent_wd=true"],
+    ["norm=dyt", "norm.bias=false"], ["norm=derf", "norm.bias=false", "norm.gain=zero_centred"],
+    ["norm.bias=false"], ["norm=layernorm", "norm.gain=none", "norm.bias=false"], ["norm=batchnorm", "norm.bias=true"],
 ])
 def test_sensible_combinations_are_accepted(overrides):
     validate(normtrain.compose(overrides))
@@ -207,7 +215,8 @@ def recorded(overrides, **model):
 @pytest.mark.parametrize("change", ["model.qk_norm=true", "norm.depth_scaled=true", "optim.z_loss=1e-4",
                                     "optim.independent_wd=true", "norm.alpha_init=0.3", "norm.gain=scalar",
                                     "model.attn_softcap=50", "model.attn_gate=head", "model.v_norm=true",
-                                    "placement.gpas=true", "optim=muon", "model.emb_proj=true", "optim.qk_clip=100"])
+                                    "placement.gpas=true", "optim=muon", "model.emb_proj=true", "optim.qk_clip=100",
+                                    "norm.bias=false"])
 def test_a_resume_refuses_a_changed_new_key(change):
     with pytest.raises(CheckpointError, match=change.split("=")[0]):
         config_changes(experiment([]), experiment([change]), step=5)
@@ -223,7 +232,7 @@ def test_a_checkpoint_from_before_the_new_keys_resumes_under_their_neutral_value
                 "optim.independent_wd", "norm.gain", "model.qk_norm_at", "model.qk_norm_gain", "model.v_norm",
                 "model.attn_softcap", "model.logit_softcap", "model.attn_gate", "placement.first_pre",
                 "placement.head_scale", "placement.post_act_norm", "placement.resid_scale",
-                "placement.gpas"):  # unknown to an older checkpoint
+                "placement.gpas", "norm.bias"):  # unknown to an older checkpoint
         group, name = key.split(".")
         del old[group][name]
     old = {**with_defaults(old), "world_size": 1}

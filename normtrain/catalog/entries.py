@@ -53,6 +53,7 @@ RMSNORM_CODE = Code("bzhangGo/rmsnorm", "rmsnorm_torch.py")
 GEMMA2_CODE = Code("huggingface/transformers", "src/transformers/models/gemma2/modeling_gemma2.py")
 OLMO2_CODE = Code("huggingface/transformers", "src/transformers/models/olmo2/modeling_olmo2.py")
 NANOCHAT_CODE = Code("karpathy/nanochat", "nanochat/gpt.py")
+NANOGPT_CODE = Code("karpathy/nanoGPT", "model.py")
 NGPT_CODE = Code("NVIDIA/ngpt", "model.py, train.py")
 HYBRID_CODE = Code("BryceZhuo/HybridNorm", "dense_model/olmo/model.py")
 OSP_CODE = Code("dmis-lab/Outlier-Safe-Pre-Training")
@@ -97,6 +98,11 @@ GAINS = (
            (P.OSP_2025,), (OSP_CODE,), ("the OSP paper's 1.4B model",)),
     Choice("gain", "no gain", "norm.gain=none", "no γ and no β (= norm.affine=false)",
            code=(NANOCHAT_CODE,), models=("nanochat", "the modded-nanogpt speedrun", "OLMo 1 (LayerNorm)")),
+    Choice("gain", "gain without β", "norm.bias=false", "y = γ ⊙ (x − μ)/√(σ² + ε): LayerNorm (and DyT, Derf) "
+           "keeps γ and drops β", (P.PALM_2022,), (NANOGPT_CODE,), ("nanoGPT (bias=False)", "PaLM", "T5"),
+           needs=("norm=layernorm",),
+           note="null (the default) = the norm's convention; RMSNorm and L2 have no β (false changes nothing, true is "
+                "refused), BatchNorm's affine part is γ and β together"),
 )
 
 PLACEMENTS = (
@@ -104,7 +110,7 @@ PLACEMENTS = (
            (Code("facebookresearch/fairseq", "fairseq/modules/transformer_layer.py"),),
            ("the original Transformer", "BERT", "GPT-1")),
     Choice("placement", "Pre-LN", "placement=pre", "x ← x + F(N(x)); final norm", (P.XIONG_2020,),
-           (Code("karpathy/nanoGPT", "model.py"),), ("GPT-2", "GPT-3", "LLaMA 1–3", "Mistral", "Qwen 1–3")),
+           (NANOGPT_CODE,), ("GPT-2", "GPT-3", "LLaMA 1–3", "Mistral", "Qwen 1–3")),
     Choice("placement", "DeepNorm", "placement=deepnorm", "x ← N(α·x + F(x)), α = (2L)^¼ on the shortcut; v, out "
            "and MLP init gain β = (8L)^-¼; no final norm", (P.WANG_2022_DEEPNET,),
            (Code("microsoft/torchscale", "torchscale/architecture/decoder.py"),), ("GLM-130B",)),

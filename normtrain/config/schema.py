@@ -60,6 +60,7 @@ class NormSchema:
     alpha_init: float = 0.5  # dyt, derf: initial α of γ·tanh(α·x) + β, γ·erf(α·x + s) + β
     depth_scaled: bool = False  # block ℓ's norms multiply their output by 1/√ℓ (LayerNorm Scaling)
     gain: str = "vector"  # vector | zero_centred (1 + w) | scalar | none (affine=false is none)
+    bias: bool | None = None  # β of layernorm, dyt, derf: null = the norm's convention (β), false = γ without β
 
 
 @dataclass
