@@ -166,6 +166,14 @@ def test_sandwich_is_peri_by_another_name():
     (["optim=muon", "optim.muon_momentum=1"], "optim.muon_momentum=1.0: must lie in [0, 1)"),
     (["optim.muon_lr=0.05", "optim.muon_nesterov=false"], "optim.muon_lr=0.05, optim.muon_nesterov=False set Muon, "
      "which optim=adamw does not use; pick optim=muon"),
+    (["model.init=normal"], "model.init='normal' is not known; allowed: gpt2, mitchell, olmo2, small, xavier"),
+    (["model.init_std=0.01"], "model.init_std=0.01 sets the σ of model.init=gpt2 or olmo2; model.init=xavier has no "
+     "base std"),
+    (["model.init=mitchell", "model.init_std=0.01"], "model.init=mitchell has no base std"),
+    (["model.init=gpt2", "model.init_std=0"], "model.init_std=0.0: the scheme's σ must be a finite number > 0"),
+    (["model.init=gpt2", "model.emb_std=0.02"], "model.emb_std=0.02 is the xavier scheme's embedding std; "
+     "model.init=gpt2 draws the embeddings itself (set model.init_std)"),
+    (["placement=ngpt", "model.init=gpt2"], "model.init=gpt2 does not apply to placement=ngpt"),
     (["norm.bias=true"], "norm.bias=true: norm=rmsnorm has no β to keep (its formula has no shift); norms with one: "
      "batchnorm, batchnorm_causal, derf, dyt, layernorm"),
     (["norm=layernorm", "norm.gain=none", "norm.bias=true"], "norm.bias=true adds β next to γ, and norm.gain=none "
@@ -195,6 +203,8 @@ def test_nonsense_is_refused_with_the_allowed_values(overrides, needle):
     ["placement=b2t", "placement.gpas=true"], ["placement=resi_dual", "placement.gpas=true"],
     ["placement=none", "placement.gpas=true"], ["placement=mix", "placement.gpas=true"],
     ["optim=muon", "optim.adjust_lr_fn=match_rms_adamw", "optim.muon_weight_decay=0.1", "optim.independent_wd=true"],
+    ["model.init=olmo2", "model.init_std=0.01", "placement=deepnorm"], ["model.init=mitchell", "placement=admin"],
+    ["model.init=small", "placement=none"], ["model.init=gpt2", "norm=layernorm", "norm.bias=false"],
     ["norm=dyt", "norm.bias=false"], ["norm=derf", "norm.bias=false", "norm.gain=zero_centred"],
     ["norm.bias=false"], ["norm=layernorm", "norm.gain=none", "norm.bias=false"], ["norm=batchnorm", "norm.bias=true"],
 ])
@@ -216,7 +226,7 @@ def recorded(overrides, **model):
                                     "optim.independent_wd=true", "norm.alpha_init=0.3", "norm.gain=scalar",
                                     "model.attn_softcap=50", "model.attn_gate=head", "model.v_norm=true",
                                     "placement.gpas=true", "optim=muon", "model.emb_proj=true", "optim.qk_clip=100",
-                                    "norm.bias=false"])
+                                    "model.init=gpt2", "norm.bias=false"])
 def test_a_resume_refuses_a_changed_new_key(change):
     with pytest.raises(CheckpointError, match=change.split("=")[0]):
         config_changes(experiment([]), experiment([change]), step=5)
@@ -232,7 +242,8 @@ def test_a_checkpoint_from_before_the_new_keys_resumes_under_their_neutral_value
                 "optim.independent_wd", "norm.gain", "model.qk_norm_at", "model.qk_norm_gain", "model.v_norm",
                 "model.attn_softcap", "model.logit_softcap", "model.attn_gate", "placement.first_pre",
                 "placement.head_scale", "placement.post_act_norm", "placement.resid_scale",
-                "placement.gpas", "norm.bias"):  # unknown to an older checkpoint
+                "placement.gpas", "model.init", "model.init_std",
+                "norm.bias"):  # unknown to an older checkpoint
         group, name = key.split(".")
         del old[group][name]
     old = {**with_defaults(old), "world_size": 1}

@@ -20,6 +20,7 @@ KINDS = {
     "qk": "QK-norm forms",
     "logit": "Logit controls",
     "optim": "Optimizers",
+    "init": "Initialization schemes (model.init)",
     "other": "Other model options",
 }
 
@@ -223,10 +224,34 @@ OPTIMIZERS = (
            "follows the schedule's shape, not the lr's size", (P.WORTSMAN_2023,)),
 )
 
+OLMO_CORE_INIT = Code("allenai/OLMo-core", "src/olmo_core/nn/transformer/init.py")
+
+INITS = (
+    Choice("init", "Xavier", "model.init=xavier", "every matrix N(0, 2/(fan_in + fan_out)); embeddings N(0, "
+           "emb_std²); β (placement.beta) multiplies the std of v, out and the MLP", (P.GLOROT_2010, P.XIONG_2020),
+           (Code("pytorch/pytorch", "torch/nn/init.py"),), ("the original Transformer",),
+           note="the default; model.emb_std = 1: unit-variance embeddings, as the Post-LN and DeepNorm analyses "
+                "assume"),
+    Choice("init", "GPT-2 (scaled output projections)", "model.init=gpt2", "every matrix and embedding N(0, σ²), "
+           "the attention output and MLP down projections N(0, (σ/√(2L))²)",
+           (P.RADFORD_2019_GPT2, P.SHOEYBI_2019_MEGATRON),
+           (NANOGPT_CODE, Code("NVIDIA/Megatron-LM", "scaled_init_method_normal")),
+           ("GPT-2", "nanoGPT", "Megatron-LM"), note="σ = model.init_std = 0.02"),
+    Choice("init", "OLMo 2 (truncated normal)", "model.init=olmo2", "every matrix and embedding N(0, σ²) "
+           "truncated at ±3σ, no depth scaling", (P.OLMO2_2024,), (OLMO_CORE_INIT,), ("OLMo 2",),
+           note="σ = model.init_std = 0.02; OLMo-core's InitMethod.normal"),
+    Choice("init", "OLMo 1 \"mitchell\"", "model.init=mitchell", "every matrix N(0, 1/fan_in) truncated at ±3 std "
+           "(embeddings and head 1/√d); block ℓ's (from 0) output projections also × 1/√(2(ℓ+1))",
+           (P.GROENEVELD_2024_OLMO,), (Code("allenai/OLMo", "olmo/initialization.py"),), ("OLMo 1",)),
+    Choice("init", "SmallInit", "model.init=small", "every matrix and embedding N(0, 2/(5d))", (P.NGUYEN_2019,),
+           (Code("EleutherAI/gpt-neox", "megatron/model/init_functions.py"),), ("GPT-NeoX-20B (its in-layers)",),
+           note="for norm-free stacks (placement=none, rezero)"),
+)
+
 OTHER = (
     Choice("other", "embedding projection (EmbProj)", "model.emb_proj=true", "a learned d×d matrix, orthogonally "
            "initialised, after the token embedding and before the LM head", (P.OSP_2025,), (OSP_CODE,),
            ("the OSP paper's 1.4B model",)),
 )
 
-CHOICES: tuple[Choice, ...] = NORMS + GAINS + PLACEMENTS + QK_FORMS + LOGIT_CONTROLS + OPTIMIZERS + OTHER
+CHOICES: tuple[Choice, ...] = NORMS + GAINS + PLACEMENTS + QK_FORMS + LOGIT_CONTROLS + OPTIMIZERS + INITS + OTHER

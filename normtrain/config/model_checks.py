@@ -86,7 +86,7 @@ def catalog_problems(m: DictConfig, n: DictConfig, pl: DictConfig) -> list[str]:
     from normtrain.model.ngpt_rules import ngpt_model_problems
 
     p += (placement_key_problems(m, pl) + qk_norm_problems(m, n) + gain_problems(n) + bias_problems(n)
-          + attention_problems(m, n) + ngpt_model_problems(m, n, pl))
+          + attention_problems(m, n) + init_problems(m) + ngpt_model_problems(m, n, pl))
     if n.depth_scaled and pl.name in PLACEMENTS and not PLACEMENTS[pl.name].has_norms:
         normed = sorted(k for k, c in PLACEMENTS.items() if c.has_norms)
         p.append(f"norm.depth_scaled=true: placement={pl.name} holds no norm to scale; placements with norms: "
@@ -173,6 +173,27 @@ def bias_problems(n: DictConfig) -> list[str]:
         return [f"norm.bias=false: norm={n.name}'s affine part (nn.BatchNorm1d's) is γ and β together; use "
                 "norm.gain=none for neither"]
     return []
+
+
+def init_problems(m: DictConfig) -> list[str]:
+    """``model.init`` names a scheme, ``model.init_std`` sets the σ of one that has a base std, and
+    ``model.emb_std`` (the xavier scheme's embedding std) is set only where it draws a weight."""
+    from normtrain.model.init import INIT_SCHEMES
+
+    p: list[str] = []
+    one_of(m.init, "model.init", INIT_SCHEMES, p)
+    based = sorted(k for k, c in INIT_SCHEMES.items() if c.base_std is not None)
+    if m.init_std is not None:
+        finite("model.init_std", m.init_std, m.init_std > 0, "the scheme's σ must be a finite number > 0 (or null: "
+               "its own, 0.02)", p)
+        if m.init in INIT_SCHEMES and INIT_SCHEMES[m.init].base_std is None:
+            p.append(f"model.init_std={m.init_std} sets the σ of model.init={' or '.join(based)}; "
+                     f"model.init={m.init} has no base std (its stds come from the widths)")
+    if m.emb_std != 1.0 and m.init in INIT_SCHEMES:
+        if m.init != "xavier":
+            p.append(f"model.emb_std={m.emb_std} is the xavier scheme's embedding std; model.init={m.init} draws the "
+                     "embeddings itself" + (" (set model.init_std)" if m.init in based else ""))
+    return p
 
 
 def attention_problems(m: DictConfig, n: DictConfig) -> list[str]:

@@ -17,6 +17,7 @@ ROPE_BASE = 10000.0  # normtrain.model.attention.Rotary's base
 # ``options`` (Gemma's soft-caps).
 HANDLED = {"n_layers", "d_model", "n_heads", "seq_len", "vocab_size", "mlp", "d_ff", "pos", "bias", "emb_std",
            "norm", "placement", "alpha", "beta", "qk_norm",
+           "init", "init_std",  # how the weights started: the trained weights are what is written
            "post_fraction",  # read by placement=mix only, which no mapping here accepts
            "first_pre", "head_scale", "post_act_norm", "resid_scale",  # hybrid's and normformer's (idem)
            "streams"}  # mhc's (idem)

@@ -10,6 +10,8 @@ The embedding and the head stay with AdamW under ``optim=muon``, whose per-coord
 channels; the projections are hidden matrices that Muon trains (``io_parameters`` leaves them out), so they spread
 those magnitudes over every direction. At init they are rotations: the model computes the same distribution of
 functions as without them. (After training each can be folded into its neighbour: E·P_inᵀ, W_head·P_out.)
+
+How each weight starts is ``model.init``'s scheme (``normtrain.model.init``): Xavier by default.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from torch import nn
 from normtrain.model.attention import CausalSelfAttention
 from normtrain.model.config import GPTConfig
 from normtrain.model.hypersphere import ScaledVector, unit_norm_
+from normtrain.model.init import EMBEDDING, HEAD, init_scheme
 from normtrain.model.mlp import MLPS
 from normtrain.model.placements import PLACEMENTS, Block
 from normtrain.model.softcap import soft_cap
@@ -39,7 +42,10 @@ class GPT(nn.Module):
         if cfg.placement not in PLACEMENTS:
             raise ValueError(f"unknown placement {cfg.placement!r}; allowed: {', '.join(sorted(PLACEMENTS))}")
         block_cls = PLACEMENTS[cfg.placement]
+        if block_cls.hypersphere and (cfg.init != "xavier" or cfg.init_std is not None):
+            raise ValueError("placement ngpt draws its own unit weights: init and init_std do not apply to it")
         self.cfg = cfg = block_cls.configured(cfg)
+        self.init = init_scheme(cfg)
         self.placement = block_cls  # the stream's way in and out of the blocks (``stream_in``, ``stream_out``)
         self.alpha, self.beta = resolved_scaling(cfg)
 
@@ -66,13 +72,15 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def init_weights(self) -> None:
+        """Every weight drawn by the ``model.init`` scheme, in one fixed order (the embeddings, each block, the
+        head)."""
         for emb in (self.tok_emb, self.pos_emb):
             if emb is not None:
-                nn.init.normal_(emb.weight, std=self.cfg.emb_std)
+                self.init.draw_(emb.weight, EMBEDDING)
         block: Block
         for block in self.blocks:
-            block.init_weights(self.beta)
-        nn.init.xavier_normal_(self.lm_head.weight)
+            block.init_weights(self.init, self.beta)
+        self.init.draw_(self.lm_head.weight, HEAD)
         for proj in (self.emb_in, self.emb_out):
             if proj is not None:
                 nn.init.orthogonal_(proj.weight)
