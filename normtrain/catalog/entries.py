@@ -249,6 +249,10 @@ INITS = (
 )
 
 OTHER = (
+    Choice("other", "tied embeddings", "model.tie_embeddings=true", "logits = E·h: the LM head is the token "
+           "embedding E, one matrix (counted, stored and trained once)", (P.PRESS_2017, P.INAN_2017),
+           (NANOGPT_CODE,), ("GPT-2", "nanoGPT", "Gemma 1–3", "OLMo 1B"),
+           note="the matrix starts as the head (model.init); refused with placement=ngpt, which keeps two"),
     Choice("other", "embedding projection (EmbProj)", "model.emb_proj=true", "a learned d×d matrix, orthogonally "
            "initialised, after the token embedding and before the LM head", (P.OSP_2025,), (OSP_CODE,),
            ("the OSP paper's 1.4B model",)),

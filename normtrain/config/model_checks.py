@@ -193,6 +193,9 @@ def init_problems(m: DictConfig) -> list[str]:
         if m.init != "xavier":
             p.append(f"model.emb_std={m.emb_std} is the xavier scheme's embedding std; model.init={m.init} draws the "
                      "embeddings itself" + (" (set model.init_std)" if m.init in based else ""))
+        elif m.tie_embeddings and m.pos != "learned":
+            p.append(f"model.emb_std={m.emb_std} draws no weight here: the tied matrix is drawn as the LM head "
+                     "(Xavier-normal) and model.pos=rope has no position embedding; leave it at 1.0")
     return p
 
 

@@ -47,6 +47,7 @@ class ModelSchema:
     logit_softcap: float = 0.0  # c·tanh(z/c) on the output logits; 0 = off
     attn_gate: str = "none"  # none | head | elementwise: gated attention, Y ⊙ σ(X·W_θ) before W_O
     emb_proj: bool = False  # OSP: orthogonal d × d maps after the embedding and before the LM head (Muon's)
+    tie_embeddings: bool = False  # one matrix for the token embedding and the LM head (GPT-2, nanoGPT, Gemma, OLMo 1B)
     init: str = "xavier"  # xavier | gpt2 | olmo2 | mitchell | small: the init scheme (normtrain/model/init.py)
     init_std: float | None = None  # σ of gpt2 and olmo2 (null: theirs, 0.02)
     vocab_size: int | None = None  # null: the corpus's (256 for bytes, meta.json's for token shards)

@@ -6,7 +6,8 @@ Conventions that must agree (checked numerically by the round-trip tests in test
     ``c_attn``; it always has biases, written as zeros when ours has none (``model.bias=false``).
   * Norms without affine parameters (``norm.affine=false``) are written with unit weights and zero biases, norms
     without β (``norm.bias=false``, nanoGPT's ``bias=False``) with zero biases; ``layer_norm_epsilon`` =
-    ``norm.eps``; the LM head is its own matrix (``tie_word_embeddings: false``).
+    ``norm.eps``; a tied model (``model.tie_embeddings``) is ``tie_word_embeddings: true`` with no ``lm_head``
+    weight written (GPT2LMHeadModel ties it to ``wte``), an untied one has its own LM head.
 """
 
 from __future__ import annotations

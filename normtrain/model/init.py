@@ -6,7 +6,8 @@ Every scheme draws each weight from a zero-mean normal whose std depends on the 
   reader     a matrix that reads the residual stream: q, k, v, the MLP's up (and gate), the attention gate's W_θ
   writer     a matrix that writes into it (the "residual output projections"): the attention's out_proj, the MLP's
              down
-  head       the LM head
+  head       the LM head; with ``model.tie_embeddings`` the one matrix, drawn last, so it keeps the head's init
+             (nanoGPT's order gives it the same)
 
   scheme    embedding       reader              writer                    head        draw
   xavier    emb_std         √(2/(fan_in+fan_out))  as reader             as reader   normal
