@@ -142,7 +142,7 @@ class GPT(nn.Module):
         """The parameters that map tokens in and out: the embeddings and the LM head (one tensor when tied).
         Optimizers that treat the hidden matrices apart (Muon) leave these to AdamW."""
         modules = (self.tok_emb, self.pos_emb, self.lm_head)
-        return [p for m in modules if m is not None for p in m.parameters()]
+        return list({id(p): p for m in modules if m is not None for p in m.parameters()}.values())
 
     def num_params(self) -> int:
         """Every parameter once (a tied embedding and head are one matrix)."""

@@ -9,12 +9,12 @@ Every scheme draws each weight from a zero-mean normal whose std depends on the 
   head       the LM head; with ``model.tie_embeddings`` the one matrix, drawn last, so it keeps the head's init
              (nanoGPT's order gives it the same)
 
-  scheme    embedding       reader              writer                    head        draw
-  xavier    emb_std         √(2/(fan_in+fan_out))  as reader             as reader   normal
-  gpt2      σ               σ                   σ/√(2L)                   σ           normal
-  olmo2     σ               σ                   σ                         σ           normal, truncated at ±3 std
-  mitchell  1/√d            1/√fan_in           1/√fan_in · 1/√(2(ℓ+1))   1/√d        normal, truncated at ±3 std
-  small     √(2/(5d))       √(2/(5d))           √(2/(5d))                 √(2/(5d))   normal
+  scheme    embedding  reader                 writer                   head       draw
+  xavier    emb_std    √(2/(fan_in+fan_out))  as reader                as reader  normal
+  gpt2      σ          σ                      σ/√(2L)                  σ          normal
+  olmo2     σ          σ                      σ                        σ          normal, truncated at ±3 std
+  mitchell  1/√d       1/√fan_in              1/√fan_in · 1/√(2(ℓ+1))  1/√d       normal, truncated at ±3 std
+  small     √(2/(5d))  √(2/(5d))              √(2/(5d))                √(2/(5d))  normal
 
 σ = ``model.init_std`` (default 0.02; only the schemes with a base std take it), L the number of blocks, ℓ the
 block's index from 0, d = d_model, fan_in and fan_out the matrix's input and output widths. Biases start at 0 and

@@ -43,6 +43,7 @@ def test_both_uses_train_the_one_matrix():
         opt = build_optimizer(m, 1e-3, (0.9, 0.95), 1e-8, 0.1, name=opt_name)
         groups = opt.param_groups if opt_name == "adamw" else opt.adamw.param_groups
         assert sum(p is m.tok_emb.weight for g in groups for p in g["params"]) == 1
+    assert [p is m.tok_emb.weight for p in m.io_parameters()] == [True]  # one tensor (no learned positions)
     hidden, rest = muon_split(m)
     assert all(p is not m.tok_emb.weight for p in hidden) and any(p is m.tok_emb.weight for p in rest)
 
