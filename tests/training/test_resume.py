@@ -34,9 +34,11 @@ def sigterm_at_batch(monkeypatch, n):
 
 
 PEER = ["model.tie_embeddings=true", "model.init=gpt2", "norm=layernorm", "norm.bias=false", "model.pos=learned"]
+RUNS = [pytest.param("adamw", [], id="adamw"), pytest.param("muon", [], id="muon"),
+        pytest.param("adamw", PEER, marks=pytest.mark.slow, id="peer")]
 
 
-@pytest.mark.parametrize("optim,peer", [("adamw", []), ("muon", []), ("adamw", PEER)], ids=["adamw", "muon", "peer"])
+@pytest.mark.parametrize("optim,peer", RUNS)
 def test_stopped_and_resumed_run_repeats_the_uninterrupted_losses_exactly(optim, peer, tiny, tmp_path, monkeypatch):
     """Under Muon the checkpoint holds both optimizers' state (Muon's momentum, AdamW's moments); a tied model
     (the peer options: GPT-2's init, LayerNorm without β) saves and resumes its one matrix and its moments."""
