@@ -10,6 +10,7 @@ NGPT_LOOP_TESTS = ("tests/training/test_ngpt.py::test_ngpt_trains_on_the_sphere_
                    "tests/training/test_ngpt.py::test_the_weight_rule_holds_right_after_a_rollback")
 OPTIM_TESTS = ("tests/model/test_formulas.py", "tests/training/test_optim.py")  # Muon's split, QK-Clip
 MHC_TESTS = ("tests/model/test_mhc_formulas.py",)  # mHC's mappings, Sinkhorn, block and model
+INIT_TESTS = ("tests/model/test_init_schemes.py", "tests/model/test_tied_embeddings.py")  # model.init, the tie
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,7 @@ MUTANTS: tuple[Mutant, ...] = (
     m("deepnorm-beta-scales-up", SCALE, "model/placements/post.py",
       ("(8 * n_layers) ** -0.25", "(8 * n_layers) ** 0.25")),
     m("init-beta-on-q-and-k", SCALE, "model/placements/base.py",
-      ("nn.init.xavier_normal_(proj.weight, gain=1.0)", "nn.init.xavier_normal_(proj.weight, gain=beta)")),
+      ("scheme.draw_(proj.weight, READER, self.layer)", "scheme.draw_(proj.weight, READER, self.layer, gain=beta)")),
     m("subln-beta-log-l", SCALE, "model/placements/pre.py",
       ("math.sqrt(math.log(2 * n_layers))", "math.sqrt(math.log(n_layers + 1))")),
     m("admin-omega-on-the-branch", SCALE, "model/placements/post.py",
@@ -178,7 +179,12 @@ MUTANTS: tuple[Mutant, ...] = (
     m("zero-centred-gain-starts-at-one", FORM, "norms/__init__.py",
       ('init = 0.0 if spec.gain == "zero_centred" else 1.0', "init = 1.0")),
     m("scalar-gain-ignored", FORM, "norms/__init__.py", ("else w.expand(self.dim).contiguous()", "else None")),
-    m("no-gain-keeps-the-bias", FORM, "norms/__init__.py", ("if shape and bias else None", "if bias else None")),
+    m("no-gain-keeps-the-bias", FORM, "norms/__init__.py",
+      ("if shape and True in self.biases and spec.keeps_bias else None",
+       "if True in self.biases and spec.bias is not False else None")),
+    m("bias-false-keeps-beta", FORM, "norms/__init__.py",
+      ("if shape and True in self.biases and spec.keeps_bias else None", "if shape and True in self.biases else None"),
+      tests=("tests/norms/test_norms.py",)),
     m("qk-norm-gain-kept", FORM, "model/attention.py",
       ("spec = spec if qk_norm_gain else spec.without_gain()", "spec = spec")),
     m("softcap-without-the-outer-c", FORM, "model/softcap.py",
@@ -254,6 +260,22 @@ MUTANTS: tuple[Mutant, ...] = (
                  "        return self.scaled(self.norm2.add_norm(self.mlp(x), residual=x, alpha=self.alpha)[0])")),
     m("gpas-on-the-shortcut-in-pre-ln", MOVE, "model/placements/base.py",
       ("return self.scaled(shortcut + branch)", "return self.scaled(shortcut) + branch")),
+    # model.init: each scheme's stds (tests/model/test_init_schemes.py), the tie (tests/model/test_tied_embeddings.py)
+    m("gpt2-writers-not-depth-scaled", DEPTH, "model/init.py",
+      ("return self.sigma / math.sqrt(2 * self.cfg.n_layers) if role == WRITER else self.sigma", "return self.sigma"),
+      tests=INIT_TESTS),
+    m("mitchell-depth-from-1", DEPTH, "model/init.py",
+      ("std / math.sqrt(2 * (layer + 1)) if role == WRITER", "std / math.sqrt(2 * layer + 1) if role == WRITER"),
+      tests=INIT_TESTS),
+    m("olmo-not-truncated", FORM, "model/init.py", ("base_std, truncated = 0.02, True", "base_std = 0.02"),
+      tests=INIT_TESTS),
+    m("writer-is-v-not-out", SWAP, "model/placements/base.py",
+      ("writes = proj is self.attn.out_proj or", "writes = proj is self.attn.v_proj or"), tests=INIT_TESTS),
+    m("tied-head-drawn-before-the-blocks", STRUCT, "model/gpt.py",
+      ("        block: Block\n        for block in self.blocks:\n            block.init_weights(self.init, self.beta)\n"
+       "        self.init.draw_(self.lm_head.weight, HEAD)",
+       "        self.init.draw_(self.lm_head.weight, HEAD)\n        block: Block\n        for block in self.blocks:\n"
+       "            block.init_weights(self.init, self.beta)"), tests=INIT_TESTS),
     # nGPT (placement=ngpt): its formulas, and the weight rule the training loop must apply
     m("ngpt-alpha-not-abs", FORM, "model/placements/ngpt.py",
       ("alpha.abs().to(h.dtype)", "alpha.to(h.dtype)"), tests=NGPT_TESTS),

@@ -92,6 +92,20 @@ def test_gpas_is_refused_where_a_placement_has_no_residual_add(monkeypatch):
             "placements with one: admin, b2t") in str(err.value)
 
 
+def test_the_peer_options_reach_the_model_and_default_to_todays_model():
+    model = normtrain.build_model(normtrain.compose(["model.tie_embeddings=true", "model.init=olmo2",
+                                                     "model.init_std=0.01", "norm=layernorm", "norm.bias=false",
+                                                     "model.qk_norm=per_head"]))
+    assert model.lm_head.weight is model.tok_emb.weight and model.init.name == "olmo2" and model.init.sigma == 0.01
+    norms = (model.blocks[0].norm1, model.blocks[1].norm2, model.final_norm, model.blocks[0].attn.q_norm)
+    assert all(n.bias is None and n.weight is not None for n in norms)  # every norm: γ without β
+    default = normtrain.compose([])
+    assert (default.model.tie_embeddings, default.model.init, default.model.init_std, default.norm.bias) == (
+        False, "xavier", None, None)
+    plain = normtrain.build_model(normtrain.compose(["norm=layernorm"]))
+    assert plain.lm_head.weight is not plain.tok_emb.weight and plain.blocks[0].norm1.bias.shape == (128,)
+
+
 def test_emb_proj_reaches_the_model_and_is_off_by_default():
     model = normtrain.build_model(normtrain.compose(["model.emb_proj=true", "model.d_model=32", "model.n_heads=2"]))
     assert model.emb_in.weight.shape == model.emb_out.weight.shape == (32, 32)
@@ -166,6 +180,24 @@ def test_sandwich_is_peri_by_another_name():
     (["optim=muon", "optim.muon_momentum=1"], "optim.muon_momentum=1.0: must lie in [0, 1)"),
     (["optim.muon_lr=0.05", "optim.muon_nesterov=false"], "optim.muon_lr=0.05, optim.muon_nesterov=False set Muon, "
      "which optim=adamw does not use; pick optim=muon"),
+    (["model.init=normal"], "model.init='normal' is not known; allowed: gpt2, mitchell, olmo2, small, xavier"),
+    (["model.init_std=0.01"], "model.init_std=0.01 sets the σ of model.init=gpt2 or olmo2; model.init=xavier has no "
+     "base std"),
+    (["model.init=mitchell", "model.init_std=0.01"], "model.init=mitchell has no base std"),
+    (["model.init=gpt2", "model.init_std=0"], "model.init_std=0.0: the scheme's σ must be a finite number > 0"),
+    (["model.init=gpt2", "model.emb_std=0.02"], "model.emb_std=0.02 is the xavier scheme's embedding std; "
+     "model.init=gpt2 draws the embeddings itself (set model.init_std)"),
+    (["model.tie_embeddings=true", "model.emb_std=0.5"], "model.emb_std=0.5 draws no weight here: the tied matrix is "
+     "drawn as the LM head (Xavier-normal) and model.pos=rope has no position embedding"),
+    (["norm.bias=true"], "norm.bias=true: norm=rmsnorm has no β to keep (its formula has no shift); norms with one: "
+     "batchnorm, batchnorm_causal, derf, dyt, layernorm"),
+    (["norm=layernorm", "norm.gain=none", "norm.bias=true"], "norm.bias=true adds β next to γ, and norm.gain=none "
+     "has neither"),
+    (["norm=batchnorm", "norm.bias=false"], "norm.bias=false: norm=batchnorm's affine part (nn.BatchNorm1d's) is γ "
+     "and β together"),
+    (["placement=ngpt", "model.tie_embeddings=true"], "model.tie_embeddings=true contradicts placement=ngpt, which "
+     "keeps the input embedding and the LM head as two matrices"),
+    (["placement=ngpt", "model.init=gpt2"], "model.init=gpt2 does not apply to placement=ngpt"),
 ])
 def test_nonsense_is_refused_with_the_allowed_values(overrides, needle):
     with pytest.raises(ConfigError) as err:
@@ -189,6 +221,12 @@ def test_nonsense_is_refused_with_the_allowed_values(overrides, needle):
     ["placement=b2t", "placement.gpas=true"], ["placement=resi_dual", "placement.gpas=true"],
     ["placement=none", "placement.gpas=true"], ["placement=mix", "placement.gpas=true"],
     ["optim=muon", "optim.adjust_lr_fn=match_rms_adamw", "optim.muon_weight_decay=0.1", "optim.independent_wd=true"],
+    ["model.init=gpt2", "model.tie_embeddings=true", "norm=layernorm", "norm.bias=false"],
+    ["model.init=olmo2", "model.init_std=0.01", "placement=deepnorm"], ["model.init=mitchell", "placement=admin"],
+    ["model.init=small", "placement=none"], ["model.tie_embeddings=true", "model.pos=learned", "model.emb_std=0.5"],
+    ["norm=dyt", "norm.bias=false"], ["norm=derf", "norm.bias=false", "norm.gain=zero_centred"],
+    ["norm.bias=false"], ["norm=layernorm", "norm.gain=none", "norm.bias=false"], ["norm=batchnorm", "norm.bias=true"],
+    ["model.tie_embeddings=true", "optim=muon", "placement=mhc"],
 ])
 def test_sensible_combinations_are_accepted(overrides):
     validate(normtrain.compose(overrides))
@@ -207,7 +245,8 @@ def recorded(overrides, **model):
 @pytest.mark.parametrize("change", ["model.qk_norm=true", "norm.depth_scaled=true", "optim.z_loss=1e-4",
                                     "optim.independent_wd=true", "norm.alpha_init=0.3", "norm.gain=scalar",
                                     "model.attn_softcap=50", "model.attn_gate=head", "model.v_norm=true",
-                                    "placement.gpas=true", "optim=muon", "model.emb_proj=true", "optim.qk_clip=100"])
+                                    "placement.gpas=true", "optim=muon", "model.emb_proj=true", "optim.qk_clip=100",
+                                    "model.tie_embeddings=true", "model.init=gpt2", "norm.bias=false"])
 def test_a_resume_refuses_a_changed_new_key(change):
     with pytest.raises(CheckpointError, match=change.split("=")[0]):
         config_changes(experiment([]), experiment([change]), step=5)
@@ -223,9 +262,13 @@ def test_a_checkpoint_from_before_the_new_keys_resumes_under_their_neutral_value
                 "optim.independent_wd", "norm.gain", "model.qk_norm_at", "model.qk_norm_gain", "model.v_norm",
                 "model.attn_softcap", "model.logit_softcap", "model.attn_gate", "placement.first_pre",
                 "placement.head_scale", "placement.post_act_norm", "placement.resid_scale",
-                "placement.gpas"):  # unknown to an older checkpoint
+                "placement.gpas", "model.tie_embeddings", "model.init", "model.init_std",
+                "norm.bias"):  # unknown to an older checkpoint
         group, name = key.split(".")
         del old[group][name]
+    from normtrain.study.grid import same_run
+
+    assert same_run(old, to_container(normtrain.compose([])))  # a result of an older normtrain is reused
     old = {**with_defaults(old), "world_size": 1}
     assert config_changes(old, new, step=5) == {}  # not a change: the run is the same experiment
     with pytest.raises(CheckpointError, match=r"model.qk_norm: 'none' → 'per_head'"):  # as the old run was

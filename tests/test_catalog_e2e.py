@@ -53,6 +53,8 @@ def test_each_new_placement_and_norm_trains_50_steps(overrides, tiny, tmp_path):
     ["placement=normformer"], ["placement=normformer", "placement.resid_scale=true"], ["placement=b2t"],
     ["placement=resi_dual"], ["placement.gpas=true"], ["placement=post", "placement.gpas=true"], ["optim=muon"],
     ["optim=muon", "model.emb_proj=true"], ["optim.qk_clip=2", "optim.qk_clip_alpha=0.3"],
+    ["model.tie_embeddings=true"], ["model.init=gpt2"], ["model.init=olmo2"], ["model.init=mitchell"],
+    ["model.init=small"], ["norm=layernorm", "norm.bias=false"],
 ], ids=lambda o: "-".join(x.split(".")[-1] for x in o))
 def test_each_2023_2026_choice_trains_the_tiny_model(overrides, tiny, tmp_path):
     summary, logged = trained(overrides, 20, tiny, tmp_path)

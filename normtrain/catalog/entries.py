@@ -20,6 +20,7 @@ KINDS = {
     "qk": "QK-norm forms",
     "logit": "Logit controls",
     "optim": "Optimizers",
+    "init": "Initialization schemes (model.init)",
     "other": "Other model options",
 }
 
@@ -53,6 +54,7 @@ RMSNORM_CODE = Code("bzhangGo/rmsnorm", "rmsnorm_torch.py")
 GEMMA2_CODE = Code("huggingface/transformers", "src/transformers/models/gemma2/modeling_gemma2.py")
 OLMO2_CODE = Code("huggingface/transformers", "src/transformers/models/olmo2/modeling_olmo2.py")
 NANOCHAT_CODE = Code("karpathy/nanochat", "nanochat/gpt.py")
+NANOGPT_CODE = Code("karpathy/nanoGPT", "model.py")
 NGPT_CODE = Code("NVIDIA/ngpt", "model.py, train.py")
 HYBRID_CODE = Code("BryceZhuo/HybridNorm", "dense_model/olmo/model.py")
 OSP_CODE = Code("dmis-lab/Outlier-Safe-Pre-Training")
@@ -97,6 +99,11 @@ GAINS = (
            (P.OSP_2025,), (OSP_CODE,), ("the OSP paper's 1.4B model",)),
     Choice("gain", "no gain", "norm.gain=none", "no γ and no β (= norm.affine=false)",
            code=(NANOCHAT_CODE,), models=("nanochat", "the modded-nanogpt speedrun", "OLMo 1 (LayerNorm)")),
+    Choice("gain", "gain without β", "norm.bias=false", "y = γ ⊙ (x − μ)/√(σ² + ε): LayerNorm (and DyT, Derf) "
+           "keeps γ and drops β", (P.PALM_2022,), (NANOGPT_CODE,), ("nanoGPT (bias=False)", "PaLM", "T5"),
+           needs=("norm=layernorm",),
+           note="null (the default) = the norm's convention; RMSNorm and L2 have no β (false changes nothing, true is "
+                "refused), BatchNorm's affine part is γ and β together"),
 )
 
 PLACEMENTS = (
@@ -104,7 +111,7 @@ PLACEMENTS = (
            (Code("facebookresearch/fairseq", "fairseq/modules/transformer_layer.py"),),
            ("the original Transformer", "BERT", "GPT-1")),
     Choice("placement", "Pre-LN", "placement=pre", "x ← x + F(N(x)); final norm", (P.XIONG_2020,),
-           (Code("karpathy/nanoGPT", "model.py"),), ("GPT-2", "GPT-3", "LLaMA 1–3", "Mistral", "Qwen 1–3")),
+           (NANOGPT_CODE,), ("GPT-2", "GPT-3", "LLaMA 1–3", "Mistral", "Qwen 1–3")),
     Choice("placement", "DeepNorm", "placement=deepnorm", "x ← N(α·x + F(x)), α = (2L)^¼ on the shortcut; v, out "
            "and MLP init gain β = (8L)^-¼; no final norm", (P.WANG_2022_DEEPNET,),
            (Code("microsoft/torchscale", "torchscale/architecture/decoder.py"),), ("GLM-130B",)),
@@ -217,10 +224,38 @@ OPTIMIZERS = (
            "follows the schedule's shape, not the lr's size", (P.WORTSMAN_2023,)),
 )
 
+OLMO_CORE_INIT = Code("allenai/OLMo-core", "src/olmo_core/nn/transformer/init.py")
+
+INITS = (
+    Choice("init", "Xavier", "model.init=xavier", "every matrix N(0, 2/(fan_in + fan_out)); embeddings N(0, "
+           "emb_std²); β (placement.beta) multiplies the std of v, out and the MLP", (P.GLOROT_2010, P.XIONG_2020),
+           (Code("pytorch/pytorch", "torch/nn/init.py"),), ("the original Transformer",),
+           note="the default; model.emb_std = 1: unit-variance embeddings, as the Post-LN and DeepNorm analyses "
+                "assume"),
+    Choice("init", "GPT-2 (scaled output projections)", "model.init=gpt2", "every matrix and embedding N(0, σ²), "
+           "the attention output and MLP down projections N(0, (σ/√(2L))²)",
+           (P.RADFORD_2019_GPT2, P.SHOEYBI_2019_MEGATRON),
+           (NANOGPT_CODE, Code("NVIDIA/Megatron-LM", "scaled_init_method_normal")),
+           ("GPT-2", "nanoGPT", "Megatron-LM"), note="σ = model.init_std = 0.02"),
+    Choice("init", "OLMo 2 (truncated normal)", "model.init=olmo2", "every matrix and embedding N(0, σ²) "
+           "truncated at ±3σ, no depth scaling", (P.OLMO2_2024,), (OLMO_CORE_INIT,), ("OLMo 2",),
+           note="σ = model.init_std = 0.02; OLMo-core's InitMethod.normal"),
+    Choice("init", "OLMo 1 \"mitchell\"", "model.init=mitchell", "every matrix N(0, 1/fan_in) truncated at ±3 std "
+           "(embeddings and head 1/√d); block ℓ's (from 0) output projections also × 1/√(2(ℓ+1))",
+           (P.GROENEVELD_2024_OLMO,), (Code("allenai/OLMo", "olmo/initialization.py"),), ("OLMo 1",)),
+    Choice("init", "SmallInit", "model.init=small", "every matrix and embedding N(0, 2/(5d))", (P.NGUYEN_2019,),
+           (Code("EleutherAI/gpt-neox", "megatron/model/init_functions.py"),), ("GPT-NeoX-20B (its in-layers)",),
+           note="for norm-free stacks (placement=none, rezero)"),
+)
+
 OTHER = (
+    Choice("other", "tied embeddings", "model.tie_embeddings=true", "logits = E·h: the LM head is the token "
+           "embedding E, one matrix (counted, stored and trained once)", (P.PRESS_2017, P.INAN_2017),
+           (NANOGPT_CODE,), ("GPT-2", "nanoGPT", "Gemma 1–3", "OLMo 1B"),
+           note="the matrix starts as the head (model.init); refused with placement=ngpt, which keeps two"),
     Choice("other", "embedding projection (EmbProj)", "model.emb_proj=true", "a learned d×d matrix, orthogonally "
            "initialised, after the token embedding and before the LM head", (P.OSP_2025,), (OSP_CODE,),
            ("the OSP paper's 1.4B model",)),
 )
 
-CHOICES: tuple[Choice, ...] = NORMS + GAINS + PLACEMENTS + QK_FORMS + LOGIT_CONTROLS + OPTIMIZERS + OTHER
+CHOICES: tuple[Choice, ...] = NORMS + GAINS + PLACEMENTS + QK_FORMS + LOGIT_CONTROLS + OPTIMIZERS + INITS + OTHER

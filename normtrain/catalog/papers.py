@@ -93,3 +93,19 @@ ROBBINS_1951 = Paper("Robbins & Monro", 1951, "A Stochastic Approximation Method
 JORDAN_2024_MUON = Paper("Jordan et al.", 2024, "Muon: An optimizer for hidden layers in neural networks",
                          url="kellerjordan.github.io/posts/muon (blog post)")
 LIU_2025_MUON = Paper("Liu et al.", 2025, "Muon is Scalable for LLM Training", arxiv="2502.16982")
+
+# Initialization and tied embeddings
+GLOROT_2010 = Paper("Glorot & Bengio", 2010, "Understanding the difficulty of training deep feedforward neural "
+                    "networks", "AISTATS 2010", url="proceedings.mlr.press/v9/glorot10a.html")
+RADFORD_2019_GPT2 = Paper("Radford et al.", 2019, "Language Models are Unsupervised Multitask Learners",
+                          url="cdn.openai.com/better-language-models/language_models_are_unsupervised_multitask_learners.pdf")
+SHOEYBI_2019_MEGATRON = Paper("Shoeybi et al.", 2019, "Megatron-LM: Training Multi-Billion Parameter Language Models "
+                              "Using Model Parallelism", arxiv="1909.08053")
+GROENEVELD_2024_OLMO = Paper("Groeneveld et al.", 2024, "OLMo: Accelerating the Science of Language Models",
+                             "ACL 2024", "2402.00838")
+NGUYEN_2019 = Paper("Nguyen & Salazar", 2019, "Transformers without Tears: Improving the Normalization of "
+                    "Self-Attention", "IWSLT 2019", "1910.05895")
+PRESS_2017 = Paper("Press & Wolf", 2017, "Using the Output Embedding to Improve Language Models", "EACL 2017",
+                   "1608.05859")
+INAN_2017 = Paper("Inan, Khosravi & Socher", 2017, "Tying Word Vectors and Word Classifiers: A Loss Framework for "
+                  "Language Modeling", "ICLR 2017", "1611.01462")

@@ -85,8 +85,8 @@ def catalog_problems(m: DictConfig, n: DictConfig, pl: DictConfig) -> list[str]:
              "is 4, and 1 is one stream with gated input and output)")
     from normtrain.model.ngpt_rules import ngpt_model_problems
 
-    p += (placement_key_problems(m, pl) + qk_norm_problems(m, n) + gain_problems(n) + attention_problems(m, n)
-          + ngpt_model_problems(m, n, pl))
+    p += (placement_key_problems(m, pl) + qk_norm_problems(m, n) + gain_problems(n) + bias_problems(n)
+          + attention_problems(m, n) + init_problems(m) + ngpt_model_problems(m, n, pl))
     if n.depth_scaled and pl.name in PLACEMENTS and not PLACEMENTS[pl.name].has_norms:
         normed = sorted(k for k, c in PLACEMENTS.items() if c.has_norms)
         p.append(f"norm.depth_scaled=true: placement={pl.name} holds no norm to scale; placements with norms: "
@@ -153,6 +153,50 @@ def gain_problems(n: DictConfig) -> list[str]:
         return [f"norm.gain={n.gain}: norm={n.name} has only {' and '.join(NORMS[n.name].gains)} gains "
                 "(nn.BatchNorm1d's own affine part, or none)"]
     return []
+
+
+def bias_problems(n: DictConfig) -> list[str]:
+    """``norm.bias``: null (the norm's convention), false (γ without β) for any norm but BatchNorm, whose affine
+    part is γ and β together; true only for a norm that has β, and only with a gain (``norm.gain=none`` has
+    neither)."""
+    from normtrain.model import NORMS
+
+    if n.bias is None or n.name not in NORMS:
+        return []
+    with_beta = sorted(k for k, c in NORMS.items() if True in c.biases)
+    if n.bias and n.gain == "none":
+        return ["norm.bias=true adds β next to γ, and norm.gain=none has neither (no γ, no β); drop one of them"]
+    if n.bias not in NORMS[n.name].biases and n.gain != "none":
+        if n.bias:
+            return [f"norm.bias=true: norm={n.name} has no β to keep (its formula has no shift); norms with one: "
+                    f"{', '.join(with_beta)}"]
+        return [f"norm.bias=false: norm={n.name}'s affine part (nn.BatchNorm1d's) is γ and β together; use "
+                "norm.gain=none for neither"]
+    return []
+
+
+def init_problems(m: DictConfig) -> list[str]:
+    """``model.init`` names a scheme, ``model.init_std`` sets the σ of one that has a base std, and
+    ``model.emb_std`` (the xavier scheme's embedding std) is set only where it draws a weight."""
+    from normtrain.model.init import INIT_SCHEMES
+
+    p: list[str] = []
+    one_of(m.init, "model.init", INIT_SCHEMES, p)
+    based = sorted(k for k, c in INIT_SCHEMES.items() if c.base_std is not None)
+    if m.init_std is not None:
+        finite("model.init_std", m.init_std, m.init_std > 0, "the scheme's σ must be a finite number > 0 (or null: "
+               "its own, 0.02)", p)
+        if m.init in INIT_SCHEMES and INIT_SCHEMES[m.init].base_std is None:
+            p.append(f"model.init_std={m.init_std} sets the σ of model.init={' or '.join(based)}; "
+                     f"model.init={m.init} has no base std (its stds come from the widths)")
+    if m.emb_std != 1.0 and m.init in INIT_SCHEMES:
+        if m.init != "xavier":
+            p.append(f"model.emb_std={m.emb_std} is the xavier scheme's embedding std; model.init={m.init} draws the "
+                     "embeddings itself" + (" (set model.init_std)" if m.init in based else ""))
+        elif m.tie_embeddings and m.pos != "learned":
+            p.append(f"model.emb_std={m.emb_std} draws no weight here: the tied matrix is drawn as the LM head "
+                     "(Xavier-normal) and model.pos=rope has no position embedding; leave it at 1.0")
+    return p
 
 
 def attention_problems(m: DictConfig, n: DictConfig) -> list[str]:

@@ -47,6 +47,9 @@ class ModelSchema:
     logit_softcap: float = 0.0  # c·tanh(z/c) on the output logits; 0 = off
     attn_gate: str = "none"  # none | head | elementwise: gated attention, Y ⊙ σ(X·W_θ) before W_O
     emb_proj: bool = False  # OSP: orthogonal d × d maps after the embedding and before the LM head (Muon's)
+    tie_embeddings: bool = False  # one matrix for the token embedding and the LM head (GPT-2, nanoGPT, Gemma, OLMo 1B)
+    init: str = "xavier"  # xavier | gpt2 | olmo2 | mitchell | small: the init scheme (normtrain/model/init.py)
+    init_std: float | None = None  # σ of gpt2 and olmo2 (null: theirs, 0.02)
     vocab_size: int | None = None  # null: the corpus's (256 for bytes, meta.json's for token shards)
 
 
@@ -60,6 +63,7 @@ class NormSchema:
     alpha_init: float = 0.5  # dyt, derf: initial α of γ·tanh(α·x) + β, γ·erf(α·x + s) + β
     depth_scaled: bool = False  # block ℓ's norms multiply their output by 1/√ℓ (LayerNorm Scaling)
     gain: str = "vector"  # vector | zero_centred (1 + w) | scalar | none (affine=false is none)
+    bias: bool | None = None  # β of layernorm, dyt, derf: null = the norm's convention (β), false = γ without β
 
 
 @dataclass

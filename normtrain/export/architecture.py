@@ -17,6 +17,8 @@ ROPE_BASE = 10000.0  # normtrain.model.attention.Rotary's base
 # ``options`` (Gemma's soft-caps).
 HANDLED = {"n_layers", "d_model", "n_heads", "seq_len", "vocab_size", "mlp", "d_ff", "pos", "bias", "emb_std",
            "norm", "placement", "alpha", "beta", "qk_norm",
+           "init", "init_std",  # how the weights started: the trained weights are what is written
+           "tie_embeddings",  # every class here has a head of its own or a tied one (``Architecture.ties``)
            "post_fraction",  # read by placement=mix only, which no mapping here accepts
            "first_pre", "head_scale", "post_act_norm", "resid_scale",  # hybrid's and normformer's (idem)
            "streams"}  # mhc's (idem)
@@ -44,6 +46,7 @@ class Architecture:
     wants: ClassVar[dict[str, Any]]  # what the model must be: config key (as in ``described``) -> value
     options: ClassVar[tuple[str, ...]] = ()  # newer GPTConfig fields the class expresses at any value
     gains: ClassVar[tuple[str, ...]] = ("vector", "none")  # the ``norm.gain`` forms its weights can carry
+    ties: ClassVar[bool] = True  # does the class tie its head to its embedding table as ours is (tie_word_embeddings)?
 
     def mismatches(self, c: GPTConfig) -> list[str]:
         """Why ``c`` is not expressible as this class (empty when it is), one reason per config key."""
@@ -56,6 +59,10 @@ class Architecture:
         extra += ["norm.gain"] if c.norm.gain not in self.gains else []
         return why + [f"{_key(name)}={shown(value_of(c, name))} (not in {self.hf_class})" for name in extra]
 
+    def tied(self, c: GPTConfig) -> bool:
+        """Is the export of ``c`` tied: ``tie_word_embeddings`` true, and no ``lm_head.weight`` written?"""
+        return c.tie_embeddings and self.ties
+
     def config(self, c: GPTConfig, eot: int | None) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -66,9 +73,10 @@ class Architecture:
         raise NotImplementedError
 
     def common(self, c: GPTConfig, eot: int | None) -> dict[str, Any]:
-        """Keys every class has. Our LM head is its own matrix: ``tie_word_embeddings`` is false."""
+        """Keys every class has. ``tie_word_embeddings`` is ``model.tie_embeddings`` where the class ties its head
+        to the stored table (``ties``), false otherwise (the head written as a matrix of its own)."""
         return {"architectures": [self.hf_class], "model_type": self.model_type, "vocab_size": c.vocab_size,
-                "tie_word_embeddings": False, "bos_token_id": eot, "eos_token_id": eot, "pad_token_id": None,
+                "tie_word_embeddings": self.tied(c), "bos_token_id": eot, "eos_token_id": eot, "pad_token_id": None,
                 "dtype": "float32", "use_cache": True, "initializer_range": 0.02}
 
 

@@ -4,8 +4,10 @@ Conventions that must agree (checked numerically by the round-trip tests in test
   * GELU: ours is the exact erf form, which GPT-2's ``activation_function="gelu"`` is (``gelu_new`` would be tanh).
   * GPT-2 stores ``Conv1D`` weights as (in, out), the transpose of ``nn.Linear``'s, and fuses q, k, v in
     ``c_attn``; it always has biases, written as zeros when ours has none (``model.bias=false``).
-  * Norms without affine parameters (``norm.affine=false``) are written with unit weights and zero biases;
-    ``layer_norm_epsilon`` = ``norm.eps``; the LM head is its own matrix (``tie_word_embeddings: false``).
+  * Norms without affine parameters (``norm.affine=false``) are written with unit weights and zero biases, norms
+    without β (``norm.bias=false``, nanoGPT's ``bias=False``) with zero biases; ``layer_norm_epsilon`` =
+    ``norm.eps``; a tied model (``model.tie_embeddings``) is ``tie_word_embeddings: true`` with no ``lm_head``
+    weight written (GPT2LMHeadModel ties it to ``wte``), an untied one has its own LM head.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class GPT2(Architecture):
                 "summary_proj_to_labels": True, "summary_first_dropout": 0.1}
 
     def to_hf(self, state, c):
-        state = {**_unit_norms(c), **state} if not c.norm.affine else state
+        state = {**_unit_norms(c), **state} if not c.norm.keeps_bias else state  # the norms' missing γ, β
         out = {f"{self.TOP[n.rsplit('.', 1)[0]]}.{n.rsplit('.', 1)[1]}": t for n, t in state.items()
                if n.split(".", 1)[0] in self.TOP}
         for i in range(c.n_layers):
@@ -66,9 +68,7 @@ class GPT2(Architecture):
             hf = f"transformer.h.{i}."
             block = {k[len(hf):]: v for k, v in state.items() if k.startswith(hf)}
             out.update({f"blocks.{i}.{k}": v for k, v in self._block_from_hf(block).items()})
-        keep = lambda k: ((c.bias or not k.endswith(".bias") or "norm" in k)  # noqa: E731
-                          and (c.norm.affine or "norm" not in k))
-        return {k: v.contiguous() for k, v in out.items() if keep(k)}
+        return {k: v.contiguous() for k, v in out.items() if _ours(k, c)}
 
     def _block_from_hf(self, block: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         out = {f"{norm}.{p}": block[f"{ln}.{p}"] for norm, ln in self.NORMS.items() for p in ("weight", "bias")}
@@ -78,6 +78,13 @@ class GPT2(Architecture):
         for name, conv in self.LINEAR.items():
             out[f"{name}.weight"], out[f"{name}.bias"] = block[f"{conv}.weight"].t(), block[f"{conv}.bias"]
         return out
+
+
+def _ours(name: str, c: GPTConfig) -> bool:
+    """Is the parameter ``name`` (GPT-2 has them all) one that our model ``c`` has?"""
+    if "norm" not in name:
+        return c.bias or not name.endswith(".bias")
+    return c.norm.keeps_bias if name.endswith(".bias") else c.norm.affine
 
 
 def _unit_norms(c: GPTConfig) -> dict[str, torch.Tensor]:

@@ -14,8 +14,11 @@ Conventions that must agree (each is checked numerically by the round-trip tests
     Their ε is ``rms_norm_eps``, as ours is ``norm.eps`` for every norm.
   * Gemma's RMSNorm multiplies by (1 + w) and its weights start at 0: a gain γ is stored as γ − 1.
   * Gemma multiplies the embeddings by √d before the first block; ours has no such scale, so the exported
-    embedding table is ours divided by √d (the product is ours again, to fp32 rounding). The LM head is its
-    own matrix (``tie_word_embeddings: false``), so it is not scaled.
+    embedding table is ours divided by √d (the product is ours again, to fp32 rounding). The LM head is written
+    as its own matrix (``tie_word_embeddings: false``), not scaled, also for a tied model: Gemma's tie would
+    reuse the stored table, ours / √d, as the head.
+  * Llama, Qwen3 and OLMo-2 tie as we do: a tied model (``model.tie_embeddings``) is ``tie_word_embeddings: true``
+    with no ``lm_head`` weight written.
   * Gemma 2's defaults that ours lacks are switched off: the attention and final logit soft-caps (null, unless
     the model has them), the sliding-window layers (every layer ``full_attention``); its attention scale
     1/√``query_pre_attn_scalar`` is ours with ``query_pre_attn_scalar`` = head_dim.
@@ -164,6 +167,7 @@ class Gemma2(LlamaFamily):
              "model.qk_norm": "none", **NO_BIAS}
     NORMS = PERI_NORMS
     gain_offset, scales_embedding = 1.0, True
+    ties = False  # its tied head would be the stored table, ours / √d: a tied model's head is written apart
     options = ("attn_softcap", "logit_softcap")
 
     def specific(self, c):

@@ -55,7 +55,10 @@ def export_run(run_dir: str | Path, out_dir: str | Path, verify: bool = True) ->
 def _write(out: Path, model: GPT, run: dict[str, Any], arch: Architecture | None, tokenizer: dict[str, bytes]):
     from safetensors.torch import save
 
-    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    # each tensor once (a tied head is the embedding's), unless the class writes the tied head as a matrix of its
+    # own (Gemma, whose stored table is ours / √d)
+    source = model.unique_state_dict() if arch is None or arch.tied(model.cfg) else model.state_dict()
+    state = {k: v.detach().cpu().contiguous() for k, v in source.items()}
     files = {WEIGHTS: save(arch.to_hf(state, model.cfg) if arch else state, metadata={"format": "pt"}), **tokenizer}
     if arch is not None:
         files[HF_CONFIG] = _json(arch.config(model.cfg, eot_id(run["corpus"])))

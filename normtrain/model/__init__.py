@@ -1,7 +1,9 @@
-"""The decoder-only transformer; importable with torch alone (no Hydra, W&B or datasets)."""
+"""The decoder-only transformer; importable with torch alone (no Hydra, W&B or datasets). How its weights start
+is ``normtrain.model.init`` (``model.init``)."""
 
 from normtrain.model.config import GPTConfig
 from normtrain.model.gpt import GPT
+from normtrain.model.init import INIT_SCHEMES, InitScheme
 from normtrain.model.placements import (
     PLACEMENTS,
     AdminBlock,
@@ -20,6 +22,6 @@ from normtrain.model.placements import (
 )
 from normtrain.norms import NORMS, NormSpec
 
-__all__ = ["GPT", "GPTConfig", "PLACEMENTS", "NORMS", "NormSpec", "Block", "PreNormBlock", "PostNormBlock",
-           "DeepNormBlock", "SubLNBlock", "AdminBlock", "PeriNormBlock", "ReorderedNormBlock", "MixNormBlock",
-           "ReZeroBlock", "NoNormBlock", "NGPTBlock", "MHCBlock"]
+__all__ = ["GPT", "GPTConfig", "PLACEMENTS", "NORMS", "INIT_SCHEMES", "InitScheme", "NormSpec", "Block",
+           "PreNormBlock", "PostNormBlock", "DeepNormBlock", "SubLNBlock", "AdminBlock", "PeriNormBlock",
+           "ReorderedNormBlock", "MixNormBlock", "ReZeroBlock", "NoNormBlock", "NGPTBlock", "MHCBlock"]

@@ -58,6 +58,9 @@ class GPTConfig:
     logit_softcap: float = 0.0  # c of c·tanh(z/c) on the output logits; 0 = off
     attn_gate: str = "none"  # none | head | elementwise: Y ⊙ σ(X·W_θ) before W_O (gated attention)
     emb_proj: bool = False  # OSP: orthogonally initialized d × d maps after the embedding and before the LM head
+    tie_embeddings: bool = False  # one matrix for the token embedding and the LM head
+    init: str = "xavier"  # xavier | gpt2 | olmo2 | mitchell | small (normtrain/model/init.py)
+    init_std: float | None = None  # σ of the schemes with a base std (gpt2, olmo2); None: theirs, 0.02
 
     def __post_init__(self) -> None:
         self.qk_norm = qk_norm_form(self.qk_norm)

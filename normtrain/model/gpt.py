@@ -10,6 +10,14 @@ The embedding and the head stay with AdamW under ``optim=muon``, whose per-coord
 channels; the projections are hidden matrices that Muon trains (``io_parameters`` leaves them out), so they spread
 those magnitudes over every direction. At init they are rotations: the model computes the same distribution of
 functions as without them. (After training each can be folded into its neighbour: E·P_inᵀ, W_head·P_out.)
+
+``tie_embeddings`` (Press & Wolf 2017; GPT-2, nanoGPT, Gemma, OLMo 1B): the LM head *is* the token embedding,
+logits = E · h_L, one Parameter under two names (``tok_emb.weight``, ``lm_head.weight``), so ``parameters()``,
+the optimizer, the parameter count and the FLOPs see it once, while the state dict keeps both names (a checkpoint
+of a tied model loads as it was saved; ``unique_state_dict`` writes it once). The matrix is drawn last, as the
+head (``normtrain.model.init``). nGPT keeps its two matrices apart (refused).
+
+How each weight starts is ``model.init``'s scheme (``normtrain.model.init``): Xavier by default.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from torch import nn
 from normtrain.model.attention import CausalSelfAttention
 from normtrain.model.config import GPTConfig
 from normtrain.model.hypersphere import ScaledVector, unit_norm_
+from normtrain.model.init import EMBEDDING, HEAD, init_scheme
 from normtrain.model.mlp import MLPS
 from normtrain.model.placements import PLACEMENTS, Block
 from normtrain.model.softcap import soft_cap
@@ -39,7 +48,11 @@ class GPT(nn.Module):
         if cfg.placement not in PLACEMENTS:
             raise ValueError(f"unknown placement {cfg.placement!r}; allowed: {', '.join(sorted(PLACEMENTS))}")
         block_cls = PLACEMENTS[cfg.placement]
+        if block_cls.hypersphere and (cfg.tie_embeddings or cfg.init != "xavier" or cfg.init_std is not None):
+            raise ValueError("placement ngpt keeps its own embedding and LM head (both unit rows) and draws its own "
+                             "unit weights: tie_embeddings, init and init_std do not apply to it")
         self.cfg = cfg = block_cls.configured(cfg)
+        self.init = init_scheme(cfg)
         self.placement = block_cls  # the stream's way in and out of the blocks (``stream_in``, ``stream_out``)
         self.alpha, self.beta = resolved_scaling(cfg)
 
@@ -58,6 +71,8 @@ class GPT(nn.Module):
         self.emb_in = nn.Linear(cfg.d_model, cfg.d_model, bias=False) if cfg.emb_proj else None
         self.emb_out = nn.Linear(cfg.d_model, cfg.d_model, bias=False) if cfg.emb_proj else None
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.tok_emb.weight
         # nGPT: unit embedding and head rows; logits z ⊙ s_z, s_z,init 1, s_z,scale 1/√d (model/hypersphere.py)
         self.hypersphere = block_cls.hypersphere
         self.logit_scale = ScaledVector(cfg.vocab_size, init=1.0, scale=cfg.d_model**-0.5) if self.hypersphere \
@@ -66,13 +81,15 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def init_weights(self) -> None:
+        """Every weight drawn by the ``model.init`` scheme, in one fixed order (the embeddings, each block, the
+        head): the same seed gives the same blocks whatever the tie, and a tied matrix ends with the head's draw."""
         for emb in (self.tok_emb, self.pos_emb):
             if emb is not None:
-                nn.init.normal_(emb.weight, std=self.cfg.emb_std)
+                self.init.draw_(emb.weight, EMBEDDING)
         block: Block
         for block in self.blocks:
-            block.init_weights(self.beta)
-        nn.init.xavier_normal_(self.lm_head.weight)
+            block.init_weights(self.init, self.beta)
+        self.init.draw_(self.lm_head.weight, HEAD)
         for proj in (self.emb_in, self.emb_out):
             if proj is not None:
                 nn.init.orthogonal_(proj.weight)
@@ -125,10 +142,26 @@ class GPT(nn.Module):
         """The parameters that map tokens in and out: the embeddings and the LM head (one tensor when tied).
         Optimizers that treat the hidden matrices apart (Muon) leave these to AdamW."""
         modules = (self.tok_emb, self.pos_emb, self.lm_head)
-        return [p for m in modules if m is not None for p in m.parameters()]
+        return list({id(p): p for m in modules if m is not None for p in m.parameters()}.values())
 
     def num_params(self) -> int:
+        """Every parameter once (a tied embedding and head are one matrix)."""
         return sum(p.numel() for p in self.parameters())
+
+    def unique_state_dict(self) -> dict[str, torch.Tensor]:
+        """The state dict with each tensor under one name: a tied head is ``tok_emb.weight`` alone (safetensors
+        refuses two names for one tensor, and tied Hugging Face checkpoints leave the head out too)."""
+        state = self.state_dict()
+        if self.cfg.tie_embeddings:
+            state.pop("lm_head.weight", None)
+        return state
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """``nn.Module.load_state_dict``, which also takes ``unique_state_dict``'s dict: a tied model without
+        ``lm_head.weight`` reads its head from ``tok_emb.weight``."""
+        if self.cfg.tie_embeddings and "lm_head.weight" not in state_dict and "tok_emb.weight" in state_dict:
+            state_dict = {**state_dict, "lm_head.weight": state_dict["tok_emb.weight"]}
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     @property
     def needs_data_init(self) -> bool:

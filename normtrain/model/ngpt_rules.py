@@ -43,6 +43,13 @@ def ngpt_model_problems(m: Any, n: Any, pl: Any) -> list[str]:
         p.append(f"model.bias=true {REFUSED}: its matrices are unit vectors along d_model and have no bias")
     if m.emb_std != 1.0:
         p.append(f"model.emb_std={m.emb_std} does not apply to placement=ngpt: its embedding rows are unit vectors")
+    if m.tie_embeddings:
+        p.append(f"model.tie_embeddings=true {REFUSED}, which keeps the input embedding and the LM head as two "
+                 "matrices (E_input, E_output, §2.1), projects the rows of each back to unit norm after every step and "
+                 "scales the logits by s_z; the paper and NVIDIA/ngpt never tie them")
+    if m.init != "xavier" or m.init_std is not None:
+        p.append(f"model.init={m.init} does not apply to placement=ngpt: it draws every matrix and projects its "
+                 "vectors to unit norm (any init scale is removed); leave model.init=xavier and model.init_std=null")
     if pl.beta not in (None, "auto"):
         p.append(f"placement.beta={pl.beta} does not apply to placement=ngpt: an init gain is what the unit-norm "
                  "projection of every matrix removes; use 'auto'")

@@ -14,7 +14,8 @@ Every norm's gain γ comes in the form ``norm.gain`` names (``Norm.init_affine``
   scalar        one γ ∈ R for the whole vector (OSP's SSNorm)
   none          no γ, and no β either (nanochat's parameter-free RMSNorm; ``norm.affine=false``)
 
-β (LayerNorm, DyT, Derf) is per feature whenever there is a gain.
+β (LayerNorm, DyT, Derf) is per feature whenever there is a gain, unless ``norm.bias=false`` drops it: γ without β,
+as nanoGPT's ``bias=False``, PaLM and T5-style stacks do (``Norm.biases``: which norms have one to drop).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class NormSpec:
     alpha_init: float = 0.5  # dyt, derf: initial α of tanh(α·x), erf(α·x + s)
     depth_scaled: bool = False  # the norms of block ℓ (from 1) multiply their output by 1/√ℓ
     gain: str = "vector"  # vector | zero_centred | scalar | none (see the module's docstring)
+    bias: bool | None = None  # β where the norm has one: None = the norm's convention, False = γ without β
 
     def __post_init__(self) -> None:
         # One meaning, two spellings: affine=false is gain=none, and gain=none has no affine part.
@@ -51,7 +53,12 @@ class NormSpec:
 
     def without_gain(self) -> NormSpec:
         """The same norm with no γ and no β (``model.qk_norm_gain=false``)."""
-        return replace(self, affine=False, gain="none")
+        return replace(self, affine=False, gain="none", bias=None)
+
+    @property
+    def keeps_bias(self) -> bool:
+        """Does a norm whose convention has β (LayerNorm, DyT, Derf) keep it: a gain, and ``bias`` not False?"""
+        return self.gain != "none" and self.bias is not False
 
 
 GAINS = ("vector", "zero_centred", "scalar", "none")
@@ -78,6 +85,9 @@ def build_norm(spec: NormSpec, dim: int, layer: int | None = None) -> Norm:
     if spec.gain not in NORMS[spec.name].gains:
         raise ValueError(f"norm {spec.name!r} has no gain form {spec.gain!r}; allowed: "
                          f"{', '.join(NORMS[spec.name].gains)}")
+    if spec.bias is not None and spec.gain != "none" and spec.bias not in NORMS[spec.name].biases:
+        raise ValueError(f"norm {spec.name!r} takes bias={' or '.join(map(str, NORMS[spec.name].biases))} (or None: "
+                         f"its convention), not {spec.bias}")
     norm = NORMS[spec.name](dim, spec)
     return DepthScaled(norm, layer) if spec.depth_scaled and layer is not None else norm
 
@@ -89,6 +99,7 @@ class Norm(nn.Module):
     supports_triton = False
     per_token = True  # statistics from each token alone (not across the batch): usable as QK-norm
     gains: tuple[str, ...] = GAINS  # the ``norm.gain`` forms it has
+    biases: tuple[bool, ...] = (False,)  # the values ``norm.bias`` may take with a gain: (False,) = it has no β
 
     @staticmethod
     def stat_features(dim: int, p: float) -> int:
@@ -100,14 +111,14 @@ class Norm(nn.Module):
         s = x + residual if alpha == 1.0 else x + alpha * residual
         return self(s), s
 
-    def init_affine(self, dim: int, spec: NormSpec, bias: bool) -> None:
+    def init_affine(self, dim: int, spec: NormSpec) -> None:
         """``weight`` (γ, or w of γ = 1 + w) in the form ``spec.gain`` names, and ``bias`` (β, per feature, where
-        the norm has one and there is a gain)."""
+        the norm has one, there is a gain and ``spec.bias`` does not drop it)."""
         self.dim, self.gain_form = dim, spec.gain
         shape = {"vector": (dim,), "zero_centred": (dim,), "scalar": (1,)}.get(spec.gain)  # (1,): FSDP shards dim 0
         init = 0.0 if spec.gain == "zero_centred" else 1.0
         self.weight = nn.Parameter(torch.full(shape, init)) if shape else None
-        self.bias = nn.Parameter(torch.zeros(dim)) if shape and bias else None
+        self.bias = nn.Parameter(torch.zeros(dim)) if shape and True in self.biases and spec.keeps_bias else None
 
     def gain(self) -> torch.Tensor | None:
         """γ as the formula multiplies by it, of shape (dim,): 1 + w for zero-centred gains, a scalar broadcast
@@ -120,12 +131,14 @@ class Norm(nn.Module):
 
 @register_norm("layernorm")
 class LayerNorm(Norm):
-    """y = γ ⊙ (x − μ)/√(σ² + ε) + β (Ba et al. 2016)."""
+    """y = γ ⊙ (x − μ)/√(σ² + ε) + β (Ba et al. 2016); ``norm.bias=false``: y = γ ⊙ (x − μ)/√(σ² + ε)."""
+
+    biases = (True, False)  # β by convention, dropped by norm.bias=false
 
     def __init__(self, dim: int, spec: NormSpec):
         super().__init__()
         self.eps = spec.eps
-        self.init_affine(dim, spec, bias=True)
+        self.init_affine(dim, spec)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.layer_norm(x, (self.dim,), self.gain(), self.bias, self.eps)
@@ -140,7 +153,7 @@ class RMSNorm(Norm):
     def __init__(self, dim: int, spec: NormSpec):
         super().__init__()
         self.eps, self.impl = spec.eps, spec.impl
-        self.init_affine(dim, spec, bias=False)
+        self.init_affine(dim, spec)
         self.n_stat: int | None = None  # all features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -176,7 +189,7 @@ class L2Norm(Norm):
     def __init__(self, dim: int, spec: NormSpec):
         super().__init__()
         self.eps = spec.eps
-        self.init_affine(dim, spec, bias=False)
+        self.init_affine(dim, spec)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         xf = x if x.dtype == torch.float64 else x.float()
@@ -196,6 +209,7 @@ class BatchNorm(Norm):
 
     per_token = False
     gains = ("vector", "none")  # nn.BatchNorm1d's affine part, or none
+    biases = (True,)  # its affine part is γ and β together
 
     def __init__(self, dim: int, spec: NormSpec):
         super().__init__()
@@ -242,24 +256,29 @@ class DyT(Norm):
     """Dynamic Tanh (Zhu et al. 2025, "Transformers without Normalization"): y = γ ⊙ tanh(α·x) + β.
 
     No statistics at all: a learned scalar α (init ``norm.alpha_init``, the paper's default 0.5) squashes
-    each feature, γ and β are per-feature as in LayerNorm (dropped by ``norm.affine=false``); ``norm.eps`` is
+    each feature, γ and β are per-feature as in LayerNorm (both dropped by ``norm.affine=false``, β alone by
+    ``norm.bias=false``); ``norm.eps`` is
     unused. For LLaMA-style LLMs the paper found that α's init must shrink with width and differ by place: a
     larger α in the norm before attention than before the MLP and at the end (0.8 / 0.2 at 7B, down to
     0.2 / 0.05 at 70B), plus a learned scalar on the embeddings (init √d). Here one α init serves every DyT
     and no embedding scale is added: set ``norm.alpha_init`` for your width.
     """
 
+    biases = (True, False)  # β by convention, dropped by norm.bias=false
+
     def __init__(self, dim: int, spec: NormSpec):
         super().__init__()
         self.alpha = nn.Parameter(torch.full((1,), float(spec.alpha_init)))  # (1,), not 0-d: FSDP shards dim 0
-        self.init_affine(dim, spec, bias=True)
+        self.init_affine(dim, spec)
 
     def squash(self, x: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.alpha * x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.squash(x)
-        return y if self.weight is None else torch.addcmul(self.bias, y, self.gain())
+        if self.weight is None:
+            return y
+        return y * self.gain() if self.bias is None else torch.addcmul(self.bias, y, self.gain())
 
 
 @register_norm("derf")

@@ -17,8 +17,9 @@ def flops_per_token(n_params_nonembedding: int, n_layers: int, d_model: int, seq
     6·N: every weight of a matrix multiply costs 2 FLOPs (multiply and add) per token in the forward
     pass and twice that in the backward pass (gradients with respect to the input and to the weight).
     N counts every parameter except the token and position embeddings, which are lookups, not matmuls:
-    the attention and MLP matrices, the LM head (an ordinary d × V matmul; here it is not tied to the
-    embedding) and the norm gains (a rounding error). 12·L·d·T: the attention scores QKᵀ and the
+    the attention and MLP matrices, the LM head (an ordinary d × V matmul; a head tied to the token
+    embedding, ``model.tie_embeddings``, is that one matrix, counted once, as the head) and the norm gains
+    (a rounding error). 12·L·d·T: the attention scores QKᵀ and the
     weighted sum of V, 2·T·d FLOPs each per token and layer in the forward pass, × 3 for forward plus
     backward; PaLM does not halve it for the causal mask, and neither do we, so numbers compare.
     """
@@ -36,7 +37,8 @@ def model_flops_per_token(model: Any) -> float:
     if not hasattr(inner, "cfg") or not hasattr(inner, "tok_emb"):
         raise TypeError(f"{type(model).__name__} is not a normtrain GPT (no .cfg and .tok_emb)")
     lookups = [m for m in (inner.tok_emb, getattr(inner, "pos_emb", None)) if m is not None]
-    skip = {id(p) for m in lookups for p in m.parameters()}
+    head = {id(p) for p in inner.lm_head.parameters()}  # tied: the embedding's matrix is the head's matmul
+    skip = {id(p) for m in lookups for p in m.parameters()} - head
     n = sum(p.numel() for p in inner.parameters() if id(p) not in skip)
     cfg = inner.cfg
     return flops_per_token(n, cfg.n_layers, cfg.d_model, cfg.seq_len)

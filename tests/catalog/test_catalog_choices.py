@@ -16,6 +16,7 @@ from normtrain.catalog import CHOICES, KINDS, markdown
 from normtrain.catalog.render import replace_block
 from normtrain.config import config_dir, validate
 from normtrain.model.config import ATTN_GATES, QK_NORM_AT, QK_NORMS
+from normtrain.model.init import INIT_SCHEMES
 from normtrain.norms import GAINS
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -24,7 +25,8 @@ TINY = ["model.n_layers=2", "model.d_model=32", "model.n_heads=2", "model.seq_le
 # Keys of the typed groups that tune a choice rather than make one (sizes, rates, a placement's own options).
 # A new key is either a choice (it gets an entry in normtrain/catalog/entries.py) or belongs here.
 SETTINGS = {
-    "model": {"n_layers", "d_model", "n_heads", "seq_len", "mlp", "d_ff", "pos", "bias", "emb_std", "vocab_size"},
+    "model": {"n_layers", "d_model", "n_heads", "seq_len", "mlp", "d_ff", "pos", "bias", "emb_std", "vocab_size",
+              "init_std"},  # init_std: σ of model.init=gpt2, olmo2
     "norm": {"name", "eps", "impl", "p", "alpha_init",
              "affine"},  # affine=false is the older spelling of norm.gain=none
     "placement": {"name", "alpha", "beta", "post_fraction", "head_scale", "post_act_norm", "resid_scale", "streams"},
@@ -33,7 +35,8 @@ SETTINGS = {
               "muon_nesterov", "muon_ns_steps", "muon_weight_decay", "adjust_lr_fn"},
 }
 # Keys with a fixed set of values: each value other than the default needs its own entry.
-ENUMS = {"model.qk_norm": QK_NORMS, "model.qk_norm_at": QK_NORM_AT, "model.attn_gate": ATTN_GATES, "norm.gain": GAINS}
+ENUMS = {"model.qk_norm": QK_NORMS, "model.qk_norm_at": QK_NORM_AT, "model.attn_gate": ATTN_GATES, "norm.gain": GAINS,
+         "model.init": tuple(INIT_SCHEMES)}
 # Entries for choices that issue 26's later branches added (the test below checks them like the rest).
 PENDING = {"placement=hybrid", "placement.first_pre=true", "placement=normformer", "placement=b2t",
            "placement=resi_dual", "placement=ngpt", "placement.gpas=true", "optim=muon", "optim.qk_clip=100",

@@ -39,6 +39,16 @@ def test_kind_keeps_only_those_kinds(capsys):
     assert "placement=deepnorm" in out and "model.qk_norm=full" in out and "norm=rmsnorm" not in out
 
 
+def test_kind_init_lists_every_init_scheme_with_its_paper(capsys):
+    from normtrain.model.init import INIT_SCHEMES
+
+    code, out, _ = run(["--kind", "init"], capsys)
+    assert code == 0 and out.startswith("INITIALIZATION SCHEMES")
+    assert all(f"model.init={name}" in out for name in INIT_SCHEMES)
+    assert "Radford et al. 2019" in out and "Groeneveld et al. 2024" in out and "Nguyen & Salazar 2019" in out
+    assert "norm=rmsnorm" not in out and "model.tie_embeddings=true" not in out
+
+
 def test_markdown_has_one_row_per_choice_of_five_cells(capsys):
     code, out, _ = run(["--markdown"], capsys)
     assert code == 0 and out == markdown()

@@ -71,6 +71,20 @@ def test_a_model_no_class_expresses_names_the_nearest_and_the_one_difference(mod
     assert f"the nearest is {hf_class}, the one difference: {difference}" in summary(report)
 
 
+@pytest.mark.parametrize("hf_class", list(MODELS))
+def test_the_peer_options_keep_the_class_and_a_tie_is_written_where_the_class_ties(hf_class):
+    """model.init (how the weights started) and model.tie_embeddings map onto every class; norm.bias=false onto
+    GPT-2 (zero biases written); a tied model is tie_word_embeddings: true, but in Gemma, whose tied head would be
+    its stored table (ours / √d): there the head is written as its own matrix."""
+    norm = MODELS[hf_class]["norm"]
+    peer = {**MODELS[hf_class], "tie_embeddings": True, "init": "gpt2",
+            "norm": dataclasses.replace(norm, bias=False)}
+    arch, reasons = choose(config(**peer))
+    assert arch is not None and arch.hf_class == hf_class, reasons
+    assert arch.config(config(**peer), eot=None)["tie_word_embeddings"] is (not hf_class.startswith("Gemma"))
+    assert arch.config(config(**MODELS[hf_class]), eot=None)["tie_word_embeddings"] is False
+
+
 def test_hybrid_norm_is_nearest_qwen3_with_its_placement_and_its_v_norm():
     """The model export sees is the built one, whose config carries the QKV-norm HybridNorm implies."""
     from normtrain.model.placements import HybridNormBlock

@@ -106,6 +106,52 @@ def test_unit_norms_and_no_biases_map_too(hf_class, tiny, tmp_path):
     assert set(normtrain.load(tmp_path / "hf").state_dict()) == set(ours.state_dict())
 
 
+PEER = ["model.tie_embeddings=true", "model.init=gpt2"]  # the options nanoGPT, GPT-2 and Gemma use
+
+
+@needs_hf
+@pytest.mark.parametrize("hf_class,overrides", [
+    ("GPT2LMHeadModel", [*GPT2[:-2], "model.bias=false", "norm.bias=false"]),  # nanoGPT's model
+    ("LlamaForCausalLM", ARCHS["LlamaForCausalLM"]), ("Qwen3ForCausalLM", ARCHS["Qwen3ForCausalLM"]),
+    ("Gemma2ForCausalLM", ARCHS["Gemma2ForCausalLM"]),
+])
+def test_a_tied_model_exports_tied_where_the_class_ties(hf_class, overrides, transformers, tiny, tmp_path):
+    """tie_word_embeddings: true and no lm_head weight written (GPT-2, Llama, Qwen3): transformers ties its head to
+    the embedding, nothing missing or unexpected; Gemma's tie would reuse its stored table (ours / √d), so there the
+    head is written apart. Logits as ours; normtrain.load gives the tied model back."""
+    from safetensors import safe_open
+
+    ours = trained([*tiny, *overrides, *PEER], tmp_path / "run")
+    report = export_run(tmp_path / "run", tmp_path / "hf")
+    assert report["format"] == hf_class and report["max_logit_diff"] < 1e-5
+    ties = not hf_class.startswith("Gemma")
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["tie_word_embeddings"] is ties
+    with safe_open(tmp_path / "hf" / "model.safetensors", "pt") as f:
+        assert ("lm_head.weight" in set(f.keys())) is not ties
+    hf, info = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf", output_loading_info=True)
+    assert not any(info.values()), info
+    assert (hf.get_output_embeddings().weight is hf.get_input_embeddings().weight) is ties
+    tokens = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(1))
+    assert (logits_of(hf.eval(), tokens) - logits_of(ours, tokens)).abs().max().item() < 1e-5
+    back = normtrain.load(tmp_path / "hf")
+    assert back.lm_head.weight is back.tok_emb.weight
+    assert (logits_of(back, tokens) - logits_of(ours, tokens)).abs().max().item() < 1e-5
+
+
+def test_a_tied_model_in_normtrains_format_stores_the_matrix_once(tiny, tmp_path):
+    from safetensors import safe_open
+
+    ours = trained([*tiny, "placement=post", *PEER], tmp_path / "run")
+    report = export_run(tmp_path / "run", tmp_path / "out")
+    assert report["format"] == "normtrain"
+    with safe_open(tmp_path / "out" / "model.safetensors", "pt") as f:
+        assert "tok_emb.weight" in set(f.keys()) and "lm_head.weight" not in set(f.keys())
+    back = normtrain.load(tmp_path / "out")
+    assert back.lm_head.weight is back.tok_emb.weight and back.num_params() == ours.num_params()
+    tokens = torch.randint(0, 256, (2, 16))
+    assert torch.equal(logits_of(back, tokens), logits_of(ours, tokens))
+
+
 @needs_hf
 @pytest.mark.parametrize("hf_class,overrides", [
     ("Gemma2ForCausalLM", ["model.attn_softcap=2", "model.logit_softcap=1.5", "norm.gain=zero_centred"]),

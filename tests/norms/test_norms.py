@@ -144,3 +144,33 @@ def test_depth_scaled_norm_divides_by_sqrt_of_the_blocks_depth(name):
         torch.testing.assert_close(s, 2.0 * r + x)
         torch.testing.assert_close(y, norm.inner(2.0 * r + x) / math.sqrt(layer))
     assert type(build_norm(NormSpec(name), 32, layer=4)) is NORMS[name]  # the switch is off by default
+
+
+@pytest.mark.parametrize("name", ["layernorm", "dyt", "derf"])
+@pytest.mark.parametrize("gain", ["vector", "zero_centred", "scalar"])
+def test_bias_false_keeps_the_gain_and_drops_beta(name, gain):
+    """norm.bias=false (nanoGPT's bias=False, PaLM): γ ⊙ N(x) with no + β; null keeps the norm's β."""
+    x = torch.randn(3, 5, 16) * 2 + 1
+    with_beta = randomize(build_norm(NormSpec(name, gain=gain, eps=1e-5), 16))
+    without = build_norm(NormSpec(name, gain=gain, eps=1e-5, bias=False), 16)
+    assert without.bias is None and with_beta.bias.shape == (16,)
+    assert {n for n, _ in without.named_parameters()} == {n for n, _ in with_beta.named_parameters()} - {"bias"}
+    with torch.no_grad():
+        for n, p in without.named_parameters():
+            p.copy_(dict(with_beta.named_parameters())[n])
+    torch.testing.assert_close(without(x), with_beta(x) - with_beta.bias)  # the same function, minus β
+    s = torch.randn_like(x)
+    torch.testing.assert_close(without.add_norm(x, s)[0], without(x + s))
+
+
+def test_bias_false_is_the_convention_of_norms_without_beta_and_true_needs_a_beta():
+    for name in ("rmsnorm", "prmsnorm", "l2"):
+        plain, explicit = build_norm(NormSpec(name), 16), build_norm(NormSpec(name, bias=False), 16)
+        assert plain.bias is None and explicit.bias is None
+        with pytest.raises(ValueError, match=f"norm '{name}' takes bias=False \\(or None: its convention\\), not True"):
+            build_norm(NormSpec(name, bias=True), 16)
+    with pytest.raises(ValueError, match="norm 'batchnorm' takes bias=True"):
+        build_norm(NormSpec("batchnorm", bias=False), 16)
+    assert build_norm(NormSpec("layernorm", bias=True), 16).bias is not None
+    assert build_norm(NormSpec("layernorm", gain="none", bias=False), 16).bias is None  # neither γ nor β
+    assert NormSpec("layernorm", bias=False).without_gain().bias is None

@@ -148,6 +148,34 @@ def test_a_nan_on_one_rank_rolls_back_every_rank(single, text_corpus, tmp_path):
     assert losses(out, "train/loss").keys() == losses(single, "train/loss").keys()
 
 
+PEER = ["model.tie_embeddings=true", "model.init=gpt2", "norm=layernorm", "norm.bias=false", "model.pos=learned"]
+
+
+@pytest.fixture(scope="module")
+def single_peer(text_corpus, tmp_path_factory):
+    """One process, global batch 8, the peer options (a tied embedding and head, GPT-2's init, LayerNorm without β)."""
+    root = tmp_path_factory.mktemp("single_peer")
+    run([sys.executable, "-m", "normtrain", *tiny_args(text_corpus), *PEER, "train.batch_size=8",
+         f"hydra.run.dir={root / 'run'}"], root)
+    return root / "run"
+
+
+def test_a_tied_model_shards_under_fsdp_and_resumes_on_the_curve_of_one(single_peer, text_corpus, tmp_path):
+    """FSDP2 shards the one matrix once, with the root module that holds both of its uses (the embedding and the
+    head); the sharded checkpoint of a group killed at step 3 resumes on two ranks from step 2, on the curve of one
+    process (train and val loss at every step)."""
+    out = tmp_path / "run"
+    common = [*tiny_args(text_corpus), *PEER, "train.batch_size=4", "train.strategy=fsdp", "train.ckpt_every=2",
+              f"hydra.run.dir={out}"]
+    first = launch(torchrun(2) + ["-m", "normtrain", *common, "debug.kill_at_step=3"], tmp_path)
+    assert first.returncode != 0 and (out / DCP_NAME / LATEST).read_text().startswith("step_00000002-")
+    proc = run(torchrun(2) + ["-m", "normtrain", *common], tmp_path)
+    assert "resuming from step 2" in proc.stderr
+    result = summary(out)
+    assert result["status"] == "completed" and result["n_params"] == summary(single_peer)["n_params"]
+    assert_same_curve(out, single_peer)
+
+
 MUON_CLIP = ["optim=muon", "optim.qk_clip=1", "optim.qk_clip_alpha=0.3"]
 
 

@@ -31,6 +31,16 @@ def test_model_flops_on_a_hand_counted_model():
     assert model_flops_per_token(torch.compile(Wrapper(model))) == expected  # as DDP keeps it, in .module
 
 
+def test_a_tied_head_is_counted_once_as_the_heads_matmul():
+    """model.tie_embeddings: the one matrix is the LM head's d × V matmul (6·V·d per token) and a free lookup, so N
+    and the FLOPs are the untied model's, while the parameter count drops by V·d."""
+    cfg = dict(n_layers=2, d_model=8, n_heads=2, seq_len=16, mlp="gelu", d_ff=32, pos="learned", placement="pre",
+               norm=NormSpec("layernorm", eps=1e-5))
+    tied, untied = GPT(GPTConfig(**cfg, tie_embeddings=True)), GPT(GPTConfig(**cfg))
+    assert model_flops_per_token(tied) == model_flops_per_token(untied) == 25056
+    assert tied.num_params() == untied.num_params() - 256 * 8
+
+
 def test_model_flops_rejects_other_modules():
     with pytest.raises(TypeError, match="not a normtrain GPT"):
         model_flops_per_token(torch.nn.Linear(2, 2))

@@ -33,10 +33,16 @@ def sigterm_at_batch(monkeypatch, n):
     monkeypatch.setattr(batches.BatchSampler, "next_batch", next_batch)
 
 
-@pytest.mark.parametrize("optim", ["adamw", "muon"])
-def test_stopped_and_resumed_run_repeats_the_uninterrupted_losses_exactly(optim, tiny, tmp_path, monkeypatch):
-    """Under Muon the checkpoint holds both optimizers' state (Muon's momentum, AdamW's moments)."""
-    overrides = [*tiny, "train.max_steps=20", "monitor.every=1", "train.eval_every=5", f"optim={optim}"]
+PEER = ["model.tie_embeddings=true", "model.init=gpt2", "norm=layernorm", "norm.bias=false", "model.pos=learned"]
+RUNS = [pytest.param("adamw", [], id="adamw"), pytest.param("muon", [], id="muon"),
+        pytest.param("adamw", PEER, marks=pytest.mark.slow, id="peer")]
+
+
+@pytest.mark.parametrize("optim,peer", RUNS)
+def test_stopped_and_resumed_run_repeats_the_uninterrupted_losses_exactly(optim, peer, tiny, tmp_path, monkeypatch):
+    """Under Muon the checkpoint holds both optimizers' state (Muon's momentum, AdamW's moments); a tied model
+    (the peer options: GPT-2's init, LayerNorm without β) saves and resumes its one matrix and its moments."""
+    overrides = [*tiny, "train.max_steps=20", "monitor.every=1", "train.eval_every=5", f"optim={optim}", *peer]
     whole = normtrain.train(normtrain.compose(overrides), run_dir=tmp_path / "whole")
 
     sigterm_at_batch(monkeypatch, 11)
@@ -55,6 +61,11 @@ def test_stopped_and_resumed_run_repeats_the_uninterrupted_losses_exactly(optim,
             assert ra.get(key) == rb.get(key), (ra["step"], key)  # bit for bit
     assert whole["final_val_loss"] == second["final_val_loss"]
     assert whole["best_val_loss"] == second["best_val_loss"]
+    if peer:  # the one matrix, as the checkpoint stores it: two names, one tensor, loaded back tied
+        state = load_checkpoint(tmp_path / "split" / CKPT_NAME)["model"]
+        assert torch.equal(state["lm_head.weight"], state["tok_emb.weight"])
+        untied = normtrain.build_model(normtrain.compose([o for o in overrides if o != "model.tie_embeddings=true"]))
+        assert untied.num_params() - second["n_params"] == 256 * 32  # the summary counts the one matrix once
 
 
 def test_resume_none_starts_over_and_a_bad_path_is_reported(tiny, tmp_path):

@@ -22,6 +22,7 @@ from torch import nn
 
 from normtrain.model.attention import CausalSelfAttention
 from normtrain.model.config import GPTConfig
+from normtrain.model.init import READER, WRITER, InitScheme
 from normtrain.norms import Norm, NormSpec, build_norm
 
 PLACEMENTS: dict[str, type[Block]] = {}
@@ -115,18 +116,21 @@ class Block(nn.Module):
         return 1.0, 1.0
 
     @torch.no_grad()
-    def init_weights(self, beta: float = 1.0) -> None:
-        """Xavier-normal; gain β on v_proj, out_proj and every MLP matrix, gain 1 on q_proj and k_proj (and on
-        the attention gate's W_θ, which reads the input as q and k do and writes nothing to the stream).
+    def init_weights(self, scheme: InitScheme, beta: float = 1.0) -> None:
+        """Each matrix drawn by ``scheme`` (``model.init``, ``normtrain.model.init``) in its role: the writers
+        out_proj and the MLP's down, the rest readers; std times β on v_proj, out_proj and every MLP matrix, times 1
+        on q_proj and k_proj (and on the attention gate's W_θ, which reads the input as q and k do and writes
+        nothing to the stream).
 
-        With β = 1 this is the plain Xavier init of the original Transformer (used by Xiong et al. 2020);
-        DeepNorm passes β = (8L)^-¼ (Wang et al. 2022, §4.1): q and k are never scaled.
+        Under Xavier with β = 1 this is the plain Xavier init of the original Transformer (used by Xiong et al.
+        2020); DeepNorm passes β = (8L)^-¼ (Wang et al. 2022, §4.1): q and k are never scaled.
         """
         for proj in (self.attn.q_proj, self.attn.k_proj, *([self.attn.gate_proj] if self.attn.gate_proj else [])):
-            nn.init.xavier_normal_(proj.weight, gain=1.0)
+            scheme.draw_(proj.weight, READER, self.layer)
         mlp_matrices = (m for m in self.mlp.children() if isinstance(m, nn.Linear))  # not a Sub-LN norm
         for proj in (self.attn.v_proj, self.attn.out_proj, *mlp_matrices):
-            nn.init.xavier_normal_(proj.weight, gain=beta)
+            writes = proj is self.attn.out_proj or proj is getattr(self.mlp, "down", None)
+            scheme.draw_(proj.weight, WRITER if writes else READER, self.layer, gain=beta)
         for lin in (m for m in self.modules() if isinstance(m, nn.Linear) and m.bias is not None):
             nn.init.zeros_(lin.bias)
 

@@ -8,6 +8,7 @@ from torch import nn
 from normtrain.model.attention import CausalSelfAttention
 from normtrain.model.config import GPTConfig
 from normtrain.model.hyper_connections import StreamMappings, read, write
+from normtrain.model.init import InitScheme
 from normtrain.model.placements.base import Block, register_placement
 from normtrain.norms import Norm, NormSpec
 
@@ -99,8 +100,8 @@ class MHCBlock(Block):
         return self.scaled(write(res, streams, post, out).flatten(-2))
 
     @torch.no_grad()
-    def init_weights(self, beta: float = 1.0) -> None:
-        super().init_weights(beta)
+    def init_weights(self, scheme: InitScheme, beta: float = 1.0) -> None:
+        super().init_weights(scheme, beta)
         self.attn_hc.reset_parameters()
         self.mlp_hc.reset_parameters()
 

@@ -7,6 +7,7 @@ from torch import nn
 
 from normtrain.model.attention import CausalSelfAttention
 from normtrain.model.hypersphere import ScaledUV, ScaledVector, SphereQK, unit_norm_
+from normtrain.model.init import InitScheme
 from normtrain.model.placements.base import Block, register_placement
 from normtrain.norms import NormSpec, build_norm
 
@@ -80,9 +81,9 @@ class NGPTBlock(Block):
                 (m.gate.weight, 1), (m.up.weight, 1), (m.down.weight, 0)]
 
     @torch.no_grad()
-    def init_weights(self, beta: float = 1.0) -> None:
+    def init_weights(self, scheme: InitScheme, beta: float = 1.0) -> None:
         """Gaussian matrices (NVIDIA/ngpt: std 1/√d_model), then unit vectors: uniform directions on the sphere.
-        β does not apply (a scale is what the normalization removes)."""
+        Neither the scheme (``model.init``) nor β applies: a scale is what the normalization removes."""
         for weight, dim in self.unit_matrices():
             nn.init.normal_(weight, std=self.d_model**-0.5)
             unit_norm_(weight, dim)
