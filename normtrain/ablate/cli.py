@@ -55,6 +55,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--plan-only", action="store_true", help="print the runs and the time they take, then stop")
     p.add_argument("--allow-dirty", action="store_true",
                    help="accept runs trained from uncommitted code (the verdict says so)")
+    p.add_argument("--no-report", action="store_true", help="skip report/report.html (every run's curves, the "
+                                                            "decision on top)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p.parse_intermixed_args(argv)
 
@@ -93,7 +95,7 @@ def claim_folder(out: Path, spec: Spec, dry: bool, command: str = PROG) -> None:
 
 
 def ablate(spec: Spec, out: Path, jobs: int, progress: bool = True, allow_dirty: bool = False,
-           command: str = PROG) -> dict[str, Any]:
+           command: str = PROG, with_report: bool = True) -> dict[str, Any]:
     """Train (or reuse) every run, decide, write the record: the API behind the command."""
     from normtrain.ablate.runs import train_all
     from normtrain.study import report
@@ -110,8 +112,25 @@ def ablate(spec: Spec, out: Path, jobs: int, progress: bool = True, allow_dirty:
     report.draw(out, spec, analysis)
     verdict = report.write_verdict(out, spec, analysis, grown, rec, command)
     record_path = report.write_record(out, rec)
+    if with_report:
+        write_report(spec, out, analysis)
     log_group(spec, out, rec)
     return {"record": rec, "verdict_md": verdict, "ablation_json": record_path, "analysis": analysis}
+
+
+def write_report(spec: Spec, out: Path, analysis) -> None:
+    """normtrain-compare's page of every run (``report/report.html``) with the best-against-best section on top; a
+    report that cannot be drawn costs a warning, never the decision already written."""
+    from normtrain.compare.cli import CompareError, compare
+    from normtrain.study.report import section_html
+    from normtrain.util.runlog import say
+
+    try:
+        compare([str(out / "runs"), str(out / "runs_half")], out=out / "report",
+                by=[spec.arm_key, spec.tune, "train.max_steps"], section=section_html(spec, analysis, out),
+                title=f"normtrain-ablate: {spec.arm_key} = {', '.join(spec.arms)}")
+    except (CompareError, OSError, ValueError) as err:
+        say(f"{PROG}: warning: the report was not written ({err}); verdict.md and ablation.json were")
 
 
 def log_group(spec: Spec, out: Path, rec: dict[str, Any]) -> None:
@@ -156,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.plan_only:
                 return 0
         claim_folder(out, spec, dry=False, command=command)
-        result = ablate(spec, out, jobs, not args.no_progress, args.allow_dirty, command)
+        result = ablate(spec, out, jobs, not args.no_progress, args.allow_dirty, command, not args.no_report)
     except (StudyError, ConfigError, DataError) as err:  # the user's to fix: one message, exit 2
         print(f"{PROG}: {err}", file=sys.stderr)
         return 2

@@ -50,8 +50,10 @@ def default_out(paths: Sequence[str]) -> Path:
 
 
 def compare(paths: Sequence[str], out: str | Path | None = None, metric: str = "val/loss",
-            by: Sequence[str] | None = None, figures: bool = True) -> Comparison:
-    """Read every run under ``paths`` and write the table, the PNG figures and ``report.html`` into ``out``."""
+            by: Sequence[str] | None = None, figures: bool = True, section: str = "",
+            title: str | None = None) -> Comparison:
+    """Read every run under ``paths`` and write the table, the PNG figures and ``report.html`` into ``out``
+    (``section``: trusted HTML the page shows before its table, e.g. an ablation's decision)."""
     out = Path(out) if out is not None else default_out(paths)
     runs, skipped = load_runs(list(paths), exclude=out)
     if not runs:
@@ -68,7 +70,8 @@ def compare(paths: Sequence[str], out: str | Path | None = None, metric: str = "
     write_text(out / "table.md", f"Sorted by {sorted_by}.\n\n{table}")
     report.write_csv(runs, cols, out / "table.csv")
     result.files += [out / "table.md", out / "table.csv"]
-    view = page.Page(title=f"Comparison of {len(runs)} runs", sorted_by=sorted_by, sources=list(paths))
+    view = page.Page(title=title or f"Comparison of {len(runs)} runs", sorted_by=sorted_by, sources=list(paths),
+                     section=section)
     if figures:
         _interactive(view, groups, runs, result.notes)
         view.pngs = [p.name for p in _figures(view, groups, runs, out, result)]

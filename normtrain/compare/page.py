@@ -48,6 +48,7 @@ class Page:
     points: int | None = None  # each series thinned to at most this many of each run's logged steps
     budget: int | None = None  # the size in bytes the page was thinned to stay under
     root: Path | None = None  # run folders below it are named from its name on (``report.shown_path``)
+    section: str = ""  # trusted HTML before the table: normtrain-ablate's best-against-best section
 
 
 def _shown(col: report.Column, runs: Sequence[Run]) -> bool:
@@ -181,6 +182,7 @@ def render(runs: Sequence[Run], cols: Sequence[report.Column], groups: Sequence[
         "last.</p>" + thinned(page),
         f'<p class="lead">Groups: {legend}</p>' + (f'<p class="lead">{SEEDS_NOTE}</p>'
                                                    if any(g.n > 1 for g in groups) else ""),
+        page.section,
         table_html(runs, cols, page.root),
     ]
     if page.notes:

@@ -212,3 +212,30 @@ def draw_differences(ax, spec: Spec, a: Analysis, col: dict[str, str]) -> None:
     ax.set_xticks(range(len(budgets)), [f"{b.steps} steps" for b in budgets])
     plots.finish(ax, f"arm − {spec.baseline}, each at its best ({spec.protocol.level:.0%} interval)", "budget",
                  "Δ final val loss (nats/token)")
+
+
+def section_html(spec: Spec, a: Analysis, out: Path) -> str:
+    """The report page's best-against-best section: the decisions in words, the table, the three figures (inlined,
+    so the page stays one file)."""
+    import base64
+    import html
+
+    e = html.escape
+    said = "".join(f"<p>{_bold(e(sentence(spec, d)))}.</p>" for d in a.decisions.values())
+    rows = [line.strip("|").split("|") for line in table(spec, a).splitlines() if not line.startswith("|---")]
+    head, body = rows[0], rows[1:]
+    grid = ("<table><thead><tr>" + "".join(f"<th>{e(c.strip())}</th>" for c in head) + "</tr></thead><tbody>"
+            + "".join("<tr>" + "".join(f"<td>{e(c.strip())}</td>" for c in r) + "</tr>" for r in body)
+            + "</tbody></table>")
+    images = "".join(f'<img alt="{e(name)}" style="max-width:32%;margin-right:1%" src="data:image/png;base64,'
+                     f'{base64.b64encode((out / name).read_bytes()).decode()}">' for name in FIGURES
+                     if (out / name).is_file())
+    return (f"<h2>Best against best: {e(spec.arm_key)} = {e(', '.join(spec.arms))}</h2>{said}{grid}"
+            f"<p>{images}</p><p>Every run of the ablation follows (T runs and their T/2 branches); verdict.md and "
+            "ablation.json beside this page hold every check.</p>")
+
+
+def _bold(text: str) -> str:
+    import re
+
+    return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)

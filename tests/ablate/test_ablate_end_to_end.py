@@ -66,6 +66,9 @@ def test_a_crippled_arm_comes_out_worse(planted):
     text = (planted / VERDICT_MD).read_text()
     assert "**worse**: model.d_model=8 against model.d_model=32, each at its own best optim.lr" in text
     assert all((planted / f).stat().st_size > 1000 for f in FIGURES)
+    page = (planted / "report" / "report.html").read_text()
+    assert "Best against best: model.d_model = 32, 8" in page and "<b>worse</b>" in page
+    assert page.index("Best against best") < page.index("<table")  # the decision first, then every run
     grid_points = sum(len(v) for v in rec["grids"]["values"].values())
     assert [len([r for r in rec["runs"] if r["steps"] == s]) for s in (60, 30)] == [3 * grid_points] * 2
     branches = [r for r in rec["runs"] if r["steps"] == 30]
@@ -74,14 +77,14 @@ def test_a_crippled_arm_comes_out_worse(planted):
 
 def test_a_second_invocation_trains_nothing_and_decides_the_same(planted, capsys):
     before = {p: p.stat().st_mtime_ns for p in planted.rglob("summary.json")}
-    assert main([*PLANTED, "--out", str(planted)]) == 0
+    assert main([*PLANTED, "--no-report", "--out", str(planted)]) == 0
     assert {p: p.stat().st_mtime_ns for p in planted.rglob("summary.json")} == before
     assert "worse: model.d_model=8" in capsys.readouterr().out
 
 
 def test_kill_9_then_run_again_reuses_the_finished_runs_and_gives_the_same_result(planted, tmp_path):
     out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "normtrain.ablate", *PLANTED, "--out", str(out)]
+    cmd = [sys.executable, "-m", "normtrain.ablate", *PLANTED, "--no-report", "--out", str(out)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
@@ -108,7 +111,8 @@ def test_a_best_at_an_edge_after_the_last_extension_is_inconclusive_naming_it(tm
     try:
         out = tmp_path / "edge"
         args = ["model.d_model=32,16", *TINY, "train.max_steps=20", "--seeds", "2", "--grid", "1e-4,2e-4,4e-4",
-                "--max-extensions", "1", "--jobs", "1", "--no-progress", "--allow-dirty", "--out", str(out)]
+                "--max-extensions", "1", "--jobs", "1", "--no-progress", "--allow-dirty", "--no-report", "--out",
+                str(out)]
         assert main(args) == 0
     finally:
         torch.set_num_threads(threads)
