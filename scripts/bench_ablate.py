@@ -4,7 +4,8 @@ Runs one small ablation (2 arms × 3 lrs × N seeds at T steps, and each run's T
 one thread, then reports, from the same invocation:
 
 - **overhead**: the invocation's wall time over the sum of its runs' own wall times (``summary.json``'s
-  ``wall_time_s``): planning, reading the runs, the analysis, the figures and the write-up on top of training;
+  ``wall_time_s``): planning, reading the runs, the analysis, the figures and the write-up on top of training
+  (``--report``: and normtrain-compare's page, whose rendering costs seconds whatever the runs' size);
 - **branch cost**: the median T/2 branch's own time over the median T run's (target ≤ 15%).
 
     python scripts/bench_ablate.py --steps 200 --seeds 2 --out /tmp/bench_ablate     # prints a table, writes JSON
@@ -28,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--d-model", type=int, default=64)
     p.add_argument("--out", default="/tmp/normtrain_bench_ablate")
     p.add_argument("--json", default=None, help="also write the figures here")
+    p.add_argument("--report", action="store_true", help="count report/report.html too (normtrain-compare's page, "
+                                                         "seconds of rendering whatever the runs' size)")
     args = p.parse_args(argv)
 
     import torch
@@ -41,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
            "model.seq_len=64", "train.batch_size=8", f"train.max_steps={args.steps}", "train.eval_every=0",
            "train.eval_windows=128", "optim.schedule=wsd", "optim.warmup_steps=10", "logger=none",
            "--seeds", str(args.seeds), "--grid", "3e-3,1e-2,3e-2", "--max-extensions", "0", "--jobs", "1",
-           "--no-progress", "--allow-dirty", "--out", str(out)]
+           "--no-progress", "--allow-dirty", "--out", str(out), *([] if args.report else ["--no-report"])]
     t0 = time.perf_counter()
     if ablate(cmd) != 0:
         return 1
@@ -52,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     found = {"runs": len(own["runs"]) + len(own["runs_half"]), "invocation_s": round(wall, 2),
              "runs_own_s": round(total, 2), "overhead": round(wall / total - 1, 4),
              "branch_over_t": round(statistics.median(own["runs_half"]) / statistics.median(own["runs"]), 4),
-             "steps": args.steps, "seeds": args.seeds, "d_model": args.d_model, "threads": 1}
+             "steps": args.steps, "seeds": args.seeds, "d_model": args.d_model, "threads": 1,
+             "report": args.report}
     print("| runs | invocation s | runs' own s | overhead | T/2 branch / T run |")
     print("|---|---|---|---|---|")
     print(f"| {found['runs']} | {found['invocation_s']} | {found['runs_own_s']} | {found['overhead']:+.1%} | "
