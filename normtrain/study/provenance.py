@@ -9,25 +9,18 @@ program. The message says which runs differ and what to do; nothing is deleted.
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from normtrain.util.errors import StudyError
+from normtrain.util.provenance import source_digest
 
 ENGINE = ("study", "ablate", "training/outcome.py")
 
 
 def engine_digest() -> str:
     """A digest of the decision's own code (paths and bytes)."""
-    package = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
-    for part in ENGINE:
-        root = package / part
-        for f in sorted([root] if root.is_file() else root.rglob("*.py")):
-            h.update(str(f.relative_to(package)).encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
+    return source_digest(ENGINE)
 
 
 def runs_code(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -47,13 +47,18 @@ TRAINING_CODE = ("__init__.py", "checkpoint", "config", "data", "loggers", "mode
 
 @lru_cache(maxsize=1)
 def training_code_digest() -> str:
-    """A digest of the training code's source files (paths and bytes; the same in a checkout and an installed
-    wheel): a study refuses to compare runs whose digests differ (normtrain/study/provenance.py)."""
+    """A digest of the training code's source files (the same in a checkout and an installed wheel): a study
+    refuses to compare runs whose digests differ (normtrain/study/provenance.py)."""
+    return source_digest(TRAINING_CODE)
+
+
+def source_digest(parts: tuple[str, ...]) -> str:
+    """sha256 (16 hex) over the paths and bytes of the ``.py`` files of ``parts`` (packages or files of normtrain)."""
     import hashlib
 
     package = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
-    for part in TRAINING_CODE:
+    for part in parts:
         root = package / part
         for f in sorted([root] if root.is_file() else root.rglob("*.py")):
             h.update(str(f.relative_to(package)).encode() + b"\0" + f.read_bytes() + b"\0")
