@@ -23,7 +23,6 @@ from normtrain.compare.runs import Run
 from normtrain.study import best_against_best, best_lr
 from normtrain.study.grid import Unfinished, train_grid
 from normtrain.study.plan import SEED_AXIS, Plan
-from normtrain.study.rows import run_row
 
 T_DIR, HALF_DIR = "runs", "runs_half"
 
@@ -98,14 +97,8 @@ def half_plan(spec: Spec, t: Plan, out: Path) -> BranchPlan:
 
 
 def rows_of(spec: Spec, done: list[tuple[dict[str, str], Run]], steps: int) -> list[dict[str, Any]]:
-    rows = []
-    for combo, run in done:
-        select = run.summary.get("final_select_loss")
-        rows.append({**combo, best_against_best.STEPS: steps, **run_row(run), best_against_best.SELECT: select,
-                     "select_source": "held-out windows" if select is not None else None,
-                     "training_code_digest": (run.summary.get("code") or {}).get("training_code_digest"),
-                     "run_dir": str(run.path)})
-    return rows
+    return [{**combo, best_against_best.STEPS: steps, **best_against_best.study_row(run, tail_fallback=False)}
+            for combo, run in done]
 
 
 def train_t(spec: Spec, out: Path, jobs: int, progress: bool) -> tuple[Grids, Plan, list[dict[str, Any]]]:

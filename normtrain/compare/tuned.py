@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from normtrain.compare.runs import Run, load_runs
-from normtrain.study import best_lr, report
-from normtrain.study.best_against_best import SELECT, STEPS, TRAIN_TAIL, analyse
+from normtrain.study import report
+from normtrain.study.best_against_best import STEPS, analyse, study_row
 from normtrain.study.decision import Protocol
 from normtrain.study.question import Question
-from normtrain.study.rows import run_row
 from normtrain.util.dotted import flatten
 from normtrain.util.errors import StudyError
 
@@ -36,13 +35,8 @@ def rows_of(runs: list[Run], arm_key: str, tune: str) -> list[dict[str, Any]]:
     rows = []
     for run in runs:
         config = run.summary.get("config") or run.config or {}
-        held_out = run.summary.get("final_select_loss")
-        select = held_out if held_out is not None else best_lr.selection_of(run)
         rows.append({arm_key: str(value(config, arm_key)), tune: value(config, tune), SEED: str(value(config, SEED)),
-                     STEPS: int(value(config, "train.max_steps") or 0), **run_row(run), SELECT: select,
-                     "select_source": "held-out windows" if held_out is not None else TRAIN_TAIL,
-                     "training_code_digest": (run.summary.get("code") or {}).get("training_code_digest"),
-                     "run_dir": str(run.path)})
+                     STEPS: int(value(config, "train.max_steps") or 0), **study_row(run, tail_fallback=True)})
     return rows
 
 

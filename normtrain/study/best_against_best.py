@@ -16,14 +16,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from normtrain.compare.runs import Run
 from normtrain.study import best_lr, stats
 from normtrain.study.decision import ArmChoice, Decision, Paired, Protocol, decide, paired
-from normtrain.study.rows import curve_points
+from normtrain.study.rows import curve_points, run_row
 
 SELECT = "select_loss"
 JUDGED = "final_val_loss"
 STEPS = "steps"
+HELD_OUT = "held-out windows"  # a row's select_source when its run scored the selection windows
 TRAIN_TAIL = "training loss, last 10%"  # a row's select_source when its run had no selection windows
+
+
+def study_row(run: Run, tail_fallback: bool) -> dict[str, Any]:
+    """``run_row`` plus what a study of arms reads: the selection loss (the held-out windows' at the run's end; with
+    ``tail_fallback``, a run trained without them is picked by its last 10% of training losses, and says so), the
+    training-code digest and the run folder."""
+    held_out = run.summary.get("final_select_loss")
+    tail = held_out is None and tail_fallback
+    return {**run_row(run), SELECT: best_lr.selection_of(run) if tail else held_out,
+            "select_source": HELD_OUT if held_out is not None else (TRAIN_TAIL if tail else None),
+            "training_code_digest": (run.summary.get("code") or {}).get("training_code_digest"),
+            "run_dir": str(run.path)}
 
 
 def select_or_inf(row: dict[str, Any]) -> float | None:

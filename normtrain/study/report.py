@@ -60,31 +60,30 @@ def table(spec: Spec, a: Analysis) -> str:
         best = "–" if c.best is None else f"{c.best:g}" + (" (edge)" if c.at_edge else "")
         if h is not None and h.best is not None:
             best += f" ({h.best:g} at T/2)"
-        vs_t = "baseline" if d is None else diff_text(d.at_best)
-        vs_h = "baseline" if d is None else diff_text(_half(d))
+        vs_t = "baseline" if d is None else paired_text(d.at_best)
+        vs_h = "baseline" if d is None else half_text(d.budget)
         fall = falls(a.full.rows, arm, spec.arm_key, c.best, spec.tune)
         body.append([arm, best, best_lr.range_text(list(judged.values())), vs_t, vs_h,
                      "–" if fall is None else f"{fall:.3f}", "baseline" if d is None else d.decision])
     return markdown.table(head, body)
 
 
-def _half(d: Decision):
-    """The T/2 comparison as a Paired-like record (from the budget check)."""
-    if d.budget is None or d.budget.mean_half is None:
-        return None
-    return d.budget
-
-
-def diff_text(p) -> str:
+def paired_text(p) -> str:
+    """A Paired as a table cell: the mean and the decision's interval (n)."""
     if p is None:
         return "–"
-    if hasattr(p, "low"):  # a Paired
-        if p.mean is None:
-            return f"– (n={p.n})"
-        if p.low is None:
-            return f"{p.mean:+.4f} (n={p.n}, no interval)"
-        return f"{p.mean:+.4f} [{p.low:+.4f}, {p.high:+.4f}] (n={p.n})"
-    return f"{p.mean_half:+.4f} ({p.decision_half})"
+    if p.mean is None:
+        return f"– (n={p.n})"
+    if p.low is None:
+        return f"{p.mean:+.4f} (n={p.n}, no interval)"
+    return f"{p.mean:+.4f} [{p.low:+.4f}, {p.high:+.4f}] (n={p.n})"
+
+
+def half_text(b) -> str:
+    """The T/2 comparison as a table cell, from the budget check: the mean and its decision."""
+    if b is None or b.mean_half is None:
+        return "–"
+    return f"{b.mean_half:+.4f} ({b.decision_half})"
 
 
 def checks_text(d: Decision) -> list[str]:
