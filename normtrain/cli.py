@@ -32,7 +32,6 @@ from types import CodeType
 from typing import TYPE_CHECKING, NoReturn
 
 from normtrain.util.errors import ConfigError, NormtrainError
-from normtrain.util.numbers import number
 from normtrain.util.runlog import say
 
 if TYPE_CHECKING:
@@ -56,8 +55,9 @@ def main(cfg: DictConfig) -> float | None:
         say(f"normtrain: {err}")
         sys.exit(2)
     if _rank() == 0:
-        say(f"normtrain: {summary['status']} after {summary['steps']} steps; final val loss "
-            f"{number(summary['final_val_loss'], 4, missing='n/a')}; run folder {summary['run_dir']}")
+        from normtrain.training.ending import end_line
+
+        say(end_line(summary))
     if summary["status"] == "interrupted":
         sys.exit(130)
     return summary["final_val_loss"]  # for Hydra sweepers that optimize a value
@@ -95,6 +95,9 @@ def run() -> None:
     full_error_asked = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises instead of printing: we decide how each error is shown
     StartUp.watch()
+    from normtrain.training.preemption import StartUpWatch  # no torch: signals and a thread
+
+    StartUpWatch.enabled = True  # a Ctrl-C inside one long torch call of start-up ends the command too
     try:
         _quiet_non_zero_ranks()
         _hydra_app()()

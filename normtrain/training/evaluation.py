@@ -9,6 +9,7 @@ rank.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
@@ -20,6 +21,7 @@ from normtrain.data.unigram import unigram_loss
 from normtrain.training.distributed import DistContext
 
 LN2 = math.log(2)
+EXIT_EVAL_MAX_S = 5.0  # an interrupted run is evaluated where it stopped when its last evaluation took less
 
 
 @torch.no_grad()
@@ -50,6 +52,7 @@ class Evaluation:
                                       device=ctx.device)[0][0]  # the same on every rank
         self.unigram_val_loss = unigram_loss(corpus.counts, corpus.val, starts, seq_len)
         self.select_batches = self.selection_windows(corpus, t, seq_len, ctx) if t.select_windows else None
+        self.seconds = math.inf  # how long the last ``loss`` took
 
     def selection_windows(self, corpus, t: DictConfig, seq_len: int, ctx: DistContext):
         """``train.select_windows`` held-out windows between the judged ones (this rank's share): the loss a study
@@ -68,7 +71,17 @@ class Evaluation:
         return None if self.select_batches is None else evaluate(model, self.select_batches, autocast, self.ctx)
 
     def loss(self, model: torch.nn.Module, autocast: Callable[[], AbstractContextManager]) -> float:
-        return evaluate(model, self.batches, autocast, self.ctx)
+        t0 = time.perf_counter()
+        loss = evaluate(model, self.batches, autocast, self.ctx)
+        self.seconds = time.perf_counter() - t0
+        return loss
+
+    def worth_on_exit(self, val_steps: list[int], step: int) -> bool:
+        """Whether a run interrupted after ``step`` updates is evaluated on its way out, so that its final loss is
+        not a stale one: when its last evaluation is older than ``step`` and took under ``EXIT_EVAL_MAX_S`` (every
+        CPU-scale model here; a large model's exit is not held up). The evaluation reads no random number and
+        changes no state a resume reads, so the resumed run goes on exactly as it would have."""
+        return bool(val_steps) and val_steps[-1] < step and self.seconds < EXIT_EVAL_MAX_S
 
     def bpb(self, loss: float) -> float:
         """Bits per byte of text from a loss per token, over the validation split's real byte count: tokenizers

@@ -28,7 +28,7 @@ def first_summary(cfg: DictConfig, ctx: DistContext, plain: GPT, corpus, evaluat
                   started: float) -> dict[str, Any]:
     """The summary of a built run (``plain``: its model before any wrapper), before it trains."""
     return {
-        "status": "running", "steps": 0, "diverged_at_step": None, "final_val_loss": None,
+        "status": "running", "steps": 0, "diverged_at_step": None, "final_val_loss": None, "final_val_loss_step": None,
         "last_finite_val_loss": None, "best_val_loss": None, "final_val_bpb": None,
         "n_params": plain.num_params(), "alpha": plain.alpha, "beta": plain.beta, "wall_time_s": None,
         "vocab_size": vocab_size, "device": str(ctx.device), "world_size": ctx.world_size,
@@ -57,6 +57,7 @@ def final_fields(summary: dict[str, Any], val_steps: list[int], val_losses: list
     curve = list(zip(val_steps, val_losses, strict=True)) if paired else []
     judged = labels(curve, summary["unigram_val_loss"], max_steps, diverged=diverged)
     return {**judged.as_dict(), "loss_trend": trend.as_dict(), "steps": steps_done, "final_val_loss": final,
+            "final_val_loss_step": val_steps[-1] if final is not None and paired and val_steps else None,
             "final_val_bpb": None if final is None else bpb(final),
             "last_finite_val_loss": finite[-1] if finite else None, "best_val_loss": min(finite) if finite else None}
 

@@ -55,8 +55,9 @@ from normtrain.training.debug import FaultInjector
 from normtrain.training.distributed import DistContext, autocast_for, init_distributed, wrap_model
 from normtrain.training.evaluation import Evaluation, evaluate
 from normtrain.training.flops import model_flops_per_token
+from normtrain.training.memory import check_fits
 from normtrain.training.optim import schedule_warnings
-from normtrain.training.preemption import StopRequested
+from normtrain.training.preemption import StartUpWatch, StopRequested
 from normtrain.training.reporting import Throughput, build_loggers, hydra_run_dir, run_folder_path, run_label
 from normtrain.training.resume import ResumePoint, diverged_record, experiment
 from normtrain.training.rollback import RollBack, RollbackPolicy
@@ -116,7 +117,8 @@ class Trainer:
         try:
             if self.ctx.is_main:
                 self.folder.open()
-            self.build()
+            with StartUpWatch(self.folder):  # a Ctrl-C in one long torch call still ends start-up at once
+                self.build()
             recorded = self.recorded_divergence()
             if recorded is not None:
                 return recorded
@@ -144,10 +146,12 @@ class Trainer:
     def build(self) -> None:
         """Corpus, model, optimizer, batches, evaluation, monitor and the step, seeded; the summary's fixed fields."""
         cfg, ctx, t = self.cfg, self.ctx, self.cfg.train
-        self.warn()
+        for line in (ngpt_warnings(cfg) + schedule_warnings(cfg.optim, t.max_steps)) if ctx.is_main else []:
+            say(f"normtrain: warning: {line}")  # settings that run but confound what the run measures, said once
         seed_everything(t.seed)
         self.corpus = corpus_for(cfg, ctx)
         self.vocab_size = vocab_size(cfg, self.corpus.vocab_size)  # the corpus's, unless model.vocab_size pads it
+        check_fits(cfg, self.vocab_size, ctx.device, ctx.world_size)  # exit 2 before the model is allocated
         plain = GPT(model_config(cfg, vocab=self.vocab_size)).to(ctx.device, dtype=stored_dtype(cfg))
         self.norm_impl = self.guard_norms(plain)
         self.model = wrap_model(plain, ctx, t.strategy)
@@ -171,12 +175,6 @@ class Trainer:
                                      global_batch=self.global_batch, accumulation=self.accumulation,
                                      ckpt_format=self.ckpt_format, norm_impl=self.norm_impl, run_dir=self.run_dir,
                                      started=self.started)
-
-    def warn(self) -> None:
-        """Settings that run but confound what the run measures, said once (rank 0) before it starts."""
-        if self.ctx.is_main:
-            for line in ngpt_warnings(self.cfg) + schedule_warnings(self.cfg.optim, self.cfg.train.max_steps):
-                say(f"normtrain: warning: {line}")
 
     def guard_norms(self, model: GPT) -> Choice:
         """norm.impl=auto runs Triton only once it matched torch here (normtrain/ops/guard.py); the choice and its
@@ -312,9 +310,8 @@ class Trainer:
         return self.record_divergence(diverged_at, step)
 
     def evaluate(self) -> dict[str, float]:
-        t0 = time.perf_counter()
         loss = self.evaluation.loss(self.model, self.autocast)
-        self.throughput.exclude(time.perf_counter() - t0)
+        self.throughput.exclude(self.evaluation.seconds)
         self.val_losses.append(loss)
         self.val_steps.append(self.steps_done)
         self.bar.set_postfix_str(f"val {loss:.3f}", refresh=False)
@@ -375,14 +372,17 @@ class Trainer:
 
     # --- finish
     def finish(self) -> None:
-        """The last checkpoint (between steps, not diverged), committed, and the summary; runs shielded from
-        signals."""
+        """The last checkpoint (between steps, not diverged), committed; an interrupted run's loss where it stopped,
+        when cheap (``Evaluation.worth_on_exit``); the summary. Runs shielded from signals."""
         self.bar.close()
         try:
             if self.summary["status"] != "failed" and not self.in_step:
                 self.checkpoint(final=True)  # also records a divergence after the last log step
             if self.summary["status"] != "failed":
                 self.checkpointer.wait()
+            if self.summary["status"] == "interrupted" and not self.in_step and self.evaluation.worth_on_exit(
+                    self.val_steps, self.steps_done):
+                self.evaluate()
         finally:
             self.finalize_summary()
             if self.ctx.is_main:
