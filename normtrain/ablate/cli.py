@@ -48,9 +48,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--max-extensions", type=int, default=MAX_EXTENSIONS,
                    help=f"points an arm's grid may grow by at an edge (default {MAX_EXTENSIONS})")
     p.add_argument("--jobs", type=int, default=None, help="runs at a time, each single-threaded (default: one per "
-                                                          "core)")
+                                                          "core; on a GPU as many as fit its free memory)")
     p.add_argument("--budget", type=float, default=None,
-                   help="minutes: train the most seeds (up to --seeds) whose runs fit, and say what did not")
+                   help="minutes: the most seeds (down to 5), then the 3 central grid values, then fewer "
+                        "seeds, whose runs fit; says what it could not buy")
     p.add_argument("--out", default=None, help="the ablation's folder (default ablations/KEY-A-B)")
     p.add_argument("--plan-only", action="store_true", help="print the runs and the time they take, then stop")
     p.add_argument("--allow-dirty", action="store_true",
@@ -168,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         spec = with_group(spec_of(args))
         out = Path(args.out or Path("ablations") / spec.name)
-        jobs = args.jobs or workers()
+        jobs = args.jobs or default_jobs(spec, workers())
         claim_folder(out, spec, dry=True)
         if args.plan_only or args.budget is not None:
             spec = plan(spec, out, jobs, args.budget, args.plan_only)
@@ -191,26 +192,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def plan(spec: Spec, out: Path, jobs: int, budget: float | None, show: bool) -> Spec:
-    """Measure the runs' time here, print the plan, and with ``budget`` cut the seeds to what fits (saying so)."""
-    from dataclasses import replace
+def default_jobs(spec: Spec, cores: int) -> int:
+    """One run per core on a CPU; on a GPU as many as fit its free memory (normtrain/ablate/estimate.py)."""
+    from normtrain.ablate.estimate import gpu_jobs
 
-    from normtrain.ablate.estimate import calibrate, estimate, seeds_for
+    return gpu_jobs(spec, cores) or cores
+
+
+def plan(spec: Spec, out: Path, jobs: int, budget: float | None, show: bool) -> Spec:
+    """Measure the runs' time here, print the plan, and with ``budget`` cut seeds and grid to what fits (saying
+    what it could not buy)."""
+    from normtrain.ablate.estimate import calibrate, estimate, fit_budget
 
     print(f"{PROG}: timing two short runs of the baseline on this machine ...", file=sys.stderr)
     timing = calibrate(spec, jobs)
     found = estimate(spec, out, jobs, timing)
     if budget is not None:
-        n, found = seeds_for(spec, out, jobs, timing, budget)
-        if n == 0:
-            raise StudyError(f"--budget {budget:g}: even 2 seeds take about {found.elapsed_s / 60:.1f} min at --jobs "
-                              f"{jobs}; give a larger budget, fewer grid points (--grid) or fewer steps")
-        if n < len(spec.seeds):
-            print(f"{PROG}: --budget {budget:g} min buys {n} of the {len(spec.seeds)} seeds asked (each further seed "
-                  f"about {found.per_extension_s * len(spec.grid) / max(1, n) / 60:.1f} min); the decision's "
-                  "interval is wider for it. A later invocation with a larger budget adds the rest (finished runs "
-                  "reused)", file=sys.stderr)
-        spec = replace(spec, seeds=spec.seeds[:n])
+        fitted = fit_budget(spec, out, jobs, timing, budget)
+        if fitted is None:
+            raise StudyError(f"--budget {budget:g}: even 2 seeds at 3 values of {spec.tune} take more at --jobs "
+                             f"{jobs} (the full plan: about {found.elapsed_s / 60:.1f} min); give a larger budget "
+                             "or fewer steps")
+        if fitted.missed:
+            print(f"{PROG}: --budget {budget:g} min could not buy " + "; nor ".join(fitted.missed) + ". A later "
+                  "invocation with a larger budget adds them (finished runs reused)", file=sys.stderr)
+        spec, found = fitted.spec, fitted.found
     print(f"{PROG}: {spec.name}: {found.text(spec)}")
     if show:
         for arm in spec.arms:

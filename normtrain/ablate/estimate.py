@@ -7,7 +7,11 @@ part plus T steps plus its further evaluations (each about the fixed part's eval
 a step per window batch: a forward pass of the same windows); a T/2 decay branch costs the fixed part and the steps
 after its branch point. ``--jobs`` single-threaded runs share the machine, so the elapsed time is the runs' own
 time over the jobs. Runs already finished in the folder are not counted. Extensions at an edge are not known in
-advance: the plan names their cost per point.
+advance: the plan names their cost per point. On a GPU the same two runs time the device itself (they replace
+the assumed figures ``--scale gpu`` plans with), and ``--jobs`` defaults to the runs that fit its free memory.
+
+``--budget`` (:func:`fit_budget`) buys seeds first down to 5, then trims the grid to its three central values, then
+fewer seeds, and says what it could not buy.
 """
 
 from __future__ import annotations
@@ -116,12 +120,77 @@ def estimate(spec: Spec, out: Path, jobs: int, timing: Timing) -> Estimate:
                     len(spec.seeds) * (t_s + h_s) / max(1, jobs))
 
 
-def seeds_for(spec: Spec, out: Path, jobs: int, timing: Timing, minutes: float) -> tuple[int, Estimate]:
-    """The most seeds (up to the spec's) whose runs fit ``minutes`` at ``jobs``; 0 when not even 2 fit."""
+STATED_SEEDS = 5  # below this the decision's interval is wide; the budget keeps 5 before it keeps the whole grid
+GRID_FLOOR = 3  # the fewest values a best can be read from (one each side of it)
+
+
+@dataclass
+class Fitted:
+    """What a budget buys: the spec to run, its estimate, and in words what the budget could not buy."""
+
+    spec: Spec
+    found: Estimate
+    missed: list[str]
+
+
+def central(grid: tuple[float, ...], n: int = GRID_FLOOR) -> tuple[float, ...]:
+    """The ``n`` values around the grid's middle (the config's own value, by the default grid)."""
+    ordered = sorted(grid)
+    start = max(0, min(len(ordered) - n, len(ordered) // 2 - n // 2))
+    return tuple(ordered[start:start + n])
+
+
+def choices(spec: Spec) -> list[Spec]:
+    """Candidate specs, most preferred first: every seed asked down to 5 at the full grid, then at the 3 central
+    values, then fewer than 5 seeds (full grid, then central): seeds before grid points while 5 or more remain, as
+    5 seeds give the decision a usable interval and 3 values still locate a best (an edge is extended)."""
     from dataclasses import replace
 
-    for n in range(len(spec.seeds), 1, -1):
-        found = estimate(replace(spec, seeds=spec.seeds[:n]), out, jobs, timing)
+    asked = len(spec.seeds)
+    grids = [spec.grid] + ([central(spec.grid)] if len(spec.grid) > GRID_FLOOR else [])
+    many = range(asked, min(asked, STATED_SEEDS) - 1, -1)
+    few = range(min(asked, STATED_SEEDS) - 1, 1, -1)
+    return [replace(spec, grid=g, seeds=spec.seeds[:n]) for part in (many, few) for g in grids for n in part]
+
+
+def fit_budget(spec: Spec, out: Path, jobs: int, timing: Timing, minutes: float) -> Fitted | None:
+    """The most preferred of ``choices`` whose runs fit ``minutes`` at ``jobs`` (None: not even 2 seeds of 3
+    values fit), with what it leaves out. Extensions at an edge are not in the budget: the plan names their cost."""
+    for option in choices(spec):
+        found = estimate(option, out, jobs, timing)
         if found.elapsed_s <= minutes * 60:
-            return n, found
-    return 0, estimate(replace(spec, seeds=spec.seeds[:2]), out, jobs, timing)
+            return Fitted(option, found, missed(spec, option, found))
+    return None
+
+
+def missed(asked: Spec, got: Spec, found: Estimate) -> list[str]:
+    lost = []
+    if len(got.seeds) < len(asked.seeds):
+        per_seed = found.per_extension_s * len(got.grid) / max(1, len(got.seeds))
+        lost.append(f"seeds {', '.join(map(str, asked.seeds[len(got.seeds):]))} (about {per_seed / 60:.1f} min "
+                    "each): the interval is wider for it")
+    if dropped := [v for v in asked.grid if v not in got.grid]:
+        lost.append(f"{asked.tune} values {', '.join(f'{v:g}' for v in dropped)} (an arm whose best lands at an "
+                    "edge of the central three is still extended)")
+    return lost
+
+
+GPT2_VOCAB = 50304  # a sizing bound for a tokenizer other than bytes: its vocabulary is read only once data loads
+SAFETY = 0.8  # of the free memory: the estimate leaves out allocator slack and the evaluation batches
+
+
+def gpu_jobs(spec: Spec, cores: int) -> int | None:
+    """On a GPU, the runs that fit its free memory side by side (by normtrain/training/memory.py's estimate of the
+    largest arm), at most one per core; None on a CPU (one run per core)."""
+    import torch
+
+    from normtrain.config import compose
+    from normtrain.training.memory import available, estimate
+
+    cfgs = [compose([*spec.shared, f"{spec.arm_key}={arm}"]) for arm in spec.arms]
+    if not torch.cuda.is_available() or str(cfgs[0].train.device).startswith("cpu"):
+        return None
+    vocab = 257 if cfgs[0].data.get("tokenizer", "bytes") == "bytes" else GPT2_VOCAB
+    need = max(estimate(cfg, vocab).total() for cfg in cfgs)
+    free, _ = available(torch.device("cuda"))
+    return max(1, min(cores, int(free * SAFETY // max(need, 1.0))))

@@ -33,7 +33,7 @@ from normtrain.reproduce.index import update_index
 from normtrain.reproduce.writeup import write
 from normtrain.study.grid import Unfinished
 from normtrain.study.plan import SCALES, SEED_AXIS, SMOKE_OVERRIDES, Plan, expand, seed_list, smoke_grid, sweep_axes
-from normtrain.study.preregistration import declaration, declaration_files
+from normtrain.study.preregistration import analysis_files, declaration, declaration_files
 from normtrain.util.atomic import write_text
 
 PROG = "normtrain-reproduce"
@@ -166,7 +166,8 @@ def validate_plan(plan: Plan, grid: dict[str, list[str]]) -> None:
 def reproduce(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bool = False,
               overrides: Sequence[str] = (), out: str | Path | None = None, runs_dir: str | Path | None = None,
               fresh: bool = False, progress: bool = True, jobs: int | None = None,
-              budget: float = DEFAULT_BUDGET_MIN, device: Device | None = None) -> dict[str, Any]:
+              budget: float = DEFAULT_BUDGET_MIN, device: Device | None = None,
+              allow_dirty: bool = False) -> dict[str, Any]:
     """Run experiment ``name`` end to end; returns what ``result.json`` holds plus ``readme`` (its path). At
     --scale gpu an invocation whose budget ran out before the plan's last run returns ``verdict: unfinished``."""
     from normtrain.util.provenance import code_state
@@ -179,6 +180,7 @@ def reproduce(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
                              "a result must name the code that ran it, so commit them first (git status shows "
                              "what changed), or use --smoke to try the pipeline")
     record = declaration(declaration_files(name))  # read before any run: what was declared when the runs began
+    code["analysis_code"] = declaration(analysis_files(name))
     if not smoke and record.get("dirty") is not False:
         print(f"{PROG}: warning: the checks of {name} ({', '.join(record['files'])}) are not committed; the "
               "result will say so", file=sys.stderr)
@@ -189,6 +191,8 @@ def reproduce(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
         rows = exp.measure(plan)
     except Unfinished as err:
         return unfinished(plan, err, time.time() - started, started_at)
+    if exp.registration.protocol >= 5 and not smoke:
+        code["runs_code"] = runs_provenance(rows, allow_dirty, plan.runs_dir)
     plan.phase("analysing the runs")
     findings = exp.analyse(rows, plan)
     timing = {"wall_time_s": time.time() - started, "reused_run_time_s": plan.reused_s, "jobs": plan.jobs,
@@ -202,6 +206,18 @@ def reproduce(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
         update_index(plan.out.parent / "README.md", order=list(EXPERIMENTS))
     result = json.loads((plan.out / "result.json").read_text())
     return {**result, "readme": readme}
+
+
+def runs_provenance(rows: list[dict[str, Any]], allow_dirty: bool, runs_dir: Path) -> dict[str, Any]:
+    """Protocol v5: runs trained by different training code, or from uncommitted code (unless ``allow_dirty``), are
+    refused before any analysis (exit 2, nothing deleted)."""
+    from normtrain.study.provenance import refuse_mixed
+    from normtrain.util.errors import StudyError
+
+    try:
+        return refuse_mixed(rows, allow_dirty, str(runs_dir))
+    except StudyError as err:
+        raise ReproduceError(str(err)) from None
 
 
 def begin_budget(plan: Plan, budget: float) -> None:
@@ -261,6 +277,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--jobs", type=int, default=None, help="runs at a time, each a single-threaded process "
                                                           "(default: one per core at --scale cpu; the plan's at gpu)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--allow-dirty", action="store_true",
+                   help="protocol v5: accept runs trained from uncommitted code (the result says so); runs trained "
+                        "by different training code are refused whatever this says")
     return p.parse_intermixed_args(argv)  # overrides may come after the options
 
 
@@ -312,7 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 estimates.append(show_plan(name, args))
                 continue
             result = reproduce(name, args.scale, args.seeds, args.smoke, args.overrides, args.out, args.runs_dir,
-                               args.fresh, not args.no_progress, args.jobs, args.budget)
+                               args.fresh, not args.no_progress, args.jobs, args.budget,
+                               allow_dirty=args.allow_dirty)
         except ReproduceError as err:
             print(f"{PROG}: {err}", file=sys.stderr)
             return 2

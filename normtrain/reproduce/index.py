@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from normtrain.reproduce.writeup import markdown_table
+from normtrain.study.claim import verdict_words
 from normtrain.util.atomic import write_text
 
 BEGIN, END = "<!-- reproduce:begin -->", "<!-- reproduce:end -->"
@@ -50,7 +51,7 @@ def secondary_cell(result: dict[str, Any]) -> str:
 
 
 def verdict_cell(result: dict[str, Any]) -> str:
-    text = f"**{result['verdict']}**"
+    text = f"**{verdict_words(result)}**"
     if result.get("agrees_with_cpu") is False:
         text += f" (the CPU result: {result.get('cpu_verdict')})"
     return text

@@ -44,7 +44,20 @@ def code_provenance(rows: list[dict[str, Any]], analysis: dict[str, Any]) -> dic
               "analysis_dirty": analysis.get("code_dirty")}
     if analysis.get("why_unknown") and not commits:
         record["why_unknown"] = analysis["why_unknown"]
+    if found := analysis.get("analysis_code"):  # the experiment's module, the engine and outcome.py
+        record["analysis_code"] = {k: found.get(k) for k in ("files", "digest", "commit", "committed_at", "dirty")}
+        record["analysis_code"]["history"] = found.get("history") or []  # trimmed by result_record
+    if runs := analysis.get("runs_code"):  # protocol v5: the runs' training code, checked to be one and committed
+        record["runs_code"] = runs
     return record
+
+
+def analysis_changed_after(provenance: dict[str, Any], first: str) -> None:
+    """Keep, of the analysis code's history, the commits that changed it after the first run began."""
+    found = provenance.get("analysis_code")
+    if found is not None:
+        found["changed_after_runs"] = registered_then_changed(found, first)["changed"]
+        del found["history"]
 
 
 def execution(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -79,11 +92,13 @@ def result_record(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findi
         "pilot": asdict(reg.pilot) if reg.pilot else None, "pilot_outcome_known": reg.label == "after_pilot",
         "pilot_seeds_rerun": reg.reused_seeds(seeds), "reported": list(reg.reported),
         "provenance": {**code_provenance(rows, code), "declaration": declaration},
+        **({"v5": judged.v5} if judged.v5 else {}),
         "execution": execution(rows) if rows else None,
         "guard": judged.guard.as_dict() if judged.guard else None,
         "checks": [c.as_dict() for c in judged.checks],
         "cells": stats.cell_counts(rows, axes) if trained else None,
     }
+    analysis_changed_after(record["provenance"], first)
     if judged.protocol >= 4:
         record.update(primary=judged.role("primary")[0].as_dict(),
                       secondary=[c.as_dict() for c in judged.role("secondary")],

@@ -23,6 +23,7 @@ from typing import Any
 from normtrain.reproduce import records
 from normtrain.reproduce.runner import Experiment, Findings
 from normtrain.study import stats
+from normtrain.study.claim import details_text, verdict_words
 from normtrain.study.plan import SEED_AXIS, STEPS_AXIS, Plan
 from normtrain.study.preregistration import Registration
 from normtrain.study.verdicts import CheckResult, Judgement, decide
@@ -169,6 +170,12 @@ def registration_section(reg: Registration, judged: Judgement, result: dict[str,
 
 
 def protocol_text(protocol: int) -> str:
+    if protocol >= 5:
+        return ("**Protocol v5** (rules: normtrain/study/claim.py). The primary check alone decides, from the 90% t "
+                "interval over seeds: *reproduced* when it clears the threshold, *not reproduced* only when it "
+                "excludes the smallest effect of interest, otherwise *inconclusive (underpowered)*; the call must "
+                "hold with a near-tied runner-up lr and at half the steps. Every check names its source (the "
+                "paper, a secondary source, or ours).")
     if protocol >= 4:
         return ("**Protocol v4.** The primary check states the paper's claim and alone decides *reproduced* or *not "
                 "reproduced*; secondary checks are reported beside the verdict and change nothing; a failed (or "
@@ -264,7 +271,7 @@ def results_section(findings: Findings, result: dict[str, Any], figures: list[st
 
 
 def verdict_section(judged: Judgement, result: dict[str, Any], findings: Findings, discussion: str) -> str:
-    parts = [f"## Verdict: {judged.verdict}", f"Why: {judged.why}."]
+    parts = [f"## Verdict: {verdict_words(result)}", f"Why: {judged.why}."]
     header = ["check", "measured here (median, its interval or range over seeds or repeats; how many pass)", "holds"]
     if judged.protocol >= 4:
         primary = judged.role("primary")[0]
@@ -282,6 +289,8 @@ def verdict_section(judged: Judgement, result: dict[str, Any], findings: Finding
         if judged.guard is not None:
             parts.append(f"Trainability guard: {MARK[judged.guard.ok]} ({judged.guard.measured()}).")
         parts.append(check_table(header, judged.checks))
+    if judged.v5:
+        parts.append(details_text(judged.v5))
     parts += [findings.key, *(["Notes:\n\n" + "".join(f"- {n}\n" for n in findings.notes)] if findings.notes else []),
               rerun_text(result.get("rerun")), agreement_text(result), failures(judged, discussion)]
     return "\n\n".join(p for p in parts if p)

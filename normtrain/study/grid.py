@@ -19,9 +19,12 @@ from normtrain.study.plan import Plan
 
 
 def code_of(code: dict | None) -> dict[str, Any]:
-    """A run's ``code_commit`` and ``code_dirty`` columns (normtrain/util/provenance.py)."""
+    """A run's ``code_commit`` and ``code_dirty`` columns (normtrain/util/provenance.py), and its
+    ``training_code_digest`` where the run recorded one (runs before it have no such column: their runs.csv
+    re-renders unchanged)."""
     code = code or {}
-    return {"code_commit": code.get("code_commit"), "code_dirty": code.get("code_dirty")}
+    digest = {"training_code_digest": code["training_code_digest"]} if code.get("training_code_digest") else {}
+    return {"code_commit": code.get("code_commit"), "code_dirty": code.get("code_dirty"), **digest}
 
 
 class Unfinished(Exception):  # noqa: N818 (a state, not an error: the budget ran out first)

@@ -39,7 +39,8 @@ OPS = {">=": lambda v, t: v >= t, "<=": lambda v, t: v <= t, ">": lambda v, t: v
        "between": lambda v, t: t[0] <= v <= t[1]}
 LABELS = ("before_runs", "after_pilot")
 TESTS = ("sign_test", "t_test")  # one-sided tests on the per-seed values, decided at normtrain.study.significance
-DECIDE = ("median", "median_ci", *TESTS)  # or a share of the seeds in (0, 1]
+INTERVAL = "interval"  # v5: the 90% t interval's three-way call (normtrain/study/claim.py)
+DECIDE = ("median", "median_ci", *TESTS, INTERVAL)  # or a share of the seeds in (0, 1]
 SOURCES = ("paper", "secondary", "ours")  # the paper's own number; another source's report; our hypothesis
 
 
@@ -65,7 +66,11 @@ class Rule:
       of n seeds", never a CI; fewer than 3 values are not judged;
     - ``"sign_test"`` / ``"t_test"`` (one-sided ops only): the exact sign test / the t-test of the values against
       the threshold, in the op's direction, has p ≤ 0.05 (with 5 seeds the sign test needs all 5);
-    - a fraction: at least that share of the seeds satisfies it (e.g. 0.8 = 4 of 5).
+    - a fraction: at least that share of the seeds satisfies it (e.g. 0.8 = 4 of 5);
+    - ``"interval"`` (protocol v5): the 90% t interval of the mean holds when it clears the threshold, fails
+      only when it excludes every effect of at least ``sesoi`` (the smallest effect of interest, in the quantity's
+      units, past the threshold in the claim's direction; its ``basis`` says why that size), and is otherwise not
+      judged (underpowered): normtrain/study/claim.py.
 
     A two-sided band (``between``: "flat", "comparable", "bounded") must say in ``basis`` why it is that wide; a
     band on a paired difference takes its width from the spread of the paired differences (stats.paired_sd), not
@@ -80,8 +85,13 @@ class Rule:
     decide: str | float = "median"
     basis: str = ""  # why this threshold (required for a band)
     source: str = PAPER_BY_DEFAULT
+    sesoi: float | None = None  # v5 "interval": the smallest effect of interest (for a band: None)
 
     def __post_init__(self) -> None:
+        if self.decide == INTERVAL and self.op != "between" and not (
+                isinstance(self.sesoi, (int, float)) and self.sesoi >= 0 and self.basis):
+            raise ValueError(f"rule {self.id}: an interval rule names its smallest effect of interest (sesoi ≥ 0, "
+                             "in the quantity's units) and its basis: only an interval that excludes it refutes")
         if self.op not in OPS:
             raise ValueError(f"rule {self.id}: op {self.op!r}; allowed: {', '.join(OPS)}")
         if self.decide not in DECIDE and not (isinstance(self.decide, float) and 0 < self.decide <= 1):
@@ -102,7 +112,9 @@ class Rule:
                  "median_ci": f"the median's 95% bootstrap interval over {unit}, all of it (with 5 {unit} or fewer "
                               f"that interval is the range of the {unit}: every {one})",
                  "sign_test": f"a one-sided sign test over {unit} at p ≤ 0.05",
-                 "t_test": f"a one-sided t-test over {unit} at p ≤ 0.05"}
+                 "t_test": f"a one-sided t-test over {unit} at p ≤ 0.05",
+                 INTERVAL: f"the 90% t interval of the mean over {unit}, all of it (refuted only where it excludes "
+                           f"an effect of {self.sesoi if self.sesoi is not None else 0:g} past the threshold)"}
         how = named.get(self.decide) or f"at least {self.decide:.0%} of the {unit}"
         return f"{self.quantity} {bound}: {how}, at every condition measured"
 
@@ -156,7 +168,8 @@ class Registration:
     secondary: tuple[Rule, ...] = ()  # v4: reported beside the verdict
     preconditions: tuple[Rule, ...] = ()  # v4: must hold for the comparison to mean anything
     infeasible: tuple[tuple[str, str], ...] = ()  # v4: (scale, why the claim cannot be tested there)
-    version: int | None = None  # 5: protocol v5's registration rules apply (normtrain/study/decision.py)
+    version: int | None = None  # 5: protocol v5's registration rules apply (normtrain/study/claim.py)
+    no_budget: str = ""  # v5: why the primary does not depend on the training budget (none: it is measured at T/2)
 
     def __post_init__(self) -> None:
         if self.label not in LABELS:
@@ -180,15 +193,24 @@ class Registration:
         if bad := [scale for scale, _ in self.infeasible if scale not in ("cpu", "gpu")]:
             raise ValueError(f"infeasible scales {bad}; allowed: cpu, gpu")
         if self.version is not None and self.version >= 5:
-            unnamed = [r.id for _, r in self.checks() if r.source is PAPER_BY_DEFAULT]
-            if unnamed:
-                raise ValueError(f"protocol v5: checks {', '.join(unnamed)} do not name their source; give "
-                                 f"source= one of {', '.join(SOURCES)} (a claim with no paper number behind it is "
-                                 "'secondary' or 'ours')")
+            self._check_v5()
+
+    def _check_v5(self) -> None:
+        unnamed = [r.id for _, r in self.checks() if r.source is PAPER_BY_DEFAULT]
+        if unnamed:
+            raise ValueError(f"protocol v5: checks {', '.join(unnamed)} do not name their source; give "
+                             f"source= one of {', '.join(SOURCES)} (a claim with no paper number behind it is "
+                             "'secondary' or 'ours')")
+        if self.primary.decide != INTERVAL:
+            raise ValueError(f"protocol v5: the primary check {self.primary.id} is decided by decide='interval' "
+                             "(a stated error rate, and refutation only by an interval that excludes the smallest "
+                             f"effect of interest), not {self.primary.decide!r}")
 
     @property
     def protocol(self) -> int:
-        return 4 if self.primary is not None else 3
+        if self.primary is None:
+            return 3
+        return 5 if (self.version or 0) >= 5 else 4
 
     def checks(self) -> list[tuple[str, Rule]]:
         """``(role, rule)`` in the order they are reported: v4's primary, secondary, preconditions; v3's rules
@@ -219,6 +241,16 @@ def declaration_files(name: str) -> list[Path]:
 
     experiments = Path(__file__).resolve().parents[1] / "reproduce"  # the experiments' package, beside the engine
     return [experiments / "preregistered" / f"{name}.py", Path(config_dir()) / "experiment" / f"{name}.yaml"]
+
+
+def analysis_files(name: str) -> list[Path]:
+    """The code a reproduction's verdict rests on beside its declaration: the experiment's module, the engine
+    (this package) and the run labels' thresholds (training/outcome.py). Recorded apart from the declaration (whose
+    digest tells a rerun of one design from a new one), so a result says whether the analysis changed after its
+    runs began."""
+    package = Path(__file__).resolve().parents[1]
+    return [package / "reproduce" / f"{name}.py", *sorted((package / "study").glob("*.py")),
+            package / "training" / "outcome.py"]
 
 
 def declaration(files: list[Path]) -> dict[str, Any]:

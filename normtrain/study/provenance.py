@@ -25,11 +25,17 @@ def engine_digest() -> str:
 
 def runs_code(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What the runs were trained by: their training-code digests, commits and how many were dirty."""
-    digests = Counter(str(r.get("training_code_digest")) for r in rows if r.get("run_dir"))
-    commits = Counter(str(r.get("code_commit")) for r in rows if r.get("run_dir"))
-    dirty = [r["run_dir"] for r in rows if r.get("code_dirty") is True]
+    trained = [r for r in rows if r.get("run_dir") or "status" in r]  # a forward-only row trained nothing
+    digests = Counter(str(r.get("training_code_digest")) for r in trained)
+    commits = Counter(str(r.get("code_commit")) for r in trained)
+    dirty = [r.get("run_dir") or describe(r) for r in trained if r.get("code_dirty") is True]
     return {"training_code_digests": dict(digests), "code_commits": dict(commits), "dirty_runs": len(dirty),
             "dirty_examples": dirty[:3]}
+
+
+def describe(row: dict[str, Any]) -> str:
+    """A row without its folder, by its grid values."""
+    return " ".join(f"{k}={v}" for k, v in row.items() if "." in k and not isinstance(v, float | dict))
 
 
 def refuse_mixed(rows: list[dict[str, Any]], allow_dirty: bool, where: str) -> dict[str, Any]:
@@ -38,9 +44,13 @@ def refuse_mixed(rows: list[dict[str, Any]], allow_dirty: bool, where: str) -> d
     found = runs_code(rows)
     problems = []
     digests = found["training_code_digests"]
+    if "None" in digests and len(digests) > 1:
+        problems.append(f"{digests['None']} run(s) recorded no training-code digest (trained before it was recorded)"
+                        ", so nothing asserts they ran the same training code as the others")
+        digests = {d: n for d, n in digests.items() if d != "None"}
     if len(digests) > 1:
         listed = ", ".join(f"{d} ({n} runs)" for d, n in digests.items())
-        problems.append(f"the runs were trained by different training code: digests {listed}. Run the ablation "
+        problems.append(f"the runs were trained by different training code: digests {listed}. Train them "
                         f"again into a new folder (--out), or delete the runs of the old code from {where}")
     if found["dirty_runs"] and not allow_dirty:
         problems.append(f"{found['dirty_runs']} run(s) were trained from a checkout with uncommitted changes (e.g. "

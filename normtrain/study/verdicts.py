@@ -12,6 +12,10 @@ The verdict (:func:`decide`):
   (undertrained)*, a failed or unmeasured precondition *inconclusive (precondition)*, and an after-pilot
   re-registration that reran its pilot's seeds *inconclusive (pilot seeds reused)*: a deterministic rerun is no new
   evidence. Secondary checks are reported beside it and change nothing.
+- **v5**: as v4 up to the primary, which is then read from its interval (normtrain/study/claim.py): reproduced,
+  not reproduced only where the interval excludes the smallest effect of interest, else inconclusive
+  (underpowered), and the call must hold at a near-tied lr and at half the steps. A seed-share rule says its
+  chance of passing by luck alone (``chance``: 12.5% for every one of 3 seeds).
 - **v3** (:func:`verdict`, for the registrations made before v4): every check alike, "partly reproduced" when some
   held.
 """
@@ -21,10 +25,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from normtrain.study.preregistration import OPS, TESTS, Registration, Rule
+from normtrain.study import claim
+from normtrain.study.preregistration import INTERVAL, OPS, TESTS, Registration, Rule
 from normtrain.study.significance import ALPHA, sign_test, t_test
 from normtrain.study.stats import interval, median_ci
 from normtrain.util.numbers import number
@@ -58,10 +63,15 @@ class CheckResult:
                 passed = "holds" if c["passing"] else "fails"
                 parts.append(f"{number(c['median'])} (one value over all seeds: {passed}){where}")
                 continue
+            if self.rule.decide == INTERVAL:
+                parts.append(interval_text(c) + where)
+                continue
             found = c.get("interval")
             spread = f" ({found['label']} {number(found['low'])} to {number(found['high'])})" if found else ""
             test = self.test_text(c)
-            parts.append(f"median {number(c['median'])}{spread}, {c['passing']}/{c['n']} {self.unit} pass{test}{where}")
+            chance = f" (by luck alone: {c['chance']:.1%})" if c.get("chance") is not None else ""
+            parts.append(f"median {number(c['median'])}{spread}, {c['passing']}/{c['n']} {self.unit} pass{chance}"
+                         f"{test}{where}")
         return "; ".join(parts)
 
     def test_text(self, c: dict[str, Any]) -> str:
@@ -82,18 +92,30 @@ class CheckResult:
                 "unit": self.unit, "conditions": self.conditions}
 
 
+def interval_text(c: dict[str, Any]) -> str:
+    t = c.get("t_interval") or {}
+    if t.get("low") is None:
+        return f"{c['n']} value(s): no interval"
+    return (f"mean {number(t['mean'])} ({t['level']:.0%} t interval {number(t['low'])} to {number(t['high'])}, "
+            f"n={c['n']}): {t['call']}")
+
+
 def _finite_or_inf(v: float | None) -> bool:
     return v is not None and not (isinstance(v, float) and math.isnan(v))
 
 
-def judge(rule: Rule, values: Values | None, unit: str = "seeds", role: str = "check") -> CheckResult:
+def judge(rule: Rule, values: Values | None, unit: str = "seeds", role: str = "check",
+          chance: bool = False) -> CheckResult:
     """Apply ``rule`` to the per-seed ``values`` of its quantity (a missing value does not count either way);
-    ``unit`` names what the values are when they are not seeds (``"repeats"`` of a timing)."""
+    ``unit`` names what the values are when they are not seeds (``"repeats"`` of a timing); ``chance`` (v5): a
+    seed-share rule records its chance of passing by luck."""
     result = CheckResult(rule, unit=unit, role=role)
     outcomes = []
     for cond, seeds in (values or {}).items():
         vals = [float(v) for v in seeds.values() if _finite_or_inf(v)]
         result.conditions[cond] = {"per_seed": dict(seeds), **condition(rule, vals, unit)}
+        if chance and isinstance(rule.decide, float) and vals:
+            result.conditions[cond]["chance"] = claim.chance_all_pass(len(vals), rule.decide)
         outcomes.append(result.conditions[cond]["ok"])
     judged = [o for o in outcomes if o is not None]
     result.ok = None if not judged or len(judged) < len(outcomes) else all(judged)
@@ -113,6 +135,10 @@ def condition(rule: Rule, vals: list[float], unit: str) -> dict[str, Any]:
         ok = bool(test(median, rule.threshold))
     elif rule.decide == "median_ci":  # fewer than 3 values have no interval: not judged
         ok = None if ci is None else bool(test(ci[0], rule.threshold) and test(ci[1], rule.threshold))
+    elif rule.decide == INTERVAL:
+        found = claim.interval_call(rule.op, rule.threshold, rule.sesoi, vals)
+        ok = {claim.HOLDS: True, claim.REFUTED: False}.get(found.call)
+        tests["t_interval"] = asdict(found)
     elif rule.decide in TESTS:
         p = tests["sign_p" if rule.decide == "sign_test" else "t_p"]
         ok = None if p is None else p <= ALPHA
@@ -153,6 +179,7 @@ class Judgement:
     guard: CheckResult | None
     verdict: str
     why: str
+    v5: dict[str, Any] | None = None  # the primary's interval calls, selection and budget checks (claim.py)
 
     def role(self, role: str) -> list[CheckResult]:
         return [c for c in self.checks if c.role == role]
@@ -162,12 +189,19 @@ def decide(reg: Registration, measured: Mapping[str, Values], unit_of, scale: st
            seeds: list[int] = ()) -> Judgement:
     """Judge every declared check on ``measured`` (quantity → condition → seed → value; ``unit_of(quantity)``
     names its unit) and reach the verdict of the registration's protocol."""
-    checks = [judge(rule, measured.get(rule.quantity), unit_of(rule.quantity), role) for role, rule in reg.checks()]
-    guard = judge(reg.guard.rule(), measured.get(reg.guard.quantity), role="precondition") if reg.guard else None
+    v5 = reg.protocol >= 5
+    checks = [judge(rule, measured.get(rule.quantity), unit_of(rule.quantity), role, chance=v5)
+              for role, rule in reg.checks()]
+    guard = (judge(reg.guard.rule(), measured.get(reg.guard.quantity), role="precondition", chance=v5)
+             if reg.guard else None)
     if reg.protocol < 4:
         return Judgement(3, checks, guard, verdict(checks, guard), why_v3(checks, guard))
     text, why = verdict_v4(checks, guard, reg.infeasible_at(scale), reg.reused_seeds(list(seeds)))
-    return Judgement(4, checks, guard, text, why)
+    if not v5 or text not in ("reproduced", "not reproduced", "not judged"):
+        return Judgement(reg.protocol, checks, guard, text, why)
+    held, why, details = claim.judge_primary(reg.primary, dict(measured), reg.no_budget)
+    text = held or {claim.HOLDS: "reproduced", claim.REFUTED: "not reproduced"}[details["call"]]
+    return Judgement(5, checks, guard, text, why, details)
 
 
 def why_v3(checks: list[CheckResult], guard: CheckResult | None) -> str:

@@ -174,5 +174,5 @@ def test_a_v5_registration_names_the_source_of_every_check():
     assert primary.source == "paper"
     with pytest.raises(ValueError, match="do not name their source"):
         Registration(**fields, primary=primary, version=5)
-    named = Rule("gap", "a is better", "gap", ">", 0.0, "t_test", source="ours")
+    named = Rule("gap", "a is better", "gap", ">", 0.0, "interval", "nats", source="ours", sesoi=0.02)
     assert Registration(**fields, primary=named, version=5).primary.source == "ours"
