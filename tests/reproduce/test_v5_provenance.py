@@ -49,3 +49,38 @@ def test_the_analysis_code_covers_the_experiment_the_engine_and_outcome_and_is_r
     changed = provenance["analysis_code"]["changed_after_runs"]
     assert "history" not in provenance["analysis_code"]
     assert len(changed) == len(record["history"])  # every commit of the analysis code came after such a run
+
+
+def v5_of(reg):
+    """A registration as protocol v5 would declare it: every source named, the primary decided by its interval."""
+    from dataclasses import replace
+
+    named = lambda r: replace(r, source="paper")  # noqa: E731
+    primary = replace(reg.primary, decide="interval", sesoi=0.02, basis=reg.primary.basis or "a test's effect")
+    return replace(reg, primary=named(primary), secondary=tuple(map(named, reg.secondary)),
+                   preconditions=(), guard=None, version=5)  # no guard: a smoke's runs reach the primary
+
+
+@pytest.mark.slow
+def test_a_v5_reproduction_is_decided_and_written_by_the_v5_rules(text_corpus, tmp_path, monkeypatch):
+    """deepnet_depth's registration declared as v5 (without its guard and preconditions, which a 4-step smoke
+    fails), run as a smoke: the write-up, result.json and the verdict come from normtrain/study/claim.py (one
+    seed: no interval, so *inconclusive (underpowered)*, never a verdict word)."""
+    import json
+
+    from normtrain.reproduce.cli import EXPERIMENTS, reproduce
+    from normtrain.study import claim
+
+    exp = EXPERIMENTS["deepnet_depth"]
+    monkeypatch.setattr(exp, "registration", v5_of(exp().registration))
+    local = ["data=local_text", f"data.path={text_corpus}", "model.seq_len=32", "model.d_model=32",
+             "model.n_heads=2", "model.d_ff=null"]
+    result = reproduce("deepnet_depth", smoke=True, overrides=local, out=tmp_path / "out",
+                       runs_dir=tmp_path / "runs", progress=False)
+    saved = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert saved["protocol"] == 5 and result["verdict"] == claim.UNDERPOWERED
+    assert "no interval" in saved["verdict_why"] and saved["v5"]["conditions"]
+    assert saved["primary"]["decide"] == "interval" and "analysis_code" in saved["provenance"]
+    readme = (tmp_path / "out" / "README.md").read_text()
+    assert "**Protocol v5**" in readme and "Protocol v5 checks of the primary" in readme
+    assert "- budget stability" in readme
