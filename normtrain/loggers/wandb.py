@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import netrc
 import os
+import shlex
 import uuid
 import warnings
 from pathlib import Path
@@ -21,6 +22,8 @@ from normtrain.util.events import event_row
 from normtrain.util.runlog import say
 
 DEFAULT_HOST = "https://api.wandb.ai"
+CLOUD_HOSTS = ("wandb.ai", "forge.coreweave.com")  # W&B's cloud, under its two names
+CLOUD_TEXT = "your W&B server (wandb.ai by default, or WANDB_BASE_URL)"
 
 
 def wandb_mode(mode: str) -> tuple[str, str]:
@@ -35,11 +38,35 @@ def wandb_mode(mode: str) -> tuple[str, str]:
     try:
         source = key_source(host)
     except Exception as err:  # noqa: BLE001 - wandb rejects the key's format: a login would fail too
-        return "offline", f"the API key for {host} is not valid ({err})"
+        return "offline", f"the API key for {server_text(host)} is not valid ({err})"
     if source:
-        return "online", f"wandb has an API key for {host} ({source})"
-    return "offline", (f"no API key for {host} (neither WANDB_API_KEY nor a netrc entry for its host); "
-                       f"`wandb login --host {host}` logs the next runs online")
+        return "online", f"wandb has an API key for {server_text(host)} ({source})"
+    login = "wandb login" if is_wandb_cloud(host) else f"wandb login --host {host}"
+    return "offline", (f"no API key for {server_text(host)}: neither WANDB_API_KEY nor a netrc entry for its host; "
+                       f"`{login}` logs the next runs online")
+
+
+def is_wandb_cloud(host: str) -> bool:
+    """Whether ``host`` is W&B's own cloud: api.wandb.ai, or the name newer wandb gives the same service
+    (api.forge.coreweave.com, wandb 0.31's default), which a user who signed up at wandb.ai may not recognise."""
+    return (urlsplit(host).hostname or "").removeprefix("api.") in CLOUD_HOSTS
+
+
+def server_text(host: str) -> str:
+    """The server as a user knows it: W&B's cloud by the name of its accounts, any other server by its URL."""
+    return CLOUD_TEXT if is_wandb_cloud(host) else host
+
+
+def sync_hint(folders: list[Path], host: str) -> str:
+    """The command that uploads a run saved offline. A resumed run has one folder per process that wrote it, all
+    with the run's id: ``wandb sync`` given them all uploads them into that one run, oldest first (wandb 0.31's
+    ``wandb sync --help``: files of one run are synced in order of start time)."""
+    command = "wandb sync " + " ".join(shlex.quote(str(f)) for f in folders)
+    to = f"to {server_text(host)}"
+    if len(folders) > 1:
+        return (f"W&B run saved offline in {len(folders)} folders, one per process that wrote it (it was resumed); "
+                f"upload them as one run {to} with: {command}")
+    return f"W&B run saved offline; upload it {to} with: {command}"
 
 
 def wandb_host() -> str:
@@ -81,7 +108,9 @@ class WandbLogger:
         import wandb
 
         self._wandb = wandb
-        # one W&B run per run folder: a resumed run continues the same W&B run
+        # One W&B run per run folder: a resumed run continues the same W&B run (its id, resume="allow"; "must"
+        # would fail online where the first process logged offline and its folder is not synced yet). Offline,
+        # wandb opens a folder per process, each marked resumable; `wandb sync` of them all makes the one run.
         id_file = Path(run_dir) / "wandb_run_id"
         run_id = id_file.read_text().strip() if id_file.is_file() else uuid.uuid4().hex[:12]
         write_text(id_file, run_id)
@@ -130,11 +159,10 @@ class WandbLogger:
         if charts := self.layer_panels():
             self.run.log({"step": summary.get("steps") or 0, **charts})
         offline = self.run.settings.mode == "offline"
-        wandb_dir = Path(self.run.dir).parent.parent  # <run_dir>/wandb/offline-run-*/files
+        wandb_dir = Path(self.run.dir).parent.parent  # <run_dir>/wandb/offline-run-<date>_<time>-<id>/files
         self.run.finish(exit_code=0 if summary.get("status") in ("completed", "diverged") else 1)
         if offline:  # a resumed run has one offline folder per process that wrote it: sync them all
-            folders = " ".join(str(p) for p in sorted(wandb_dir.glob("offline-run-*")))
-            say(f"W&B run saved offline; upload it with: wandb sync {folders}")
+            say(sync_hint(sorted(wandb_dir.glob(f"offline-run-*-{self.run.id}")), wandb_host()))
 
 
 def ablation_summary(cfg, group: str, out: Path, decisions: dict[str, str], verdict_md: str) -> None:

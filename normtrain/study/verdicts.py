@@ -229,3 +229,20 @@ def verdict_v4(checks: list[CheckResult], guard: CheckResult | None, infeasible:
         return "not judged", f"the primary check {primary.rule.id} was not measured"
     held = "held" if primary.ok else "failed"
     return ("reproduced" if primary.ok else "not reproduced"), f"the primary check {primary.rule.id} {held}"
+
+
+def protocol_text(protocol: int) -> str:
+    """A registration's protocol in words, for its README."""
+    if protocol >= 5:
+        return ("**Protocol v5** (rules: normtrain/study/claim.py). The primary check alone decides, from the 90% t "
+                "interval over seeds: *reproduced* when it clears the threshold, *not reproduced* only when it "
+                "excludes the smallest effect of interest, otherwise *inconclusive (underpowered)*; the call must "
+                "hold with a near-tied runner-up lr and at half the steps. Every check names its source (the "
+                "paper, a secondary source, or ours).")
+    if protocol >= 4:
+        return ("**Protocol v4.** The primary check states the paper's claim and alone decides *reproduced* or *not "
+                "reproduced*; secondary checks are reported beside the verdict and change nothing; a failed (or "
+                "unmeasured) precondition makes the verdict *inconclusive*. Checks marked *ours* test our own "
+                "hypotheses, not the paper's.")
+    return ("**Protocol v3** (registered before v4): every check weighs alike, and the verdict is *partly "
+            "reproduced* when some hold. Under v4 one primary check would decide; this registration has none.")

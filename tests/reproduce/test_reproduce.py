@@ -17,6 +17,7 @@ from normtrain.reproduce import EXPERIMENTS, reproduce, writeup
 from normtrain.reproduce.cli import ReproduceError, main, make_plan
 from normtrain.reproduce.gpu_scale import ASSUMED_H100
 from normtrain.reproduce.index import BEGIN, END, update_index
+from normtrain.reproduce.layout import relayout
 from normtrain.reproduce.writeup import verdict_section
 from normtrain.reproduce.xiong_grad_init import GradInit, profile_slope
 from normtrain.study import best_lr
@@ -57,6 +58,10 @@ def test_every_experiment_runs_end_to_end_in_smoke_mode(name, local, tmp_path):
     assert "Smoke run" in readme and "## Verdict" in readme and f"normtrain-reproduce {name} --smoke" in readme
     pngs = [p.name for p in out.glob("*.png")]
     assert pngs and all(f"]({p})" in readme for p in pngs)
+    head = readme.splitlines()[:15]  # the first screen: the verdict, why, our number and the first figure
+    assert f"## Verdict: {result['verdict']}" in head and result["key"] in head
+    assert any(line.startswith("![") for line in head) and readme.index("## Results") < readme.index("## Registration")
+    assert relayout(readme, result) == readme  # the writer's order is layout.py's
     assert not (tmp_path / "README.md").exists()  # a smoke run never touches the experiments index
     exp = EXPERIMENTS[name]()
     seed = plan.grid.get("train.seed", ["0"])[0]  # a smoke run keeps the grid's first seed
