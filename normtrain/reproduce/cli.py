@@ -310,7 +310,7 @@ def show_plan(name: str, args: argparse.Namespace) -> CpuEstimate | Plan | None:
     if args.scale == "cpu":
         return show_cpu_plan(name, args)
     plan = make_plan(name, "gpu", args.seeds, args.smoke, args.overrides, args.out, args.runs_dir, args.fresh,
-                     False, args.jobs, args.budget, None if Device.detect() else ASSUMED_H100)
+                     False, args.jobs, args.budget, None if Device.detect() else ASSUMED_H100, args.quick)
     return plan
 
 

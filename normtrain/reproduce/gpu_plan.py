@@ -80,7 +80,9 @@ class GpuPlan:
     def text(self) -> str:
         """The plan in a few lines, for the terminal and the README."""
         growth = ", ".join(f"{k} × {v:g}" for k, v in self.scale_up.items())
-        return (f"{self.name} at --scale gpu, budget {self.budget_min:g} min on {self.device['name']}: "
+        default = (" (the default)" if self.budget_min <= DEFAULT_BUDGET_MIN else " (the default: the least that holds "
+                   "the lowest rung)") if self.budget_default else ""
+        return (f"{self.name} at --scale gpu, budget {self.budget_min:g} min{default} on {self.device['name']}: "
                 f"{self.rung['seeds']} seeds, steps × {self.rung['steps']:g} (rung {self.rung['index']} of the "
                 f"ladder), {self.jobs} runs side by side (≈ {self.memory_gib_per_run:.1f} GiB each); the model and "
                 f"its tokens against the CPU scale: {growth}; estimated {self.estimate_s / 60:.1f} min"

@@ -110,7 +110,7 @@ def interactive_report(exp: Experiment, plan: Plan, path: Path) -> str:
     try:
         # grouped by the grid's axes: runs that a later commit logged with more config keys stay one group
         page = report_page(folders, by=[axis for axis in plan.grid if axis != SEED_AXIS],
-                           title=f"{exp.title}: every run", max_bytes=COMMITTED_MAX,
+                           title=marks.title(plan, f"{exp.title}: every run"), max_bytes=COMMITTED_MAX,
                            root=plan.runs_dir)  # a committed page names no machine's paths
     except CompareError as err:
         return f"No interactive report: {err}."

@@ -76,7 +76,7 @@ def test_every_output_of_a_smoke_run_says_smoke_and_none_scolds_its_settings(loc
     said = capsys.readouterr()
     assert said.out.splitlines()[-2].startswith("deepnet_depth: SMOKE run, not a result")
     assert "warm-up" not in said.err and "warning" not in said.err
-    assert (out / "README.md").read_text().startswith("# SMOKE: ")
+    assert (out / "README.md").read_text().startswith("# SMOKE: ") and "SMOKE: " in (out / "report.html").read_text()
     assert json.loads((out / "result.json").read_text())["smoke"] is True
     pngs = list(out.glob("*.png"))
     assert pngs and all(Image.open(p).info.get("Title", "").startswith("SMOKE") for p in pngs)
@@ -153,6 +153,7 @@ def test_a_quick_run_gives_the_direction_against_the_full_result_and_no_verdict(
     assert set(direction["conditions"]) == {"L=18", "L=24"} and direction["full_verdict"] == "reproduced"
     readme = (out / "README.md").read_text()
     assert readme.startswith("# QUICK: ") and "## Verdict: no verdict (quick: one seed)" in readme
+    assert "QUICK: " in (out / "report.html").read_text()
     assert "## What this quick run can and cannot show" in readme and "It cannot show an interval" in readme
     pngs = list(out.glob("*.png"))
     assert pngs and all(Image.open(p).info.get("Title", "").startswith("QUICK") for p in pngs)
