@@ -120,6 +120,7 @@ class ModelUpdate(Experiment):
               "the residual stream before the final norm (Post-LN and DeepNorm have none: their last block's "
               "output, the model's F in the paper), the same for the logits (`update/logit_change`), KL(p_θ0 ‖ "
               "p_θt) per token (`update/output_kl`), and the gradient norms, in all and per block.")
+    lr_tuned = False  # the lrs are the design: --quick keeps every one
     gpu_recipe = Recipe(lengthen=False)  # the first 100 steps are the design: more seeds, never longer runs
 
     def keeps(self, combo: dict[str, str]) -> bool:

@@ -1,6 +1,11 @@
 """The GPU scale's plan for one experiment: the grown configs, the rung the budget buys, ``plan.json``, and what
 the runs measured (normtrain/reproduce/gpu_scale.py has the model of time and memory behind it).
 
+Without a ``--budget`` the budget is the default, ``DEFAULT_BUDGET_MIN``, or, where the lowest rung of the
+ladder (the fewest seeds the checks can judge, at the CPU scale's steps) needs more, the least that holds it
+(:func:`default_budget`): the default plan always fits. The planner never buys a fit with fewer seeds or a
+narrower grid: below 3 seeds the rules cannot judge, and the grid is the registered design.
+
 ``plan.json`` lives in the results folder (``experiments/NAME-gpu/``) with the runs' summaries and metrics
 (``runs/``, no checkpoints). A later invocation reads it and runs what is left, so a plan larger than one
 invocation's budget finishes over several; it never re-plans unless asked (``--fresh``), so a finished run is
@@ -19,6 +24,7 @@ from typing import Any
 
 from normtrain.reproduce.gpu_scale import (
     ASSUMPTIONS,
+    MIN_SEEDS,
     SAFETY,
     STEP_KEYS,
     Device,
@@ -29,8 +35,10 @@ from normtrain.reproduce.gpu_scale import (
     wall_s,
 )
 from normtrain.study.plan import SEED_AXIS, Plan, seed_list
+from normtrain.util import markdown
 
 PLAN_JSON = "plan.json"
+DEFAULT_BUDGET_MIN = 8.0  # minutes on one H100/H200: the default where the lowest rung fits in it
 
 
 class PlanMismatch(ValueError):
@@ -54,6 +62,7 @@ class GpuPlan:
     scale_up: dict[str, float]  # width, depth, tokens and their product over the CPU scale
     overrides: list[str]  # the user's overrides the plan was made with
     fits: bool = True  # False: even the lowest rung needs more than the budget (several invocations finish it)
+    budget_default: bool = False  # no --budget: DEFAULT_BUDGET_MIN, or the least the lowest rung needs
     assumptions: list[str] = field(default_factory=lambda: list(ASSUMPTIONS))
     created_at: str = ""
     measured: dict[str, Any] = field(default_factory=dict)
@@ -71,7 +80,9 @@ class GpuPlan:
     def text(self) -> str:
         """The plan in a few lines, for the terminal and the README."""
         growth = ", ".join(f"{k} × {v:g}" for k, v in self.scale_up.items())
-        return (f"{self.name} at --scale gpu, budget {self.budget_min:g} min on {self.device['name']}: "
+        default = (" (the default)" if self.budget_min <= DEFAULT_BUDGET_MIN else " (the default: the least that holds "
+                   "the lowest rung)") if self.budget_default else ""
+        return (f"{self.name} at --scale gpu, budget {self.budget_min:g} min{default} on {self.device['name']}: "
                 f"{self.rung['seeds']} seeds, steps × {self.rung['steps']:g} (rung {self.rung['index']} of the "
                 f"ladder), {self.jobs} runs side by side (≈ {self.memory_gib_per_run:.1f} GiB each); the model and "
                 f"its tokens against the CPU scale: {growth}; estimated {self.estimate_s / 60:.1f} min"
@@ -123,9 +134,9 @@ def growth(cpu: Size, gpu: Size) -> dict[str, float]:
 
 
 def make(name: str, recipe: Recipe, base: list[str], grid: dict[str, list[str]], keep, overrides: list[str],
-         budget_min: float, device: Device) -> GpuPlan:
+         budget_min: float | None, device: Device) -> GpuPlan:
     """The highest rung of the ladder whose estimated wall time fits ``SAFETY`` of the budget (the lowest when
-    none does), with its configs, packing and growth."""
+    none does), with its configs, packing and growth; ``budget_min`` None: :func:`default_budget`."""
     from normtrain.config import compose
 
     cpu_plan = Plan(name, "cpu", False, base, grid, Path("."), Path("."), keep=keep)
@@ -136,17 +147,17 @@ def make(name: str, recipe: Recipe, base: list[str], grid: dict[str, list[str]],
     probe = Plan(name, "gpu", False, [*base, *over], {**axes, SEED_AXIS: seeds}, Path("."), Path("."), keep=keep)
     combos = probe.combos()
     sizes = _sizes(probe, combos)
-    chosen = None
+    defaulted, chosen = budget_min is None, []
     for index, rung in enumerate(rungs):
         runs = [replace(sizes[_key(c)], steps=round(sizes[_key(c)].steps * rung.steps)) for c in combos
                 if c[SEED_AXIS] in seeds[:rung.seeds]]
         jobs = packing(runs, device, len(runs))
         estimate = wall_s(runs, device, jobs, recipe)
-        if chosen is None or estimate <= SAFETY * budget_min * 60:
-            chosen = (index, rung, jobs, estimate, max(r.memory_gib() for r in runs))
-        if estimate > SAFETY * budget_min * 60:
+        budget_min = default_budget(estimate) if budget_min is None else budget_min
+        if chosen and estimate > SAFETY * budget_min * 60:
             break
-    index, rung, jobs, estimate, memory = chosen
+        chosen.append((index, rung, jobs, estimate, max(r.memory_gib() for r in runs)))
+    index, rung, jobs, estimate, memory = chosen[-1]
     over, axes = grow(cpu_cfg, grid, recipe, rung.steps)
     axes[SEED_AXIS] = seeds[:rung.seeds]
     gpu_cfg = compose([*base, *over, *(f"{k}={v[0]}" for k, v in axes.items())])
@@ -154,8 +165,32 @@ def make(name: str, recipe: Recipe, base: list[str], grid: dict[str, list[str]],
                    rung={"index": index, "seeds": rung.seeds, "steps": rung.steps}, base=[*base, *over], grid=axes,
                    jobs=jobs, memory_gib_per_run=round(memory, 2), estimate_s=round(estimate, 1),
                    scale_up=growth(Size.of(cpu_cfg), Size.of(gpu_cfg)), overrides=list(overrides),
-                   fits=estimate <= SAFETY * budget_min * 60,
+                   fits=estimate <= SAFETY * budget_min * 60, budget_default=defaulted,
                    created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+def default_budget(lowest_s: float) -> float:
+    """The budget without a --budget: ``DEFAULT_BUDGET_MIN``, or the whole minutes whose ``SAFETY`` share holds the
+    lowest rung's estimate ``lowest_s`` where that is more."""
+    return max(DEFAULT_BUDGET_MIN, float(math.ceil(lowest_s / (SAFETY * 60) - 1e-9)))
+
+
+def table(plans: list[tuple[GpuPlan, int]]) -> str:
+    """The plans (each with its number of runs) in a few lines for the terminal: per experiment the runs, seeds, the
+    factor on the steps, the runs side by side, the estimate, the budget and whether it fits (plan.json, or --json,
+    holds the rest)."""
+    rows = [[p.name, str(runs), str(p.rung["seeds"]), f"{p.rung['steps']:g}", str(p.jobs),
+             f"{p.memory_gib_per_run:.1f}", f"{p.estimate_s / 60:.1f}",
+             f"{p.budget_min:g}" + (" (default)" if p.budget_default else ""),
+             "yes" if p.fits else f"no: {invocations_needed(p)} invocations"] for p, runs in plans]
+    lines = [f"--scale gpu on {plans[0][0].device['name']}; minutes estimated from assumed throughput, not measured:",
+             markdown.table(["experiment", "runs", "seeds", "steps ×", "side by side", "GiB a run", "estimate min",
+                             "budget min", "fits"], rows, [False, True, True, True, True, True, True, True, False])]
+    if any(p.budget_default and p.budget_min > DEFAULT_BUDGET_MIN for p, _ in plans):
+        lines.append(f"(default): {DEFAULT_BUDGET_MIN:g} min, or the least that holds the smallest plan the checks "
+                     f"can judge ({MIN_SEEDS} seeds at the CPU scale's steps) where that needs more.")
+    lines.append("The assumptions, the growth and the configs: --json (what plan.json will hold).")
+    return "\n".join(lines)
 
 
 def _key(combo: dict[str, str]) -> tuple:

@@ -74,7 +74,7 @@ def update_index(index: Path, order: list[str] = ()) -> None:
     results = []
     for path in sorted(index.parent.glob("*/result.json")):
         r = json.loads(path.read_text())
-        if not r.get("smoke"):
+        if not (r.get("smoke") or r.get("quick")):  # a pipeline check or a one-seed look is no result
             results.append((path.parent.name, r))
     rank = {name: i for i, name in enumerate(order)}
     results.sort(key=lambda item: (rank.get(item[1].get("name"), len(rank)), item[1].get("scale") == "gpu",

@@ -23,7 +23,8 @@ from typing import Any
 from normtrain.util.atomic import write_text
 
 # section name -> the start of its heading, in the order the README shows them
-SECTIONS = {"verdict": "## Verdict", "results": "## Results", "claim": "## The claim", "method": "## What we ran",
+SECTIONS = {"verdict": "## Verdict", "quick": "## What this quick run can and cannot show", "results": "## Results",
+            "claim": "## The claim", "method": "## What we ran",
             "registration": "## Registration", "history": "## Check history"}
 CLAIM = "**The claim.** "
 FIGURE = "!["

@@ -113,6 +113,7 @@ class LRSensitivity(Experiment):
               "peak learning rates 3e-4 … 3e-1. Pre-LN with and without QK-norm at 2, 8 and 24 layers (at 24 on "
               "the grid's top six learning rates) and Post-LN at 2 and 8, evaluated every 5%. The attention "
               "logits are logged every 10 steps (max q·k/√d_head per layer on one sequence).")
+    lr_tuned = False  # the lrs are the design: --quick keeps every one
     gpu_recipe = Recipe()
 
     def keeps(self, combo: dict[str, str]) -> bool:

@@ -51,6 +51,8 @@ class Experiment:
     method: ClassVar[str]  # how we test it, in Markdown
     gpu_recipe: ClassVar[Recipe] = Recipe()  # how the model grows at --scale gpu (normtrain/reproduce/gpu_scale.py)
     keep_checkpoints: ClassVar[bool] = False
+    lr_tuned: ClassVar[bool] = True  # the lr axis is tuned (each arm judged at its own best): --quick runs one lr
+    # per arm; False where the lrs are the design itself (a sensitivity over the grid, multiples of a best lr)
 
     def keeps(self, combo: dict[str, str]) -> bool:
         """Which runs of the grid's full product the experiment runs (a plain ``-m`` sweep runs them all)."""

@@ -111,6 +111,7 @@ class SoftcapVsQKNorm(Experiment):
               "(factor 2; Muon's matrices at 2× it). The best stable lr of each optimizer is the `none` arm's best "
               "by the rule " + best_lr.RULE + "; every arm is read at 1×, 2× and 4× of it. Seeds 0–4 (both and "
               "QK-Clip: 0–2).")
+    lr_tuned = False  # the lrs are the design: --quick keeps every one
     gpu_recipe = Recipe()
 
     def keeps(self, combo: dict[str, str]) -> bool:

@@ -17,10 +17,12 @@ from omegaconf import DictConfig
 
 SCALES = ("cpu", "gpu")
 SEED_AXIS = "train.seed"
-SMOKE_OVERRIDES = ["train.max_steps=4", "train.eval_every=0", "train.eval_batches=1", "train.eval_windows=8",
-                   "monitor.every=2"]
+SMOKE_STEPS = 4  # a smoke run's length, in steps
+SMOKE_OVERRIDES = [f"train.max_steps={SMOKE_STEPS}", "train.eval_every=0", "train.eval_batches=1",
+                   "train.eval_windows=8", "monitor.every=2"]
 SMOKE_LONGEST = 40  # a smoke run's longest run, in steps, where the run length is an axis of the grid
 STEPS_AXIS = "train.max_steps"
+WARMUP_AXIS = "optim.warmup_steps"
 
 
 @dataclass
@@ -42,6 +44,7 @@ class Plan:
     jobs: int = 1  # runs at a time, each in its own single-threaded process (1: in this process)
     deadline: float | None = None  # time.monotonic() after which no run starts (the GPU scale's budget)
     budget: Any = None  # the GPU scale's plan (normtrain.reproduce.gpu.GpuPlan), None at cpu
+    quick: Any = None  # --quick's choice of lrs (normtrain.reproduce.quick.QuickPlan), None otherwise
     tool: str = "normtrain-reproduce"  # the command whose phases are said (normtrain-ablate's runs too)
 
     def phase(self, text: str) -> None:
@@ -82,6 +85,32 @@ def smoke_grid(grid: dict[str, list[str]]) -> dict[str, list[str]]:
         longest = max(int(v) for v in small[STEPS_AXIS])
         small[STEPS_AXIS] = [str(max(1, round(int(v) * SMOKE_LONGEST / longest))) for v in small[STEPS_AXIS]]
     return small
+
+
+def smoke_settings(cfg: DictConfig, grid: dict[str, list[str]]) -> tuple[list[str], dict[str, list[str]]]:
+    """A smoke run's overrides and grid (``cfg``: the registered config the grid's runs share). Its warm-up
+    shrinks with its steps, in proportion (100 of 1000 registered steps: 1 of the smoke's 4; a warm-up of 0 stays
+    0, one of more at least 1), along a warm-up axis value by value.
+
+    Shrinking it is the honest choice: a smoke run that kept the registered 100-step warm-up over its 4 steps would
+    train at 1.7% of its lr and never reach the decay, which the trainer rightly warns about; silencing that
+    warning for the smoke's runs would hide that the smoke checked a schedule that is all ramp. Shrunk, the smoke
+    runs the schedule's whole shape (ramp, peak, decay), and says nothing about settings it chose itself; a
+    warm-up a user sets is shrunk with the rest, since the smoke's length is the smoke's choice too."""
+    registered = max(int(v) for v in grid[STEPS_AXIS]) if STEPS_AXIS in grid else int(cfg.train.max_steps)
+    small = smoke_grid(grid)
+    steps = max(int(v) for v in small[STEPS_AXIS]) if STEPS_AXIS in small else SMOKE_STEPS
+    factor = min(1.0, steps / max(registered, 1))
+    overrides = list(SMOKE_OVERRIDES)
+    if WARMUP_AXIS in small:
+        small[WARMUP_AXIS] = [str(_shrunk(v, factor)) for v in small[WARMUP_AXIS]]
+    elif cfg.optim.warmup_steps:
+        overrides.append(f"{WARMUP_AXIS}={_shrunk(cfg.optim.warmup_steps, factor)}")
+    return overrides, small
+
+
+def _shrunk(steps, factor: float) -> int:
+    return 0 if int(steps) == 0 else max(1, round(int(steps) * factor))
 
 
 def _slug(value: str) -> str:

@@ -3,6 +3,10 @@
 matplotlib is used through ``Figure`` objects (Agg), never ``pyplot``. Each seed is a thin line (or a small
 point) and the mean over seeds a thick one, so the spread is visible; loss figures carry the unigram line.
 
+A figure drawn inside ``marked(text)`` (a smoke or a quick run's) carries ``text`` across it, large and faint,
+and in its PNG's ``Title``: a figure of a few steps or one seed never passes for a result's, wherever it is
+copied to.
+
 These stay matplotlib while compare's figures are Vega-Lite specs (normtrain.compare.paper): a reproduction's
 figures are PNGs only, with no interactive twin to drift from, and each experiment module draws its own axes
 through these helpers, so moving them would rewrite every experiment's figure code for no second source removed.
@@ -10,8 +14,10 @@ through these helpers, so moving them would rewrite every experiment's figure co
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import io
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +32,17 @@ NORM_COLORS = {"layernorm": "#1f77b4", "rmsnorm": "#ff7f0e", "prmsnorm": "#2ca02
                "dyt": "#9467bd"}
 NORM_STYLES = {"layernorm": "-", "rmsnorm": "--", "prmsnorm": ":", "batchnorm": "-."}
 SEED_ALPHA, SEED_LW, MEAN_LW = 0.35, 0.8, 2.0
+_MARK: contextvars.ContextVar[str | None] = contextvars.ContextVar("figure_mark", default=None)
+
+
+@contextlib.contextmanager
+def marked(text: str | None) -> Iterator[None]:
+    """Every figure saved inside it carries ``text`` (None: no mark)."""
+    token = _MARK.set(text)
+    try:
+        yield
+    finally:
+        _MARK.reset(token)
 
 
 def figure(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3.2):
@@ -39,8 +56,14 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3
 def save(fig, path: Path) -> None:
     from normtrain.util.pngs import write_png
 
+    if mark := _MARK.get():  # as large as fits across the figure (a bold glyph is about 0.65 of its size wide)
+        width, height = (72 * v for v in fig.get_size_inches())
+        size = min(0.35 * height, 0.85 * width / (0.65 * len(mark)))
+        fig.text(0.5, 0.5, mark, ha="center", va="center", rotation=12, fontsize=size, color="#d62728", alpha=0.25,
+                 weight="bold", zorder=10)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})  # no version string (or URL) in it
+    metadata = {"Software": None, **({"Title": mark} if mark else {})}  # no version string (or URL) in it
+    fig.savefig(buf, format="png", dpi=100, metadata=metadata)
     write_png(path, buf.getvalue())
 
 

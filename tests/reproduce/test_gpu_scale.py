@@ -81,9 +81,9 @@ def test_runs_side_by_side_are_as_many_as_the_memory_holds_and_no_more_than_meas
 
 
 def test_without_a_gpu_the_plan_is_shown_for_an_assumed_one_and_a_run_is_refused(capsys, tmp_path):
-    assert main(["norm_types", "--scale", "gpu", "--plan-only", "--out", str(tmp_path)]) == 0
+    assert main(["norm_types", "--scale", "gpu", "--plan-only", "--out", str(tmp_path), "--json"]) == 0
     out = capsys.readouterr().out
-    assert "budget 8 min" in out and "(assumed: no GPU on this machine)" in out and '"jobs": 8' in out
+    assert '"budget_min": 8.0' in out and "(assumed: no GPU on this machine)" in out and '"jobs": 8' in out
     assert not (tmp_path / "plan.json").exists()  # shown, not saved
     if Device.detect() is None:
         assert main(["norm_types", "--scale", "gpu", "--out", str(tmp_path)]) == 2
