@@ -36,7 +36,7 @@ def test_a_committed_readme_opens_with_the_verdict_its_number_and_its_figure(fol
     text = (folder / "README.md").read_text()
     result = json.loads((folder / "result.json").read_text())
     assert not first_screen_problems(text, result, list(folder.glob("*.png")))
-    starts = [text.index(f"\n{heading}") for heading in SECTIONS.values()]
+    starts = [text.index(f"\n{heading}") for name, heading in SECTIONS.items() if name != "quick"]
     assert starts == sorted(starts), "sections out of order"  # the registration after the verdict and the results
     assert relayout(text, result) == text  # already in order: rearranging it again changes nothing
 
