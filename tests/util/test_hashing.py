@@ -30,3 +30,22 @@ def test_hashes_keep_their_values_whatever_the_block(tmp_path, monkeypatch, bloc
     assert shards.file_record(tmp_path / "big.bin") == {"size": len(BYTES), "sha256": PINNED["sha256"]}
     assert PINNED["crc"] == (zlib.crc32(TEXT), zlib.crc32(BYTES))  # the pins are the plain whole-file values
     assert PINNED["sha256"] == hashlib.sha256(BYTES).hexdigest()
+
+
+def test_the_buffer_is_no_larger_than_what_is_left_of_the_file(tmp_path):
+    """A small file gets a small buffer (671 source files once cost 0.3 s of 16 MiB allocations); the bytes read are
+    the same from a file part read, an empty one, and a stream that is no file."""
+    import io
+
+    (tmp_path / "small").write_bytes(TEXT)
+    (tmp_path / "empty").write_bytes(b"")
+    with open(tmp_path / "small", "rb") as f:
+        first = next(hashing.blocks(f))
+        assert len(first) == len(TEXT) and first.obj.__len__() == len(TEXT) + 1  # not 16 MiB
+    with open(tmp_path / "small", "rb") as f:
+        f.seek(100)
+        assert b"".join(bytes(b) for b in hashing.blocks(f)) == TEXT[100:]
+    with open(tmp_path / "empty", "rb") as f:
+        assert list(hashing.blocks(f)) == []
+    stream = io.BytesIO(BYTES)
+    assert hashing.feed(hashlib.sha256(), stream).hexdigest() == PINNED["sha256"]
