@@ -28,6 +28,7 @@ GRADIENT_RATIO = 100.0
 NEAR_UNIFORM = 0.05
 VERBS = {"diverged": "diverged", "failed": "failed (stopped with an error)",
          "collapsed": "collapsed onto the unigram line", "above the unigram line": "ended above the unigram line",
+         "on the unigram line": "ended on the unigram line",
          "stopped early": "stopped early", "learned": "learned", "completed": "completed"}
 
 
@@ -115,7 +116,14 @@ def _figures(runs: Sequence[Run], what: str, line: bool) -> str:
     if final is None or what == "failed":
         return ""
     which = "final val loss" if len(runs) == 1 else "median final val loss"
-    return f" ({which} {number(final)}" + (f", the unigram line at {number(level)})" if line and level else ")")
+    unsure = "; still falling" if what == "learned" and all(r.summary.get("undertrained") is True for r in runs) else ""
+    if what == "on the unigram line":
+        falling = {r.summary.get("undertrained") for r in runs}
+        unsure = {frozenset({True}): "; still falling",
+                  frozenset({None}): "; not labelled collapsed: too few evaluations to tell whether it had stopped "
+                                     "falling"}.get(frozenset(falling), "; not labelled collapsed")
+    return (f" ({which} {number(final)}" + (f", the unigram line at {number(level)}" if line and level else "")
+            + unsure + ")")
 
 
 def by_outcome(groups: Sequence[Group]) -> dict[str, list[tuple[Group, list[Run]]]]:
@@ -152,7 +160,7 @@ def summary(groups: Sequence[Group]) -> list[Finding]:
         early = sum(len(rs) for _, rs in found.get("stopped early", []))
         caveats = [*([f"{early} stopped before the end, unjudged"] if early else []),
                    *(["runs without a unigram baseline are not judged against one"] if "completed" in found else [])]
-        return [*out, Finding("No run diverged, failed, collapsed onto the unigram line or ended above it"
+        return [*out, Finding("No run diverged, failed, or ended on or above the unigram line"
                               + (f" ({'; '.join(caveats)})" if caveats else "") + ".")]
     for group, runs in failing:
         why = [f for f in (gradient(group, runs, learned), entropy(group, runs, learned)) if f]

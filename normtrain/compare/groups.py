@@ -23,15 +23,18 @@ TAB10 = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07
          "#bab0ac")
 FAMILIES = ("Blues", "Oranges", "Greens", "Purples", "Reds", "Greys", "YlOrBr", "PuRd", "BuGn")
 # what became of a run, the failures first (the order the report's summary names them in)
-FAILED = ("diverged", "failed", "collapsed", "above the unigram line")
+FAILED = ("diverged", "failed", "collapsed", "above the unigram line", "on the unigram line")
 OUTCOMES = (*FAILED, "stopped early", "learned", "completed")
 
 
 def outcome(run: Run) -> str:
     """What became of ``run``, in the words of the report's summary and legends: ``diverged`` or ``failed`` (its
     status), ``collapsed`` (summary.json's flag: flat on the unigram line), ``above the unigram line`` (its
-    ``above_line``), ``stopped early`` (interrupted, or killed before its summary), ``learned`` (completed below the
-    unigram line) or ``completed`` (no unigram baseline or final loss recorded to judge it by)."""
+    ``above_line``), ``stopped early`` (interrupted, or killed before its summary), ``on the unigram line`` (completed
+    there without the flag: too few evaluations to tell it had stopped falling, or still falling), ``learned``
+    (completed below the line) or ``completed`` (no unigram baseline or final loss recorded to judge it by)."""
+    from normtrain.data.unigram import on_unigram_line  # the training's own rule; here, not at import: 0.1 s
+
     if run.status in ("diverged", "failed"):
         return run.status
     if run.summary.get("collapsed") is True:
@@ -41,8 +44,9 @@ def outcome(run: Run) -> str:
     if run.status != "completed":
         return "stopped early"
     final, line = run.summary.get("final_val_loss"), run.summary.get("unigram_val_loss")
-    judged = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (final, line))
-    return "learned" if judged and final < line else "completed"
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (final, line)):
+        return "completed"
+    return "on the unigram line" if on_unigram_line(final, line) else "learned"
 
 
 @dataclass

@@ -81,9 +81,24 @@ def test_a_planted_post_ln_collapse_is_named_with_its_gradient_ratio_and_uniform
 
 
 def test_a_sweep_where_nothing_failed_says_so_and_gives_no_reasons():
-    said = sentences([learned("pre", 0.05), learned("deepnorm", 0.08)])
-    assert said[1] == "No run diverged, failed, collapsed onto the unigram line or ended above it."
+    still = learned("deepnorm", 0.08)
+    still.summary["undertrained"] = True
+    said = sentences([learned("pre", 0.05), still])
+    assert "deepnorm learned (final val loss 2.700; still falling)" in said[0]
+    assert said[1] == "No run diverged, failed, or ended on or above the unigram line."
     assert len(said) == 2 and not [s for s in said if "collapsed onto the unigram line (" in s or "factor" in s]
+
+
+def test_a_run_that_ends_on_the_line_unlabelled_is_named_as_on_it_with_its_reasons():
+    """200 steps evaluated every 100 leave no evaluation in 60-75% of the run: the training cannot label the
+    collapse (``collapsed: false``, ``undertrained: null``), but the final loss is on the line all the same."""
+    run = post_ln_collapse()
+    run.summary.update(collapsed=False, undertrained=None, final_val_loss=UNIGRAM + 0.006)
+    said = sentences([run, learned("pre", 0.05)])
+    assert said[0].startswith("Of 2 runs: post ended on the unigram line (final val loss 3.356; not labelled "
+                              "collapsed: too few evaluations to tell whether it had stopped falling)")
+    assert any(s.startswith("post: at step 199 the gradient norm falls") for s in said[1:])
+    assert any(s.startswith("post: at step 199 its attention is spread evenly") for s in said[1:])
 
 
 def test_a_failure_whose_numbers_cross_no_threshold_gets_no_reason():
