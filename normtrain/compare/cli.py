@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from normtrain.compare import page, paper, probe, report, specs, vega
+from normtrain.compare import findings, page, paper, probe, report, specs, vega
 from normtrain.compare.figdata import MIN_POINTS
 from normtrain.compare.groups import group_runs
 from normtrain.compare.labels import LabelError, label_runs, unique_slugs
@@ -42,6 +42,7 @@ class Comparison:
     files: list[Path] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    summary: list[str] = field(default_factory=list)  # the report's opening sentences (normtrain.compare.findings)
 
 
 def default_out(paths: Sequence[str]) -> Path:
@@ -64,7 +65,8 @@ def compare(paths: Sequence[str], out: str | Path | None = None, metric: str = "
     cols = report.columns(keys, runs)
     table = report.markdown(runs, cols)
     notes = [f"{run.label}: {note}" for run in runs for note in run.notes]
-    result = Comparison(runs=runs, keys=keys, table=table, skipped=skipped, notes=notes)
+    result = Comparison(runs=runs, keys=keys, table=table, skipped=skipped, notes=notes,
+                        summary=[f.text for f in findings.summary(groups)])
 
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "table.md", f"Sorted by {sorted_by}.\n\n{table}")
@@ -292,6 +294,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for line in result.notes:
         print(f"{PROG}: note: {line}", file=sys.stderr)
     print(result.table, end="")
+    for line in result.summary:
+        print(f"{PROG}: {line}", file=sys.stderr)
     out = result.files[0].parent
     print(f"{PROG}: {len(result.runs)} runs; wrote {len(result.files)} files to {out} (open {out / 'report.html'})",
           file=sys.stderr)

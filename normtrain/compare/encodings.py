@@ -4,6 +4,7 @@ line charts, the maps and the probe's charts share (one colour per group, step o
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -13,6 +14,9 @@ from normtrain.compare.groups import Group
 
 FORMAT = ".4~g"
 LOG_PARAM = {"name": "logscale", "value": False}  # the page sets it with the scale type, for the filters below
+SHAPES = ("circle", "square", "triangle-up", "diamond", "triangle-down", "cross", "triangle-right", "wye",
+          "triangle-left")
+DASHES = ([1, 0], [7, 3], [2, 2], [9, 3, 2, 3], [4, 4], [1, 4], [12, 4], [5, 2, 1, 2], [3, 6])
 
 
 @dataclass
@@ -53,7 +57,27 @@ def color(groups: Sequence[Group], symbol: str = "stroke") -> dict[str, Any]:
               else {"symbolType": symbol, "symbolSize": 120})
     return {"field": "g", "type": "nominal", "title": None,
             "scale": {"domain": [g.label for g in groups], "range": [g.color for g in groups]},
-            "legend": {"labelLimit": 320, "symbolLimit": 0, "symbolOpacity": 1, **swatch}}
+            "legend": {"labelLimit": 320, "symbolLimit": 0, "symbolOpacity": 1, **swatch, **failures(groups)}}
+
+
+def failures(groups: Sequence[Group]) -> dict[str, str]:
+    """A legend's ``labelExpr`` that says how a group's runs failed beside its label ("post (collapsed)"); none
+    when no group failed."""
+    marked = [(g.label, f"{g.label} ({g.failure})") for g in groups if g.failure]
+    if not marked:
+        return {}
+    cases = "".join(f"datum.label === {json.dumps(k)} ? {json.dumps(v)} : " for k, v in marked)
+    return {"labelExpr": cases + "datum.label"}
+
+
+def styled(groups: Sequence[Group], channel: str) -> dict[str, Any]:
+    """Each group its own marker shape (``shape``) or dash (``strokeDash``), cycled, so that a line drawn exactly
+    over another (Post-LN's and DeepNorm's activation std, both normalized after the residual sum) still shows;
+    its legend is the colour's (Vega-Lite merges the two: one entry per group, in its colour and style)."""
+    styles = SHAPES if channel == "shape" else DASHES
+    return {"field": "g", "type": "nominal", "title": None, "legend": color(groups)["legend"],
+            "scale": {"domain": [g.label for g in groups],
+                      "range": [styles[i % len(styles)] for i in range(len(groups))]}}
 
 
 def x_step() -> dict[str, Any]:

@@ -22,6 +22,31 @@ ORDER = (("placement.name", PLACEMENT_ORDER), ("norm.name", NORM_ORDER), ("model
 TAB10 = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
          "#bab0ac")
 FAMILIES = ("Blues", "Oranges", "Greens", "Purples", "Reds", "Greys", "YlOrBr", "PuRd", "BuGn")
+# what became of a run, the failures first (the order the report's summary names them in)
+FAILED = ("diverged", "failed", "collapsed", "above the unigram line", "on the unigram line")
+OUTCOMES = (*FAILED, "stopped early", "learned", "completed")
+
+
+def outcome(run: Run) -> str:
+    """What became of ``run``, in the words of the report's summary and legends: ``diverged`` or ``failed`` (its
+    status), ``collapsed`` (summary.json's flag: flat on the unigram line), ``above the unigram line`` (its
+    ``above_line``), ``stopped early`` (interrupted, or killed before its summary), ``on the unigram line`` (completed
+    there without the flag: too few evaluations to tell it had stopped falling, or still falling), ``learned``
+    (completed below the line) or ``completed`` (no unigram baseline or final loss recorded to judge it by)."""
+    from normtrain.data.unigram import on_unigram_line  # the training's own rule; here, not at import: 0.1 s
+
+    if run.status in ("diverged", "failed"):
+        return run.status
+    if run.summary.get("collapsed") is True:
+        return "collapsed"
+    if run.summary.get("above_line") is True:
+        return "above the unigram line"
+    if run.status != "completed":
+        return "stopped early"
+    final, line = run.summary.get("final_val_loss"), run.summary.get("unigram_val_loss")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (final, line)):
+        return "completed"
+    return "on the unigram line" if on_unigram_line(final, line) else "learned"
 
 
 @dataclass
@@ -35,6 +60,13 @@ class Group:
     @property
     def n(self) -> int:
         return len(self.runs)
+
+    @property
+    def failure(self) -> str:
+        """How its runs failed, for a legend ("collapsed", "2 of 3 diverged", "collapsed, diverged"); "" when none
+        did."""
+        counts = {o: sum(outcome(r) == o for r in self.runs) for o in FAILED}
+        return ", ".join(o if k == self.n else f"{k} of {self.n} {o}" for o, k in counts.items() if k)
 
 
 def _rank(value: Any, known: Sequence[str]) -> tuple:

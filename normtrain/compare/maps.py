@@ -2,9 +2,10 @@
 a by-layer profile at a chosen step, and for every per-head family (``<prefix>/layer_i/head_j``) a block × head
 heatmap at a chosen step.
 
-A heatmap is one panel per group, each on its own colour scale (the 1st to the 99th percentile of its values:
-normtrain.compare.ranges), so that a healthy panel beside a diverged one is not one flat colour; a control puts
-them all on one scale, that of the runs that did not diverge, for comparing panels.
+A heatmap is one panel per group, all on one colour scale by default: the 1st to the 99th percentile of the values
+of the runs that did not diverge (normtrain.compare.ranges), so that a colour means the same value in every panel
+and a diverged run's 1e8 cannot paint the healthy panels one flat colour; a control gives each panel its own scale
+(its own percentiles), to see the pattern inside one panel.
 """
 
 from __future__ import annotations
@@ -14,8 +15,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from normtrain.compare import figdata, ranges
-from normtrain.compare.encodings import LOG_PARAM, Figure, auto_log, color, positive, slug, tip, x_step, y_value
+from normtrain.compare.encodings import (
+    LOG_PARAM,
+    Figure,
+    auto_log,
+    color,
+    positive,
+    slug,
+    styled,
+    tip,
+    x_step,
+    y_value,
+)
 from normtrain.compare.groups import Group
+from normtrain.util.numbers import number
 
 # prefix -> (title, axis or colour title, log scale by default)
 LAYER_FAMILIES: dict[str, tuple[str, str, bool]] = {
@@ -38,9 +51,10 @@ LAYER_FAMILIES: dict[str, tuple[str, str, bool]] = {
 HEAD_FAMILIES: dict[str, tuple[str, str]] = {
     "attn_logit_max": ("Largest attention logit per head (before any soft-cap: QK-Clip's S_max)", "max logit"),
 }
-COLOUR_CAPTION = ("Each panel has its own colour scale, from the 1st to the 99th percentile of its values (compare "
-                  "colours within a panel); 'one for all' puts every panel on one scale, that of the runs that did "
-                  "not diverge")
+COLOUR_CAPTION = ("Every panel is on one colour scale (its legend), from the 1st to the 99th percentile of the values "
+                  "of the runs that did not diverge{range}, so a colour means the same value in every panel; a "
+                  "diverged run's cells beyond it take its end colours. 'each panel its own' gives every panel the "
+                  "1st to 99th percentile of its own values instead (compare colours within a panel only)")
 
 HEATMAP_STEPS = [{"flatten": ["step", "v"]},  # each cell runs from its step to the next logged one
                  {"window": [{"op": "lead", "field": "step", "as": "next"},
@@ -62,17 +76,31 @@ def heatmap_panel(unit: str, n_layers: int) -> dict[str, Any]:
                          "tooltip": tooltip}}
 
 
-def panels(shown: Sequence[Group], records: list[dict], panel: dict[str, Any],
-           transform: list[dict]) -> dict[str, Any]:
-    """One ``panel`` per group in ``shown`` (its records alone, then ``transform``), side by side, three to a row,
-    each on its own colour scale (a legend each); the steps (x) and the blocks (y) shared."""
-    domains = ranges.panel_domains(records, [g.label for g in shown],
-                                   {g.label for g in shown if all(map(ranges.healthy, g.runs))})
+def colour_domains(shown: Sequence[Group], records: list[dict]) -> dict[str, Any]:
+    """Each panel's own colour range and the shared one, of the groups whose runs all did not diverge."""
+    return ranges.panel_domains(records, [g.label for g in shown],
+                                {g.label for g in shown if all(map(ranges.healthy, g.runs))})
+
+
+def colour_caption(domains: dict[str, Any], log: bool) -> str:
+    """COLOUR_CAPTION with the shared range it opens with."""
+    shared = domains["shared"].get("log" if log else "linear") or domains["shared"].get("linear")
+    where = f" ({number(shared[0])} to {number(shared[1])} here)" if shared else ""
+    return COLOUR_CAPTION.format(range=where)
+
+
+def panels(shown: Sequence[Group], records: list[dict], panel: dict[str, Any], transform: list[dict],
+           domains: dict[str, Any]) -> dict[str, Any]:
+    """One ``panel`` per group in ``shown`` (its records alone, then ``transform``; titled by its label and how its
+    runs failed), side by side, three to a row, each with a colour scale and legend of its own that the ``colours``
+    control sets to the shared range of ``domains`` (the default) or its own; the steps (x) and blocks (y)
+    shared."""
     cells = []
     for group in shown:
         scale = {**panel["encoding"]["color"]["scale"],
                  "domain": ranges.colour_expr(domains["panel"][group.label], domains["shared"])}
-        cells.append({**panel, "title": {"text": group.label, "limit": 330, "fontSize": 11, "fontWeight": "normal"},
+        title = f"{group.label} ({group.failure})" if group.failure else group.label
+        cells.append({**panel, "title": {"text": title, "limit": 330, "fontSize": 11, "fontWeight": "normal"},
                       "transform": [{"filter": {"field": "g", "equal": group.label}}, *transform],
                       "encoding": {**panel["encoding"], "color": {**panel["encoding"]["color"], "scale": scale}}})
     return {"concat": cells, "columns": min(3, len(shown)),
@@ -91,6 +119,18 @@ def _at_step(records: list[dict[str, Any]]) -> dict[str, Any]:
                           {"filter": "datum.step == datum.shown"}]}
 
 
+def profile_spec(name: str, records: list[dict], unit: str, shown: Sequence[Group]) -> dict[str, Any]:
+    """Each group's line against block at the chosen step (the slider; the PNGs set ``at``), in its colour, its
+    own dash and its own hollow marker, so that a line drawn exactly over another still shows."""
+    base = {"x": {"field": "layer", "type": "quantitative", "title": "layer (0 = next to the embedding)",
+                  "axis": {"tickMinStep": 1}}, "y": y_value("v", unit), "color": color(shown)}
+    tooltip = [tip("g", "group", None), tip("layer", "layer", "d"), tip("shown", "step", "d"), tip("v", unit)]
+    return {"data": {"name": name}, **_at_step(records), "width": "container", "height": 280, "layer": [
+        {"mark": {"type": "line", "strokeWidth": 1.8}, "encoding": {**base, "strokeDash": styled(shown, "strokeDash")}},
+        {"mark": {"type": "point", "filled": False, "size": 55, "strokeWidth": 1.6},
+         "encoding": {**base, "shape": styled(shown, "shape"), "tooltip": tooltip}}]}
+
+
 def layer_figures(prefix: str, groups: Sequence[Group], thinning: figdata.Thinning,
                   data: dict[str, list]) -> list[Figure]:
     """A heatmap (block × step, one panel per group) and a by-layer profile with a step slider."""
@@ -104,21 +144,15 @@ def layer_figures(prefix: str, groups: Sequence[Group], thinning: figdata.Thinni
         log = auto_log([v for r in records for v in r["v"]])
     n_layers = 1 + max(r["layer"] for r in records)
     shown = [g for g in groups if any(r["g"] == g.label for r in records)]
+    domains = colour_domains(shown, records)
     heatmap = {"data": {"name": name}, "params": [LOG_PARAM, ranges.COLOURS_PARAM],
-               **panels(shown, records, heatmap_panel(unit, n_layers), HEATMAP_STEPS)}
-    profile = {  # the PNGs draw it at fixed steps (paper.py sets ``at``)
-        "data": {"name": name}, **_at_step(records),
-        "width": "container", "height": 280, "mark": {"type": "line", "point": True},
-        "encoding": {"x": {"field": "layer", "type": "quantitative", "title": "layer (0 = next to the embedding)",
-                           "axis": {"tickMinStep": 1}},
-                     "y": y_value("v", unit), "color": color(shown),
-                     "tooltip": [tip("g", "group", None), tip("layer", "layer", "d"), tip("shown", "step", "d"),
-                                 tip("v", unit)]}}
+               **panels(shown, records, heatmap_panel(unit, n_layers), HEATMAP_STEPS, domains)}
+    profile = profile_spec(name, records, unit, shown)
     key = f"{prefix}/layer_i"
     return [
         Figure(f"fig-{slug(prefix)}-map", f"{title}: by block and step",
                f"{key}, block (row, 0 = next to the embedding) × logged step, mean over each group's seeds. "
-               f"{COLOUR_CAPTION}. A gap is a non-finite value.",
+               f"{colour_caption(domains, log)}. A gap is a non-finite value.",
                heatmap, [name], hint="hover a cell for its value", log=log, scale="color"),
         Figure(f"fig-{slug(prefix)}-profile", f"{title}: by block",
                f"{key} against block at the chosen step (the slider; each group's last logged step at or before "
@@ -147,11 +181,11 @@ def head_figure(prefix: str, groups: Sequence[Group], thinning: figdata.Thinning
                           "color": {"field": "v", "type": "quantitative", "title": unit,
                                     "scale": {"scheme": "viridis", "clamp": True}},
                           "tooltip": tooltip}}
-    at = _at_step(records)
+    at, domains = _at_step(records), colour_domains(shown, records)
     spec = {"data": {"name": name}, "params": [*at["params"], ranges.COLOURS_PARAM],
-            **panels(shown, records, panel, at["transform"])}
+            **panels(shown, records, panel, at["transform"], domains)}
     return Figure(f"fig-{slug(prefix)}-heads", f"{title}: by block and head",
                   f"{prefix}/layer_i/head_j, block (row, 0 = next to the embedding) × head at the chosen step (the "
                   "slider; each group's last logged step at or before it), mean over each group's seeds. "
-                  f"{COLOUR_CAPTION}, over all steps.", spec, [name],
+                  f"{colour_caption(domains, False)}; the ranges are over all steps.", spec, [name],
                   hint="hover a cell for its value; the slider below picks the step", scale="color")

@@ -1,8 +1,10 @@
 """The report page: one HTML file with the table, the notes and the interactive figures, and nothing outside it.
 
-Layout: the sortable table (only the config keys that vary, every row marked by its group's colour, diverged
-and collapsed runs highlighted), the notes, then the loss, the per-layer maps, the by-layer profiles, a
-line chart per other logged value and, for runs with a probe/ folder, the probe's figures. The data
+Layout: the summary in words (normtrain.compare.findings: which runs failed, and why in their own numbers), a
+list of the page's sections, the sortable table (only the config keys that vary, every row marked by its group's
+colour, diverged and collapsed runs highlighted), the notes, then the loss, the by-block profiles (the evidence the
+summary cites, before the maps), the per-layer maps, a line chart per other logged value and, for runs with a
+probe/ folder, the probe's figures. The data
 (``<script type="application/json">``), Vega (gzipped, see vega.py) and the page's own script are inlined; the
 PNGs beside the page are linked for papers.
 """
@@ -16,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from normtrain.compare import report, specs, vega
+from normtrain.compare import findings, report, specs, vega
 from normtrain.compare.figdata import seed_list
 from normtrain.compare.groups import Group
 from normtrain.compare.runs import Run
@@ -120,7 +122,10 @@ def probed_runs(groups: Sequence[Group], total: int) -> str:
     return f'<p class="lead">Probed runs ({len(items)} of {total}):</p><ul class="probed">{"".join(items)}</ul>'
 
 
-def _sections(figures: Sequence[specs.Figure], groups: Sequence[Group] = (), total: int = 0) -> str:
+def sections(figures: Sequence[specs.Figure], groups: Sequence[Group] = (),
+             total: int = 0) -> list[tuple[str, str, str]]:
+    """The page's figure sections, in order, as (anchor, heading, HTML): the loss, then the by-block profiles (the
+    evidence the summary cites) before the ten or so block × step maps."""
     probes = [f for f in figures if f.id.startswith("fig-probe-")]
     maps = [f for f in figures if f.id.endswith("-map")]
     profiles = [f for f in figures if f.id.endswith("-profile")]
@@ -128,18 +133,37 @@ def _sections(figures: Sequence[specs.Figure], groups: Sequence[Group] = (), tot
     rest = [f for f in figures if f not in maps + profiles + heads + probes and f.id != "fig-loss"]
     loss = [f for f in figures if f.id == "fig-loss"]
     parts = []
-    for heading, group, grid, lead in (("Loss", loss, False, ""),
-                                       ("Per-layer diagnostics by block and step", maps, False, ""),
-                                       ("Per-layer diagnostics by block", profiles, True, ""),
-                                       ("Per-head diagnostics by block and head", heads, False, ""),
-                                       ("Other logged values", rest, True, ""),
-                                       ("The trained models, probed (normtrain-probe)", probes, False,
-                                        probes and probed_runs(groups, total))):
+    for anchor, heading, group, grid, lead in (
+            ("loss", "Loss", loss, False, ""),
+            ("profiles", "Per-layer diagnostics by block", profiles, True, ""),
+            ("maps", "Per-layer diagnostics by block and step", maps, False, ""),
+            ("heads", "Per-head diagnostics by block and head", heads, False, ""),
+            ("other", "Other logged values", rest, True, ""),
+            ("probe", "The trained models, probed (normtrain-probe)", probes, False,
+             probes and probed_runs(groups, total))):
         if group:
             body = "".join(map(_figure, group))
-            parts.append(f"<h2>{html.escape(heading)}</h2>{lead}"
-                         + (f'<div class="grid">{body}</div>' if grid else body))
-    return "".join(parts)
+            parts.append((anchor, heading, f'<h2 id="{anchor}">{html.escape(heading)}</h2>{lead}'
+                          + (f'<div class="grid">{body}</div>' if grid else body)))
+    return parts
+
+
+def summary_html(groups: Sequence[Group], figures: Sequence[specs.Figure]) -> str:
+    """The summary's sentences, each linked to the figure that shows its numbers (where the page has it)."""
+    ids = {f.id for f in figures}
+    items = [f"<li>{html.escape(f.text)}" + (f' <a href="#{f.figure}">(figure)</a>' if f.figure in ids else "")
+             + "</li>" for f in findings.summary(groups)]
+    if not items:
+        return ""
+    return f'<section id="summary"><h2>Summary</h2><ul class="findings">{"".join(items)}</ul></section>'
+
+
+def contents(parts: Sequence[tuple[str, str, str]], notes: bool, pngs: bool) -> str:
+    """A line of links to the page's sections."""
+    links = [("runs", "the runs"), *([("notes", "notes")] if notes else []),
+             *((anchor, heading) for anchor, heading, _ in parts), *([("pngs", "figures for papers")] if pngs else [])]
+    items = " · ".join(f'<a href="#{a}">{html.escape(h[0].lower() + h[1:])}</a>' for a, h in links)
+    return f'<nav class="contents">On this page: {items}</nav>'
 
 
 def thinned(page: Page) -> str:
@@ -182,15 +206,18 @@ def render(runs: Sequence[Run], cols: Sequence[report.Column], groups: Sequence[
         "last.</p>" + thinned(page),
         f'<p class="lead">Groups: {legend}</p>' + (f'<p class="lead">{SEEDS_NOTE}</p>'
                                                    if any(g.n > 1 for g in groups) else ""),
+        summary_html(groups, page.figures),
+        contents(figures := sections(page.figures, groups, len(runs)), bool(page.notes), bool(page.pngs)),
         page.section,
-        table_html(runs, cols, page.root),
+        f'<div id="runs">{table_html(runs, cols, page.root)}</div>',
     ]
     if page.notes:
-        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(n)}</li>" for n in page.notes) + "</ul>")
-    parts += ['<p id="figures-state" hidden></p>', _sections(page.figures, groups, len(runs))]
+        parts.append('<h2 id="notes">Notes</h2><ul>' + "".join(f"<li>{e(n)}</li>" for n in page.notes) + "</ul>")
+    parts += ['<p id="figures-state" hidden></p>', *(body for _, _, body in figures)]
     if page.pngs:
         links = ", ".join(f'<a href="{e(p)}">{e(p)}</a>' for p in page.pngs)
-        parts.append(f"<h2>Figures for papers</h2><p>The same data as PNG files beside this page: {links}.</p>")
+        parts.append(f'<h2 id="pngs">Figures for papers</h2><p>The same data as PNG files beside this page: '
+                     f"{links}.</p>")
     if versions:
         parts.append(f"<footer>Figures drawn with {e(versions)}, inlined in this page.</footer>")
     parts += [f'<script type="application/json" id="normtrain-data">{payload}</script>',

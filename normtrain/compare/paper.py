@@ -49,6 +49,7 @@ CHOSEN_STEPS = ("first logged step", "middle logged step", "last logged step")  
 LOSS_KEY = ("line: mean over a group's seeds, band: their min–max; cross: where a run diverged; dashed vertical: "
             "a rollback; dotted: the unigram baseline")
 RANGE_KEY = "the y axis spans the runs that did not diverge; a triangle marks where a run left it"
+FAILED_KEY = "a group whose runs collapsed or diverged says so in the legend and at the end of its line"
 TITLE_CHARS = 60  # the most of a run label shown in a heatmap's title
 
 
@@ -139,8 +140,10 @@ def loss(c: Charts, path: Path) -> list[str]:
     if fig is None:
         render(not_recorded("train/loss and val/loss"), path)
         return ["loss.png: no finite train or validation loss logged by any run"]
-    key = [LOSS_KEY, RANGE_KEY] if "loss:edges" in fig.uses else LOSS_KEY
-    render({**static(fig.spec, c.data, fig.log), "title": {"text": fig.title, "subtitle": key}}, path)
+    key = [LOSS_KEY, *([RANGE_KEY] if "loss:edges" in fig.uses else []),
+           *([FAILED_KEY] if any(layer.get("name") == specs.FAILURES for layer in fig.spec["layer"]) else [])]
+    subtitle = key[0] if len(key) == 1 else key
+    render({**static(fig.spec, c.data, fig.log), "title": {"text": fig.title, "subtitle": subtitle}}, path)
     return []
 
 

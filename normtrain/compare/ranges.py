@@ -9,9 +9,11 @@ colour. So:
   run leaves that range at the plot's edge, where a triangle marks the step it left (``edges``); a control in the
   page (the ``yrange`` parameter) widens the axis to every run. Charts where no run leaves the range keep the axis
   Vega picks.
-- a heatmap gets a colour scale per panel, from the 1st to the 99th percentile of its own values
-  (``colour_domains``), so that one wild cell cannot wash out its panel; the shared scale, for comparing panels,
-  comes from the runs that did not diverge.
+- a heatmap's panels share one colour scale by default, from the 1st to the 99th percentile of the values of the
+  runs that did not diverge (``colour_domains``, ``panel_domains``), so that a colour means one value in every
+  panel and one wild cell cannot stretch it; a diverged run's cells beyond it take its end colours. A control gives
+  each panel its own scale (its own percentiles) instead, to see the pattern inside a panel the shared one
+  flattens.
 
 Percentiles cut a healthy line's first steps (a loss that falls from 5.6 to 3 spends few steps above 4), so the
 y range keeps all of a healthy run's values; a map's cells are many and alike, and there the percentiles are right.
@@ -147,9 +149,9 @@ def panel_domains(records: Sequence[dict], panels: Sequence[str], healthy_panels
             "panel": {g: colour_domains([r for r in records if r["g"] == g]) for g in panels}}
 
 
-COLOURS_PARAM = {"name": "colours", "value": "panel", "bind": {
-    "input": "radio", "options": ["panel", "shared"],
-    "labels": ["each panel its own", "one for all (runs that did not diverge)"], "name": "colour scale: "}}
+COLOURS_PARAM = {"name": "colours", "value": "shared", "bind": {
+    "input": "radio", "options": ["shared", "panel"],
+    "labels": ["one for all (runs that did not diverge)", "each panel its own"], "name": "colour scale: "}}
 
 
 def colour_expr(own: dict[str, list[float]], shared: dict[str, list[float]]) -> dict[str, str]:

@@ -42,6 +42,7 @@ SCALARS: dict[str, tuple[str, bool]] = {
     "tokens_per_s": ("Throughput (tokens/s, evaluation left out)", False),
     "mfu": ("Model FLOPs utilization", False),
 }
+FAILURES = "failures"  # the name of the loss chart's layer of words at failed groups' line ends (loss.png's key)
 RANGE_CAPTION = (" The y axis spans the runs that did not diverge; a triangle at its edge marks where a run left it "
                  "(hover it), and 'y axis spans: all runs' widens it.")
 
@@ -173,6 +174,25 @@ def diverged_layer(groups: Sequence[Group], yrange: ranges.YRange | None) -> dic
                                      tip("v", "last finite train loss")]}}
 
 
+def failure_layer(groups: Sequence[Group], records: Sequence[dict], yrange: ranges.YRange | None) -> dict | None:
+    """Words at the end of each failed group's loss line (its validation curve, else its training one): how its
+    runs failed ("collapsed", "1 of 3 diverged"), in its colour (inside the y range, as the crosses are)."""
+    ends = []
+    for group in (g for g in groups if g.failure):
+        curves = {r["k"]: r for r in records if r["g"] == group.label}
+        curve = curves.get("validation") or curves.get("train")
+        points = [(s, v) for s, v in zip(curve["step"], curve["mean"], strict=True) if v is not None] if curve else []
+        if points:
+            ends.append({"g": group.label, "step": points[-1][0], "v": points[-1][1], "text": group.failure})
+    if not ends:
+        return None
+    held = yrange.at_edge("v") if yrange else "datum.v"
+    return {"name": FAILURES, "data": {"values": ends}, "transform": [{"calculate": held, "as": "at"}],
+            "mark": {"type": "text", "align": "right", "baseline": "bottom", "dx": -2, "dy": -5, "fontSize": 12,
+                     "fontWeight": "bold"},
+            "encoding": {"x": x_step(), "y": y_value("at", ""), "color": color(groups), "text": {"field": "text"}}}
+
+
 def rollback_layer(groups: Sequence[Group]) -> dict:
     return {"data": {"name": "loss:rollbacks"},
             "mark": {"type": "rule", "strokeDash": [4, 3], "strokeWidth": 1.5, "opacity": 0.8},
@@ -200,6 +220,8 @@ def loss_figure(groups: Sequence[Group], runs: Sequence[Run], data: dict[str, li
         data["loss:rollbacks"] = rollbacks
         uses.append("loss:rollbacks")
         extra.append(rollback_layer(groups))
+    if failed := failure_layer(groups, data["loss:groups"], yrange):
+        extra.append(failed)
     if levels := figdata.unigram_levels(runs):
         extra.append({"data": {"values": levels}, "mark": {"type": "rule", "color": "#666", "strokeDash": [2, 3]},
                       "encoding": {"y": y_value("v", ""), "tooltip": [tip("text", "", None), tip("v", "loss")]}})
@@ -207,7 +229,8 @@ def loss_figure(groups: Sequence[Group], runs: Sequence[Run], data: dict[str, li
     caption = ("Training loss (solid) and validation loss (dashed) against step. Each line is the mean over a "
                "group's seeds; the band spans them (min–max or ± 1 sample sd); 'each seed' draws every run. A cross "
                "marks where a run diverged (at its last finite training loss); a dashed vertical line where a run "
-               "rolled back to a checkpoint (hover it: the step it went back to, the batches it skipped)"
+               "rolled back to a checkpoint (hover it: the step it went back to, the batches it skipped); a group "
+               "whose runs collapsed or diverged says so in the legend and in words at the end of its line"
                + ("; the dotted line is the unigram baseline of the corpus." if levels else ".")
                + (RANGE_CAPTION if yrange else ""))
     return Figure("fig-loss", "Loss: train (solid) and validation (dashed)", caption, spec, uses, log=True)

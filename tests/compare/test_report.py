@@ -83,8 +83,8 @@ def test_per_head_values_get_a_block_by_head_map_not_a_chart_each(tmp_path):
     np.testing.assert_allclose(cell_["v"], logged.mean(axis=0), rtol=1e-3)  # mean over the group's seeds
     fig = next(f for f in data["figures"] if f["id"] == "fig-attn-logit-max-heads")
     panels = fig["spec"]["concat"]  # one per group, each on its own colour scale
-    assert [p["title"]["text"] for p in panels] == ["post · layernorm", "post · rmsnorm", "pre · layernorm",
-                                                    "pre · rmsnorm"]
+    assert [p["title"]["text"] for p in panels] == ["post · layernorm (collapsed)", "post · rmsnorm (1 of 3 diverged)",
+                                                    "pre · layernorm", "pre · rmsnorm"]
     assert all(p["encoding"]["x"]["field"] == "head" for p in panels) and fig["scale"] == "color"
     assert "Per-head diagnostics by block and head" in page
 

@@ -102,13 +102,16 @@ def test_a_diverged_run_leaves_the_healthy_curves_and_maps_readable(tmp_path):
         redrawn(page, "fig-loss", "input[type=radio][value=all]")
         assert extent(page, "fig-loss", healthy) < 0.05  # widened to every run: back to the sliver
 
+        domains = "() => [0, 1, 2].map(i => document.getElementById('fig-grad-norm-map').view" \
+                  ".scale(`concat_${i}_color`).domain())"
+        shared = page.evaluate(domains)  # the page opens on one scale, the healthy runs'
+        assert shared[0] == shared[1] == shared[2] and shared[0][1] < 100, shared  # not stretched to 1e8
         spans = browser["panel_lightness"](page, "fig-grad-norm-map")
-        assert len(spans) == 3 and min(spans) > 0.5, spans  # post, pre, none: each uses its colour ramp
-        redrawn(page, "fig-grad-norm-map", "input[type=radio][value=shared]")
-        assert min(browser["panel_lightness"](page, "fig-grad-norm-map")[:2]) > 0.5  # the healthy runs' scale
-        domains = page.evaluate("() => [0, 1, 2].map(i => document.getElementById('fig-grad-norm-map').view"
-                                ".scale(`concat_${i}_color`).domain())")
-        assert domains[0] == domains[1] == domains[2] and domains[0][1] < 100, domains  # one, not stretched to 1e8
+        assert len(spans) == 3 and min(spans[:2]) > 0.5, spans  # post and pre use the colour ramp
+        redrawn(page, "fig-grad-norm-map", "input[type=radio][value=panel]")
+        spans = browser["panel_lightness"](page, "fig-grad-norm-map")
+        assert min(spans) > 0.5, spans  # post, pre, none: each uses its own colour ramp
+        assert page.evaluate(domains)[2][1] > 1e6  # none's own scale holds its 1e8
         assert not [m for m in session.console if m["type"] in ("error", "warning")] and not session.page_errors
 
 
