@@ -1,9 +1,7 @@
 """The runs of an ablation: every arm at every value of its grid for every seed, trained to T; then each at T/2.
 
-T/2 is a decay branch where the schedule allows one (``optim.schedule=wsd``): the T run keeps its checkpoint at the
-step where a T/2 run's own decay would start (``train.keep_ckpt_at``), which it passes in its stable phase, and the
-branch resumes that checkpoint with ``train.max_steps=T/2``: it is the T/2 run, step for step (the same lr at every
-step, the same batches), for about a tenth of a T run. Under another schedule the T/2 runs are trained whole.
+T/2 is a decay branch where the schedule allows one (``optim.schedule=wsd``; normtrain/study/branches.py), for
+about a tenth of a T run; under another schedule the T/2 runs are trained whole.
 
 An arm whose best value lands on an edge of its grid gets one more point beyond it (the grid's own ratio), at most
 ``max_extensions`` times; the rule is fixed before the runs, so extending is not a choice made after seeing data.
@@ -21,6 +19,7 @@ from typing import Any
 from normtrain.ablate.spec import Spec
 from normtrain.compare.runs import Run
 from normtrain.study import best_against_best, best_lr
+from normtrain.study.branches import BranchPlan, branch_plan, gone_before_branch, point, skipping
 from normtrain.study.grid import Unfinished, train_grid
 from normtrain.study.plan import SEED_AXIS, Plan
 
@@ -59,20 +58,6 @@ class Grids:
         return new
 
 
-class BranchPlan(Plan):
-    """The T/2 runs: each resumes its T run's checkpoint at the branch step, in a folder of its own."""
-
-    t_plan: Plan | None = None
-    branch_step: int | None = None
-
-    def overrides(self, combo: dict[str, str]) -> list[str]:
-        own = super().overrides(combo)
-        if self.branch_step is None:
-            return own
-        ckpt = self.t_plan.run_dir(combo) / f"ckpt_step{self.branch_step}.pt"
-        return [*own, f"train.resume={ckpt}"]
-
-
 def base_overrides(spec: Spec, steps: int, keep_at: int | None) -> list[str]:
     keep = f"[{keep_at}]" if keep_at is not None else "[]"
     return [*spec.shared, f"train.max_steps={steps}", f"train.select_windows={spec.select_windows}",
@@ -89,11 +74,7 @@ def t_plan(spec: Spec, grids: Grids, out: Path, jobs: int, progress: bool) -> Pl
 
 
 def half_plan(spec: Spec, t: Plan, out: Path) -> BranchPlan:
-    half = BranchPlan(name=t.name, scale="cpu", smoke=False, base=base_overrides(spec, spec.half_steps, None),
-                      grid=t.grid, runs_dir=out / HALF_DIR, out=out, jobs=t.jobs, progress=t.progress,
-                      tool=t.tool, keep=t.keep)
-    half.t_plan, half.branch_step = t, spec.branch_step
-    return half
+    return branch_plan(t, base_overrides(spec, spec.half_steps, None), spec.branch_step, out / HALF_DIR)
 
 
 def rows_of(spec: Spec, done: list[tuple[dict[str, str], Run]], steps: int) -> list[dict[str, Any]]:
@@ -121,17 +102,12 @@ def train_t(spec: Spec, out: Path, jobs: int, progress: bool) -> tuple[Grids, Pl
 def train_half(spec: Spec, t: Plan, t_rows: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
     """Every T/2 run (a branch, or a whole run): a T run that diverged before the branch step has no branch, and
     counts as diverged at T/2 too."""
-    half = half_plan(spec, t, out)
-    if spec.branch_step is not None:
-        gone = {tuple(sorted(_combo(spec, r).items())) for r in t_rows if r.get("status") == "diverged"
-                and (r.get("diverged_at_step") or 0) <= spec.branch_step}
-        keep = half.keep
-        half.keep = lambda c: keep(c) and tuple(sorted(c.items())) not in gone
-    else:
-        gone = set()
+    axes = [spec.arm_key, spec.tune, SEED_AXIS]
+    gone = gone_before_branch(t_rows, axes, spec.branch_step)
+    half = skipping(half_plan(spec, t, out), gone)
     rows = rows_of(spec, train_grid(half), spec.half_steps)
     for r in t_rows:
-        if tuple(sorted(_combo(spec, r).items())) in gone:
+        if point(r, axes) in gone:
             rows.append({**_combo(spec, r), best_against_best.STEPS: spec.half_steps, "status": "diverged",
                          "diverged_at_step": r.get("diverged_at_step"), "final_val_loss": math.inf,
                          best_against_best.SELECT: None, "select_source": None, "run_dir": r.get("run_dir")})

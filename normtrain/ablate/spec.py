@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from normtrain.study.branches import half_of
 from normtrain.study.decision import ALPHA, MARGIN, Protocol
 from normtrain.study.question import MAX_EXTENSIONS
 from normtrain.study.question import Question as Spec
@@ -109,15 +110,6 @@ def parse_grid(text: str | None, current: float | None, problems: list[str]) -> 
     if any(not (v > 0 and math.isfinite(v)) for v in values):
         problems.append(f"--grid {text}: the values must be positive (the grid is logarithmic)")
     return values
-
-
-def half_of(steps: int, warmup: int, decay_fraction: float, branch: bool) -> tuple[int, int | None]:
-    """T/2 and, for a WSD branch, the step it leaves the T run at: the T/2 run's own decay start (training/optim.py's
-    rule), which the T run passes in its stable phase."""
-    half = steps // 2
-    if not branch:
-        return half, None
-    return half, max(warmup, half - round(decay_fraction * half))
 
 
 def check_numbers(asked: Asked, problems: list[str]) -> None:

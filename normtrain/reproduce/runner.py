@@ -9,6 +9,7 @@ minutes on steps and seeds (normtrain/reproduce/gpu_plan.py); ``--smoke`` shrink
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from omegaconf import DictConfig
 
 from normtrain.compare.runs import Run
 from normtrain.reproduce.gpu_scale import Recipe
+from normtrain.study import branches
 from normtrain.study.grid import train_grid
 from normtrain.study.plan import Plan
 from normtrain.study.preregistration import Registration
@@ -51,6 +53,7 @@ class Experiment:
     method: ClassVar[str]  # how we test it, in Markdown
     gpu_recipe: ClassVar[Recipe] = Recipe()  # how the model grows at --scale gpu (normtrain/reproduce/gpu_scale.py)
     keep_checkpoints: ClassVar[bool] = False
+    half_budget: ClassVar[bool] = False  # protocol v5: every run measured at T/2 too (normtrain/study/branches.py)
     lr_tuned: ClassVar[bool] = True  # the lr axis is tuned (each arm judged at its own best): --quick runs one lr
     # per arm; False where the lrs are the design itself (a sensitivity over the grid, multiples of a best lr)
 
@@ -75,10 +78,32 @@ class Experiment:
     def measure(self, plan: Plan) -> list[dict[str, Any]]:
         """Train every run of the grid and return one row per run (its axes plus ``self.row``)."""
         runs = self.runs_plan(plan)
+        if self.half_budget:
+            return self.measure_both(plan, runs)
         try:
             return read_rows(runs, train_grid(runs, self.keep_checkpoints), self.row)
         finally:
             plan.reused_s = runs.reused_s  # a copy counted the reused runs' time: the write-up reads ``plan``
+
+    def measure_both(self, plan: Plan, runs: Plan) -> list[dict[str, Any]]:
+        """``half_budget``: every run at T, keeping the checkpoint its branch leaves from, then at T/2 (a WSD decay
+        branch, or a whole run under another schedule), in ``RUNS_half`` beside; each row says its budget
+        (``steps``). A T run that diverged before the branch step counts as diverged at T/2 too."""
+        steps, branch_step = branches.half_of_config(runs.compose(runs.combos()[0]))
+        t = branches.with_branch_point(runs, branch_step)
+        full = int(runs.compose(runs.combos()[0]).train.max_steps)
+        half = branches.branch_plan(t, [*runs.base, f"train.max_steps={steps}", *(
+            ["train.keep_ckpt_at=[]", "train.ckpt_format=full"] if branch_step is not None else [])], branch_step,
+            runs.runs_dir.with_name(runs.runs_dir.name + "_half"))
+        try:
+            t_rows = [{**r, branches.STEPS: full} for r in read_rows(t, train_grid(t, self.keep_checkpoints), self.row)]
+            axes = list(runs.grid)
+            gone = branches.gone_before_branch(t_rows, axes, branch_step)
+            half_rows = read_rows(half, train_grid(branches.skipping(half, gone), self.keep_checkpoints), self.row)
+            lost = [{**dict(p), "status": "diverged", "final_val_loss": math.inf} for p in sorted(gone)]
+            return t_rows + [{**r, branches.STEPS: steps} for r in half_rows + lost]
+        finally:
+            plan.reused_s = t.reused_s + half.reused_s
 
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
         return run_row(run)

@@ -1,0 +1,91 @@
+"""Half the budget for about a tenth of a run: a T/2 measurement as a decay branch off the T run's stable phase.
+
+Under ``optim.schedule=wsd`` a T/2 run's learning rate equals the T run's at every step before its own decay starts
+(training/optim.py), so the T run keeps a checkpoint there (``train.keep_ckpt_at``) and the T/2 run resumes it with
+``train.max_steps=T/2``: step for step the same run as one trained from scratch to T/2 (the same lr, the same
+batches; tests/training/test_branch_and_selection.py checks it bit for bit). Under another schedule the T/2 runs are
+trained whole. Protocol v5's budget stability reads both budgets (normtrain/study/decision.py, claim.py); an
+ablation (normtrain/ablate/runs.py) and a reproduction (normtrain/reproduce/runner.py, ``half_budget``) plan them here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from normtrain.study.plan import Plan
+
+STEPS = "steps"  # a row's budget: T, or T/2 for the half-budget runs
+
+
+def half_of(steps: int, warmup: int, decay_fraction: float, branch: bool) -> tuple[int, int | None]:
+    """T/2 and, for a WSD branch, the step it leaves the T run at: the T/2 run's own decay start (training/optim.py's
+    rule), which the T run passes in its stable phase."""
+    half = steps // 2
+    if not branch:
+        return half, None
+    return half, max(warmup, half - round(decay_fraction * half))
+
+
+def half_of_config(cfg: DictConfig) -> tuple[int, int | None]:
+    """``half_of`` for a composed config (a branch only under ``optim.schedule=wsd``)."""
+    o = cfg.optim
+    return half_of(int(cfg.train.max_steps), int(o.warmup_steps), float(o.get("decay_fraction", 0.0)),
+                   o.schedule == "wsd")
+
+
+def keep_overrides(branch_step: int | None) -> list[str]:
+    """What a T run adds so that its branch can leave it: the checkpoint at the branch step, whole."""
+    if branch_step is None:
+        return []
+    return [f"train.keep_ckpt_at=[{branch_step}]", "train.ckpt_format=full"]
+
+
+class BranchPlan(Plan):
+    """The T/2 runs: each resumes its T run's checkpoint at the branch step, in a folder of its own."""
+
+    t_plan: Plan | None = None
+    branch_step: int | None = None
+
+    def overrides(self, combo: dict[str, str]) -> list[str]:
+        own = super().overrides(combo)
+        if self.branch_step is None:
+            return own
+        ckpt = self.t_plan.run_dir(combo) / f"ckpt_step{self.branch_step}.pt"
+        return [*own, f"train.resume={ckpt}"]
+
+
+def branch_plan(t: Plan, base: list[str], branch_step: int | None, runs_dir: Path) -> BranchPlan:
+    """The T/2 runs of ``t``'s grid (``base``: their shared overrides, ``train.max_steps=T/2`` among them)."""
+    half = BranchPlan(name=t.name, scale=t.scale, smoke=t.smoke, base=base, grid=t.grid, runs_dir=runs_dir, out=t.out,
+                      jobs=t.jobs, progress=t.progress, tool=t.tool, keep=t.keep, fresh=t.fresh,
+                      deadline=t.deadline, budget=t.budget, quick=t.quick, command=t.command)
+    half.t_plan, half.branch_step = t, branch_step
+    return half
+
+
+def with_branch_point(t: Plan, branch_step: int | None) -> Plan:
+    """``t`` whose runs keep the checkpoint their branches leave from."""
+    return replace(t, base=[*t.base, *keep_overrides(branch_step)])
+
+
+def gone_before_branch(t_rows: list[dict], axes: list[str], branch_step: int | None) -> set[tuple]:
+    """The grid points whose T run diverged at or before the branch step: they have no checkpoint to branch from,
+    and count as diverged at T/2 too."""
+    if branch_step is None:
+        return set()
+    return {point(r, axes) for r in t_rows
+            if r.get("status") == "diverged" and (r.get("diverged_at_step") or 0) <= branch_step}
+
+
+def point(row: dict, axes: list[str]) -> tuple:
+    return tuple((a, str(row[a])) for a in axes)
+
+
+def skipping(half: BranchPlan, gone: set[tuple]) -> BranchPlan:
+    """``half`` without the grid points in ``gone``."""
+    keep, axes = half.keep, list(half.grid)
+    half.keep = lambda c: (keep is None or keep(c)) and point(c, axes) not in gone
+    return half
