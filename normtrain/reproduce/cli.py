@@ -38,7 +38,9 @@ from normtrain.reproduce.writeup import write
 from normtrain.study.grid import Unfinished
 from normtrain.study.plan import SCALES, SEED_AXIS, Plan, expand, seed_list, smoke_settings, sweep_axes
 from normtrain.study.preregistration import analysis_files, declaration, declaration_files
+from normtrain.study.provenance import plan_folders, refuse_mixed, refuse_stale
 from normtrain.util.atomic import write_text
+from normtrain.util.errors import StudyError
 
 PROG = "normtrain-reproduce"
 DEFAULT_BUDGET_MIN = gpu_plan.DEFAULT_BUDGET_MIN  # --scale gpu: at least this many minutes (gpu_plan.default_budget)
@@ -218,6 +220,8 @@ def reproduce(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
     if result_run and record.get("dirty") is not False:
         print(f"{PROG}: warning: the checks of {name} ({', '.join(record['files'])}) are not committed; the "
               "result will say so", file=sys.stderr)
+    if exp.registration.protocol >= 5 and result_run and not fresh:  # v5: one training code, refused up front
+        refuse_stale(plan_folders(plan), code["training_code_digest"], "--fresh trains them again, or --runs-dir")
     started, started_at = time.time(), datetime.now(timezone.utc).isoformat(timespec="seconds")
     if plan.budget is not None:
         begin_budget(plan, budget if budget is not None else plan.budget.budget_min)
@@ -226,7 +230,7 @@ def reproduce(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
     except Unfinished as err:
         return unfinished(plan, err, time.time() - started, started_at)
     if exp.registration.protocol >= 5 and result_run:
-        code["runs_code"] = runs_provenance(rows, allow_dirty, plan.runs_dir)
+        code["runs_code"] = refuse_mixed(rows, allow_dirty, str(plan.runs_dir))
     plan.phase("analysing the runs")
     findings = exp.analyse(rows, plan)
     timing = {"wall_time_s": time.time() - started, "reused_run_time_s": plan.reused_s, "jobs": plan.jobs,
@@ -240,18 +244,6 @@ def reproduce(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
         update_index(plan.out.parent / "README.md", order=list(EXPERIMENTS))
     result = json.loads((plan.out / "result.json").read_text())
     return {**result, "readme": readme}
-
-
-def runs_provenance(rows: list[dict[str, Any]], allow_dirty: bool, runs_dir: Path) -> dict[str, Any]:
-    """Protocol v5: runs trained by different training code, or from uncommitted code (unless ``allow_dirty``), are
-    refused before any analysis (exit 2, nothing deleted)."""
-    from normtrain.study.provenance import refuse_mixed
-    from normtrain.util.errors import StudyError
-
-    try:
-        return refuse_mixed(rows, allow_dirty, str(runs_dir))
-    except StudyError as err:
-        raise ReproduceError(str(err)) from None
 
 
 def begin_budget(plan: Plan, budget: float) -> None:
@@ -381,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = reproduce(name, args.scale, args.seeds, args.smoke, args.overrides, args.out, args.runs_dir,
                                args.fresh, not args.no_progress, args.jobs, args.budget, quick=args.quick,
                                allow_dirty=args.allow_dirty)
-        except ReproduceError as err:
+        except (ReproduceError, StudyError) as err:
             print(f"{PROG}: {err}", file=sys.stderr)
             return 2
         print(marks.closing_line(name, result))

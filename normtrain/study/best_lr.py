@@ -132,6 +132,21 @@ def runner_up(rows: list[dict[str, Any]], arm_key: str, best: BestLr, value: Val
     return (second if spread is not None and math.isfinite(gap) and gap <= spread else None), gap, spread
 
 
+def near_tied(rows: list[dict[str, Any]], arm_key: str, best: dict[str, BestLr], arms: Sequence[str] | None = None,
+              value: Value = selection_or_inf) -> dict[str, dict[str, BestLr]]:
+    """Protocol v5's selection robustness: for each arm (of ``arms``, default all) whose runner-up lr is near-tied
+    with its best (``runner_up``), ``best`` with that arm moved to its runner-up, labelled for ``QUANTITY@alt:LABEL``
+    (normtrain/study/claim.py). An analysis measures its primary once per entry, as at the bests."""
+    from dataclasses import replace
+
+    found = {}
+    for arm in arms if arms is not None else list(best):
+        second, _, _ = runner_up(rows, arm_key, best[arm], value)
+        if second is not None:
+            found[f"{arm} at its runner-up lr {second:g}"] = {**best, arm: replace(best[arm], lr=second)}
+    return found
+
+
 def best_lrs(rows: list[dict[str, Any]], arm_key: str, arms: Sequence[str],
              value: Value = selection_or_inf) -> dict[str, BestLr]:
     return {a: choose(rows, arm_key, a, value) for a in arms}

@@ -9,7 +9,9 @@ program. The message says which runs differ and what to do; nothing is deleted.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from normtrain.util.errors import StudyError
@@ -59,3 +61,28 @@ def refuse_mixed(rows: list[dict[str, Any]], allow_dirty: bool, where: str) -> d
     if problems:
         raise StudyError("refused: " + "; ".join(problems) + ". Nothing was deleted.")
     return {**found, "allow_dirty": allow_dirty, "engine_digest": engine_digest()}
+
+
+def plan_folders(plan) -> list[Path]:
+    """Every run folder of ``plan`` (a normtrain.study.plan.Plan), with its T/2 twin where ``half_budget`` puts one
+    (normtrain/reproduce/runner.py)."""
+    folders = [plan.run_dir(c) for c in plan.combos()]
+    return folders + [plan.runs_dir.with_name(plan.runs_dir.name + "_half") / f.name for f in folders]
+
+
+def refuse_stale(folders: list[Path], digest: str, remedy: str) -> None:
+    """Before any run trains: finished runs in ``folders`` whose training code is not this checkout's (``digest``)
+    would be mixed with the new ones into one result, which ``refuse_mixed`` refuses only after hours of training;
+    ``StudyError`` now instead, naming them and ``remedy``. Nothing is deleted."""
+    stale = []
+    for folder in folders:
+        try:
+            summary = json.loads((folder / "summary.json").read_text())
+        except (OSError, ValueError):
+            continue  # not finished (or never started): it will be trained by this code
+        if summary.get("status") != "running" and (summary.get("code") or {}).get("training_code_digest") != digest:
+            stale.append(folder)
+    if stale:
+        raise StudyError(f"refused before training: {len(stale)} finished run(s) were trained by other training code "
+                         f"than this checkout's (digest {digest}), e.g. {stale[0]}, and would be mixed with new "
+                         f"ones; {remedy}. Nothing was deleted.")

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from normtrain.reproduce.cli import ReproduceError, runs_provenance
 from normtrain.reproduce.records import analysis_changed_after, code_provenance
 from normtrain.study.preregistration import analysis_files, declaration
+from normtrain.study.provenance import refuse_mixed, refuse_stale
+from normtrain.util.errors import StudyError
 
 
 def rows(*digests, dirty=False):
@@ -20,19 +21,48 @@ def test_runs_of_different_training_code_are_refused_and_nothing_is_deleted(tmp_
     keep = tmp_path / "runs" / "a" / "summary.json"
     keep.parent.mkdir(parents=True)
     keep.write_text("{}")
-    with pytest.raises(ReproduceError, match="different training code: digests aaa \\(2 runs\\), bbb \\(1 runs\\)"):
-        runs_provenance(rows("aaa", "aaa", "bbb"), False, tmp_path / "runs")
-    with pytest.raises(ReproduceError, match="recorded no training-code digest"):
-        runs_provenance(rows("aaa", None), False, tmp_path / "runs")
+    with pytest.raises(StudyError, match="different training code: digests aaa \\(2 runs\\), bbb \\(1 runs\\)"):
+        refuse_mixed(rows("aaa", "aaa", "bbb"), False, str(tmp_path / "runs"))
+    with pytest.raises(StudyError, match="recorded no training-code digest"):
+        refuse_mixed(rows("aaa", None), False, str(tmp_path / "runs"))
     assert keep.is_file()
-    assert runs_provenance(rows("aaa", "aaa"), False, tmp_path)["training_code_digests"] == {"aaa": 2}
+    assert refuse_mixed(rows("aaa", "aaa"), False, str(tmp_path))["training_code_digests"] == {"aaa": 2}
 
 
 def test_runs_from_uncommitted_code_are_refused_unless_allowed_and_the_record_says_so(tmp_path):
-    with pytest.raises(ReproduceError, match="uncommitted changes.*--allow-dirty"):
-        runs_provenance(rows("aaa", "aaa", dirty=True), False, tmp_path)
-    found = runs_provenance(rows("aaa", "aaa", dirty=True), True, tmp_path)
+    with pytest.raises(StudyError, match="uncommitted changes.*--allow-dirty"):
+        refuse_mixed(rows("aaa", "aaa", dirty=True), False, str(tmp_path))
+    found = refuse_mixed(rows("aaa", "aaa", dirty=True), True, str(tmp_path))
     assert found["allow_dirty"] is True and found["dirty_runs"] == 2 and found["engine_digest"]
+
+
+def test_finished_runs_of_other_training_code_are_refused_before_anything_trains(tmp_path):
+    import json
+
+    def finished(name, digest, status="completed"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "summary.json").write_text(json.dumps({"status": status, "code": {"training_code_digest": digest}}))
+        return folder
+
+    same, running, missing = finished("a", "now"), finished("b", "old", "running"), tmp_path / "never"
+    refuse_stale([same, running, missing], "now", "--fresh")  # this code's, unfinished, not started: all fine
+    old = finished("c", "old")
+    with pytest.raises(StudyError, match="refused before training: 1 finished run.*digest now.*--fresh"):
+        refuse_stale([same, old], "now", "--fresh")
+    assert (old / "summary.json").is_file()
+
+
+def test_the_command_says_a_refusal_in_one_line_with_exit_2(monkeypatch, capsys):
+    from normtrain.reproduce import cli
+
+    def refused(*args, **kwargs):
+        raise StudyError("refused: the runs were trained by different training code")
+
+    monkeypatch.setattr(cli, "reproduce", refused)
+    assert cli.main(["deepnet_depth"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("normtrain-reproduce: refused:") and "Traceback" not in err
 
 
 def test_the_analysis_code_covers_the_experiment_the_engine_and_outcome_and_is_recorded_with_its_changes():

@@ -150,3 +150,18 @@ def test_the_runs_and_curves_at_an_arms_best_lr_are_its_own_only():
     assert best_lr.lr_text(edge) == "0.003 (edge)"  # a grid of one lr: its best is at an edge
     nothing = best_lr.BestLr("c", (), {}, None)
     assert best_lr.runs_at_best(rows, "norm", nothing) == [] and best_lr.lr_text(nothing) == "–"
+
+
+def test_a_near_tied_runner_up_gives_the_bests_to_measure_again_and_a_clear_winner_gives_none():
+    """Protocol v5's selection robustness: an arm whose runner-up lr is within the paired seed spread of its best is
+    measured again there (the other arms at their bests); an arm with a clear best is not."""
+    rows = grid({("a", 1e-3): [2.00, 2.10, 1.95], ("a", 3e-3): [2.01, 2.02, 2.06], ("a", 1e-2): [2.5, 2.6, 2.7],
+                 ("b", 1e-3): [2.5, 2.6, 2.7], ("b", 3e-3): [1.9, 1.91, 1.92], ("b", 1e-2): [2.4, 2.5, 2.6]})
+    best = best_lr.best_lrs(rows, "norm", ["a", "b"])
+    assert (best["a"].lr, best["b"].lr) == (1e-3, 3e-3)  # a's medians 2.00 and 2.02: near-tied; b's clear
+    found = best_lr.near_tied(rows, "norm", best)
+    assert list(found) == ["a at its runner-up lr 0.003"]
+    moved = found["a at its runner-up lr 0.003"]
+    assert moved["a"].lr == 3e-3 and moved["b"] is best["b"]
+    assert best_lr.at_best(rows, "norm", moved["a"], "final_val_loss") == {"5": 2.01, "6": 2.02, "7": 2.06}
+    assert best_lr.near_tied(rows, "norm", best, arms=["b"]) == {}
