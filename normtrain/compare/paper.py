@@ -222,21 +222,25 @@ def update(c: Charts, path: Path) -> list[str]:
 
 
 def grad_norm_heatmaps(runs: Sequence[Run], slugs: Sequence[str], out: Path) -> tuple[list[Path], list[str]]:
-    """``grad_norm_heatmap_<slug>.png`` per run: the report's map panel (layer × step) of that run alone, log
-    colour on its own scale (the 1st to the 99th percentile of its values, as the report's panels open: one
-    diverged run's 1e5 would leave every other map one flat colour)."""
+    """``grad_norm_heatmap_<slug>.png`` per run: the report's map panel (layer × step) of that run alone, log colour
+    on one scale shared by the runs that did not diverge (the 1st to the 99th percentile of their pooled values, as
+    the report's maps open), so one colour means one gradient norm in every file and a diverged run's 1e5 cannot
+    wash the others out; where every run diverged, the scale of them all."""
     records = {id(r): figdata.layer_records([Group(r.label, [r])], "grad_norm", figdata.UNCAPPED) for r in runs}
     if not any(ranges.colour_domains(recs).get("log") for recs in records.values()):
         return [], ["grad_norm_heatmap_*.png: no run recorded grad_norm/layer_i"]
+    pooled = [rec for r in runs if ranges.healthy(r) for rec in records[id(r)]] or [
+        rec for recs in records.values() for rec in recs]
+    shared = ranges.colour_domains(pooled).get("log")
     paths, notes = [], []
     for run, name in zip(runs, slugs, strict=True):
-        domain = ranges.colour_domains(records[id(run)]).get("log")
-        if domain is None:
+        own = ranges.colour_domains(records[id(run)]).get("log")
+        if own is None:
             notes.append(f"grad_norm_heatmap: {run.label}: no positive finite grad_norm/layer_i recorded")
             continue
         path = out / f"grad_norm_heatmap_{name}.png"
         try:
-            paths.append(render(heatmap(run, records[id(run)], domain), path))
+            paths.append(render(heatmap(run, records[id(run)], shared or own), path))
         except Exception as err:  # one run's odd data (or file) costs its own map, never the others'
             notes.append(f"{path.name} ({run.label}) could not be drawn ({type(err).__name__}: {err})")
     return paths, notes

@@ -321,3 +321,31 @@ def test_a_cap_keeps_evenly_spread_steps_the_first_the_last_and_the_marked_ones(
     assert figdata.Thinning(points=500).line(steps, "g").tolist() == list(range(500))  # within the cap: untouched
     strided = figdata.Thinning(stride=30, points=20)  # the map's own stride keeps 18 steps: under the cap
     assert strided.map(steps, "g").tolist() == figdata.Thinning(stride=30).map(steps, "g").tolist()
+
+
+def test_every_runs_heatmap_png_shares_one_colour_scale_of_the_runs_that_did_not_diverge(tmp_path, monkeypatch):
+    """One colour is one gradient norm in every grad_norm_heatmap_*.png; a diverged run's huge values do not set
+    the scale (they saturate it)."""
+    def scaled(k):
+        return [{**r, "grad_norm/layer_0": r["grad_norm/layer_0"] * k, "grad_norm/layer_1": 2.0 * k}
+                for r in grad_rows()]
+
+    runs = [Run(tmp_path / "small", {"status": "completed"}, None, scaled(1e-3)),
+            Run(tmp_path / "large", {"status": "completed"}, None, scaled(1.0)),
+            Run(tmp_path / "wild", {"status": "diverged"}, None, scaled(1e6))]
+    for run in runs:
+        run.label = run.path.name
+    seen = {}
+    real = paper.heatmap
+
+    def heatmap(run, records, domain):
+        seen[run.label] = list(domain)
+        return real(run, records, domain)
+
+    monkeypatch.setattr(paper, "heatmap", heatmap)
+    monkeypatch.setattr(paper, "render", lambda spec, path: path)
+    paths, notes = paper.grad_norm_heatmaps(runs, ["small", "large", "wild"], tmp_path)
+    assert len(paths) == 3 and not notes
+    assert seen["small"] == seen["large"] == seen["wild"]  # one scale
+    low, high = seen["small"]
+    assert low < 1e-2 and 1.0 < high < 1e3  # spans the two healthy runs, not the diverged one's 1e6
