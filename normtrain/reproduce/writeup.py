@@ -187,7 +187,9 @@ def method_section(exp: Experiment, plan: Plan, result: dict[str, Any]) -> str:
     reuse = (f"; runs reused from an earlier invocation took {reused / 60:.1f} min of their own" if reused else "")
     parts = [f"## What we ran\n\n{exp.method}\n\nNorm: {reg.norm}. Metric: {reg.metric}",
              f"Every run uses `configs/experiment/{exp.name}.yaml`{extra}; the grid ({result['runs']} runs, seeds "
-             f"{', '.join(map(str, result['seeds']))}):\n\n{grid}",
+             f"{', '.join(map(str, result['seeds']))}):\n\n{grid}" + (
+                 f"\n\n--quick ran {plan.quick.text()}: of the lr axis above, only these:\n\n{plan.quick.table()}"
+                 if plan.quick is not None and plan.quick.choices else ""),
              schedule_text(exp.runs_plan(plan)) if result.get("unigram_val_loss") is not None else NOT_TRAINED,
              f"Device: {environment(result['device'])}. Wall time: {minutes:.1f} min for this invocation with "
              f"{result.get('jobs', 1)} job(s) at a time{reuse}; the runs' own times sum to "

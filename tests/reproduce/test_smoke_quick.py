@@ -155,6 +155,8 @@ def test_a_quick_run_gives_the_direction_against_the_full_result_and_no_verdict(
     assert readme.startswith("# QUICK: ") and "## Verdict: no verdict (quick: one seed)" in readme
     assert "QUICK: " in (out / "report.html").read_text()
     assert "## What this quick run can and cannot show" in readme and "It cannot show an interval" in readme
+    ran = readme.split("## What we ran")[1]
+    assert "--quick ran one seed (3), each arm at one lr" in ran and "| arm | lr | from |" in ran  # not the whole axis
     pngs = list(out.glob("*.png"))
     assert pngs and all(Image.open(p).info.get("Title", "").startswith("QUICK") for p in pngs)
     assert not (tmp_path / "README.md").exists()  # never in the experiments index
