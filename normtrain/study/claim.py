@@ -32,6 +32,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from normtrain.study.decision import one_doubling
 from normtrain.study.significance import ALPHA, sign_test, t_quantile
 
 HALF = "@half"  # the primary's quantity at half the steps
@@ -42,7 +43,6 @@ SELECTION_SENSITIVE = "inconclusive (selection-sensitive)"
 BUDGET_SENSITIVE = "inconclusive (budget-sensitive)"
 BUDGET_UNMEASURED = "inconclusive (budget not measured)"
 V5_VERDICTS = (UNDERPOWERED, SELECTION_SENSITIVE, BUDGET_SENSITIVE, BUDGET_UNMEASURED)
-MAX_DOUBLINGS = 40  # further out than 2^40 × T is no crossing
 
 
 @dataclass
@@ -158,11 +158,8 @@ def budget_at(rule, full: Call, half: Call) -> BudgetAt:
         same = half.call == full.call
         return BudgetAt(half.call, half.mean, full.mean, None, None, same,
                         f"{half.call} at T/2 and {full.call} at T (a value is infinite: no mean to extrapolate)")
-    slope = full.mean - half.mean
-    extrapolated = full.mean + slope
-    line = boundary(rule.op, rule.threshold, rule.sesoi, full.call, full.mean)
-    doublings = (line - full.mean) / slope if line is not None and slope != 0 else None
-    crossing = doublings if doublings is not None and 0 < doublings < MAX_DOUBLINGS else None
+    extrapolated, crossing = one_doubling(half.mean, full.mean,
+                                          boundary(rule.op, rule.threshold, rule.sesoi, full.call, full.mean))
     same = half.call == full.call
     holds = same_side(rule.op, rule.threshold, rule.sesoi, full.call, extrapolated)
     ok = same and holds

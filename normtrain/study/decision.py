@@ -169,17 +169,21 @@ class BudgetCheck:
     why: str
 
 
+def one_doubling(mean_half: float, mean_full: float, line: float | None) -> tuple[float, float | None]:
+    """The line through D(T/2) and D(T) in log2 of the budget: D one doubling past T, and how many doublings past T
+    it reaches ``line`` (None: never, or further than MAX_DOUBLINGS, where the line never comes near it)."""
+    slope = mean_full - mean_half  # per doubling of the steps
+    doublings = (line - mean_full) / slope if line is not None and slope != 0 else None
+    return mean_full + slope, doublings if doublings is not None and 0 < doublings < MAX_DOUBLINGS else None
+
+
 def budget_check(full: Paired, half: Paired | None, steps: int, half_steps: int, protocol: Protocol) -> BudgetCheck:
     if half is None or half.mean is None or full.mean is None:
         return BudgetCheck(steps, half_steps, None, full.mean, None, None, None, None,
                            "not measured: no runs at half the steps")
-    slope = full.mean - half.mean  # per doubling of the steps
-    extrapolated = full.mean + slope
-    line = boundary(full.decision, protocol, slope)
-    crossing = None
-    doublings = (line - full.mean) / slope if line is not None and slope != 0 else None
-    if doublings is not None and 0 < doublings < MAX_DOUBLINGS:  # beyond: the line never comes near it
-        crossing = steps * 2 ** doublings
+    extrapolated, doublings = one_doubling(half.mean, full.mean,
+                                           boundary(full.decision, protocol, full.mean - half.mean))
+    crossing = steps * 2 ** doublings if doublings is not None else None
     same = half.decision == full.decision
     holds = same_side(full.decision, extrapolated, protocol)
     ok = same and holds

@@ -2,28 +2,12 @@
 the extra evaluation changes nothing a resume reads."""
 
 import json
-import os
-import signal
+
+from preemption import rows, sigterm_at_batch
 
 import normtrain
-from normtrain.data import batches
 from normtrain.training import evaluation
 from normtrain.training.ending import end_line
-
-
-def rows(run_dir):
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-def sigterm_at_batch(monkeypatch, n):
-    original = batches.BatchSampler.next_batch
-
-    def next_batch(self):
-        if self.batches_drawn == n - 1:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return original(self)
-
-    monkeypatch.setattr(batches.BatchSampler, "next_batch", next_batch)
 
 
 def test_an_interrupted_run_is_evaluated_where_it_stopped_and_resumes_exactly(tiny, tmp_path, monkeypatch):

@@ -9,29 +9,12 @@ import time
 
 import pytest
 import torch
+from preemption import rows, sigterm_at_batch
 
 import normtrain
 from normtrain.checkpoint import CKPT_NAME, load_checkpoint
 from normtrain.config import model_config
-from normtrain.data import batches
 from normtrain.model import GPT
-
-
-def rows(run_dir):
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-def sigterm_at_batch(monkeypatch, n):
-    """Simulate a preemption: SIGTERM arrives while the n-th batch (step n-1) is being trained."""
-    original = batches.BatchSampler.next_batch
-
-    def next_batch(self):
-        if self.batches_drawn == n - 1:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return original(self)
-
-    monkeypatch.setattr(batches.BatchSampler, "next_batch", next_batch)
-
 
 PEER = ["model.tie_embeddings=true", "model.init=gpt2", "norm=layernorm", "norm.bias=false", "model.pos=learned"]
 RUNS = [pytest.param("adamw", [], id="adamw"), pytest.param("muon", [], id="muon"),
