@@ -89,9 +89,9 @@ class Experiment:
         """``half_budget``: every run at T, keeping the checkpoint its branch leaves from, then at T/2 (a WSD decay
         branch, or a whole run under another schedule), in ``RUNS_half`` beside; each row says its budget
         (``steps``). A T run that diverged before the branch step counts as diverged at T/2 too."""
-        steps, branch_step = branches.half_of_config(runs.compose(runs.combos()[0]))
+        cfg = runs.compose(runs.combos()[0])
+        (steps, branch_step), full = branches.half_of_config(cfg), int(cfg.train.max_steps)
         t = branches.with_branch_point(runs, branch_step)
-        full = int(runs.compose(runs.combos()[0]).train.max_steps)
         half = branches.branch_plan(t, [*runs.base, f"train.max_steps={steps}", *(
             ["train.keep_ckpt_at=[]", "train.ckpt_format=full"] if branch_step is not None else [])], branch_step,
             runs.runs_dir.with_name(runs.runs_dir.name + "_half"))
