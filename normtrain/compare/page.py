@@ -20,7 +20,7 @@ from pathlib import Path
 
 from normtrain.compare import findings, report, specs, vega
 from normtrain.compare.figdata import seed_list
-from normtrain.compare.groups import Group
+from normtrain.compare.groups import Group, outcome
 from normtrain.compare.runs import Run
 from normtrain.util.atomic import write_text
 from normtrain.util.numbers import number
@@ -32,6 +32,9 @@ OUTCOMES = {  # summary flags shown as badges (normtrain/training/outcome.py has
     "plateaued": "sat on the unigram line for a while, then left it (summary: left_line_at_step)",
     "undertrained": "validation loss still falling over the last quarter of the run: too short, not broken",
 }
+ON_LINE = "on the unigram line"  # normtrain.compare.groups.outcome's words for such a run
+ON_LINE_TITLE = ("ended within the unigram line's band without the collapsed label: too few evaluations to tell "
+                 "whether it had stopped falling (normtrain/data/unigram.py's rule)")
 SEEDS_NOTE = ("Runs that differ only in their seed form a group: its line is the mean over the seeds, its band "
               "their min–max (or ± 1 sample sd over the seeds, n − 1), and 'each seed' draws every run.")
 
@@ -66,6 +69,8 @@ def _status(run: Run) -> str:
         badges += f'<span class="badge {e(run.status)}">{e(run.status)}{at}</span>'
     for flag in _outcomes(run):
         badges += f'<span class="badge {flag}" title="{e(OUTCOMES[flag])}">{flag}</span>'
+    if not badges and outcome(run) == ON_LINE:  # on the line, yet too few evaluations to be labelled collapsed
+        badges = f'<span class="badge on_line" title="{e(ON_LINE_TITLE)}">on the line</span>'
     return badges or e(run.status)
 
 

@@ -197,3 +197,20 @@ def test_a_page_with_a_root_names_run_folders_from_the_roots_name_not_the_machin
     assert str(tmp_path) not in html
     assert f'title="sweep/{folders[0].name}"' in html and f"{len(folders)} folders in sweep" in html
     assert str(tmp_path) in report_page(folders).html  # without a root: as the user typed them
+
+
+def test_a_run_on_the_unigram_line_without_the_collapsed_label_still_gets_a_badge(tmp_path):
+    """200 steps evaluated every 100 leave too few points to label a run collapsed; the table still says it ended
+    on the line (the summary's words), and a run that learned gets no badge."""
+    from normtrain.compare.page import _status
+    from normtrain.compare.runs import Run
+
+    on_line = Run(tmp_path / "post", {"status": "completed", "final_val_loss": 3.3597, "unigram_val_loss": 3.3538},
+                  None, [])
+    learned = Run(tmp_path / "pre", {"status": "completed", "final_val_loss": 2.681, "unigram_val_loss": 3.3538},
+                  None, [])
+    flagged = Run(tmp_path / "flat", {"status": "completed", "collapsed": True, "final_val_loss": 3.36,
+                                      "unigram_val_loss": 3.3538}, None, [])
+    assert 'class="badge on_line"' in _status(on_line) and ">on the line<" in _status(on_line)
+    assert _status(learned) == "completed"
+    assert "badge collapsed" in _status(flagged) and "on_line" not in _status(flagged)
