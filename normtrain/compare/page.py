@@ -155,9 +155,9 @@ def sections(figures: Sequence[specs.Figure], groups: Sequence[Group] = (),
 
 def summary_html(groups: Sequence[Group], figures: Sequence[specs.Figure]) -> str:
     """The summary's sentences, each linked to the figure that shows its numbers (where the page has it)."""
-    ids = {f.id for f in figures}
-    items = [f"<li>{html.escape(f.text)}" + (f' <a href="#{f.figure}">(figure)</a>' if f.figure in ids else "")
-             + "</li>" for f in findings.summary(groups)]
+    titles = {f.id: f.title for f in figures}  # each link named for the figure it opens
+    items = [f"<li>{html.escape(f.text)}" + (f' <a href="#{f.figure}">(see: {html.escape(titles[f.figure])})</a>'
+                                            if f.figure in titles else "") + "</li>" for f in findings.summary(groups)]
     if not items:
         return ""
     return f'<section id="summary"><h2>Summary</h2><ul class="findings">{"".join(items)}</ul></section>'

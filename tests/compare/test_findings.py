@@ -143,6 +143,7 @@ def test_the_page_opens_with_the_summary_and_the_profiles_come_before_the_maps()
     summary = html[at["summary"]:at["table"]]
     assert "post: at step 199 the gradient norm falls" in summary and 'href="#fig-grad-norm-profile"' in summary
     assert 'href="#profiles"' in summary and 'href="#maps"' in summary  # the line of links to every section
+    assert '(see: Gradient norm per block (before clipping): by block)</a>' in summary  # named, not "(figure)"
 
 
 def opening_domain(panel: dict, colours: str, log: bool) -> list[float]:
