@@ -26,6 +26,7 @@ GRADIENT_RATIO = 100.0
 # nats below the entropy of attention spread evenly over every visible position: a block this close attends to no
 # position more than the others (the uniform entropy of a 128-token context is 3.88 nats; a trained head's is lower)
 NEAR_UNIFORM = 0.05
+MANY_GROUPS = 6  # past this many groups the ones that learned are counted in one clause, the failed still named
 VERBS = {"diverged": "diverged", "failed": "failed (stopped with an error)",
          "collapsed": "collapsed onto the unigram line", "above the unigram line": "ended above the unigram line",
          "on the unigram line": "ended on the unigram line",
@@ -126,6 +127,13 @@ def _figures(runs: Sequence[Run], what: str, line: bool) -> str:
             + unsure + ")")
 
 
+def counted(pairs: list[tuple[Group, list[Run]]], what: str) -> str:
+    """Many groups of one healthy outcome in one clause: how many, and the range of their final losses."""
+    finals = [v for _, rs in pairs for r in rs if isinstance(v := r.summary.get("final_val_loss"), (int, float))]
+    span = f" (final val loss {number(min(finals))}–{number(max(finals))})" if finals else ""
+    return f"{len(pairs)} groups {VERBS[what]}{span}"
+
+
 def by_outcome(groups: Sequence[Group]) -> dict[str, list[tuple[Group, list[Run]]]]:
     """Per outcome (in ``OUTCOMES``' order) the groups with runs of it, and those runs."""
     found: dict[str, list[tuple[Group, list[Run]]]] = {}
@@ -140,8 +148,13 @@ def headline(found: dict[str, list[tuple[Group, list[Run]]]], total: int) -> Fin
     """Of N runs: which groups ended how, with their losses, and the unigram line they are judged by."""
     runs = [r for pairs in found.values() for _, rs in pairs for r in rs]
     levels = {number(v) for r in runs if isinstance(v := r.summary.get("unigram_val_loss"), (int, float))}
-    parts = [f"{named(g, rs)} {VERBS[what]}{_figures(rs, what, len(levels) > 1)}"
-             for what in found for g, rs in found[what]]
+    many = sum(len(pairs) for pairs in found.values()) > MANY_GROUPS
+    parts = []
+    for what, pairs in found.items():
+        if many and what not in FAILED:
+            parts.append(counted(pairs, what))
+        else:
+            parts += [f"{named(g, rs)} {VERBS[what]}{_figures(rs, what, len(levels) > 1)}" for g, rs in pairs]
     line = (f" The unigram line (the loss of predicting token frequencies alone) is at {levels.pop()}."
             if len(levels) == 1 else "" if levels else " No run recorded a unigram baseline.")
     return Finding(f"Of {total} run{'s' if total != 1 else ''}: " + "; ".join(parts) + "." + line, "fig-loss")

@@ -191,3 +191,12 @@ def test_the_legend_and_the_loss_line_say_which_groups_failed_and_profiles_tell_
                                            ([0, 2, 3, 7], "blocks 0, 2–3 and 7")])
 def test_blocks_read_as_ranges(indices, text):
     assert findings.blocks(indices) == text
+
+
+def test_past_six_groups_the_learned_ones_are_counted_in_one_clause_and_the_failed_still_named():
+    healthy = [learned(p, 0.05) for p in ("pre", "deepnorm", "peri", "mix", "subln", "admin", "rezero")]
+    head = sentences([post_ln_collapse(), *healthy])[0]
+    assert head.startswith("Of 8 runs: post collapsed onto the unigram line (final val loss 3.352)")
+    assert "7 groups learned (final val loss 2.600–2.700)" in head and "peri learned" not in head
+    few = sentences([post_ln_collapse(), *healthy[:5]])[0]  # six groups: each still named
+    assert "peri learned (final val loss 2.700)" in few
