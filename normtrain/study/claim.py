@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from normtrain.study.decision import one_doubling
-from normtrain.study.significance import ALPHA, sign_test, t_quantile
+from normtrain.study.significance import ALPHA, sign_test, t_half_width
 
 HALF = "@half"  # the primary's quantity at half the steps
 ALT = "@alt:"  # the primary's quantity with a near-tied runner-up lr in place of a best (then a label)
@@ -75,8 +75,7 @@ def interval_call(op: str, threshold: float | tuple[float, float], sesoi: float 
         return ranked_call(op, threshold, sesoi, vals, alpha)
     if n < 2:
         return Call(n, statistics.fmean(vals) if vals else None, None, None, None, level, OPEN)
-    mean, sd = statistics.fmean(vals), statistics.stdev(vals)
-    half = t_quantile(1 - alpha, n - 1) * sd / math.sqrt(n)
+    mean, sd, half = statistics.fmean(vals), statistics.stdev(vals), t_half_width(vals, alpha)
     low, high = mean - half, mean + half
     sign = direction(op)
     if sign == 0:

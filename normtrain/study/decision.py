@@ -41,7 +41,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from normtrain.study.significance import sign_test, t_quantile
+from normtrain.study.significance import sign_test, t_half_width
 
 BETTER, WORSE, EQUIVALENT = "better", "worse", "equivalent"
 UNDERPOWERED = "inconclusive (underpowered)"
@@ -116,8 +116,7 @@ def paired(arm: dict[str, float | None], baseline: dict[str, float | None], prot
     mean = statistics.fmean(vals)
     if n < 2:
         return Paired(arm_value, baseline_value, diffs, n, mean, None, None, None, None, UNDERPOWERED)
-    sd = statistics.stdev(vals)
-    half = t_quantile(1 - protocol.alpha, n - 1) * sd / math.sqrt(n)
+    sd, half = statistics.stdev(vals), t_half_width(vals, protocol.alpha)
     low, high = mean - half, mean + half
     sign = sign_test(vals, 0.0, greater=mean > 0) if any(vals) else None
     return Paired(arm_value, baseline_value, diffs, n, mean, sd, low, high, sign, classify(low, high, protocol))

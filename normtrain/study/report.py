@@ -201,10 +201,9 @@ def draw_differences(ax, spec: Spec, a: Analysis, col: dict[str, str]) -> None:
             ax.scatter([x] * len(vals), vals, color=col[arm], s=14, alpha=0.6,
                        label=f"{arm} − {spec.baseline}" if i == len(budgets) - 1 else None)
             if len(vals) >= 2:
-                from normtrain.study.significance import t_quantile
+                from normtrain.study.significance import t_half_width
 
-                m, sd = statistics.fmean(vals), statistics.stdev(vals)
-                half = t_quantile(1 - spec.alpha, len(vals) - 1) * sd / math.sqrt(len(vals))
+                m, half = statistics.fmean(vals), t_half_width(vals, spec.alpha)
                 ax.errorbar([x + width * 0.25], [m], yerr=[[half], [half]], fmt="o", color=col[arm], capsize=4)
     ax.axhline(0, color="k", lw=0.8)
     ax.axhspan(-spec.margin, spec.margin, color="0.85", alpha=0.6, label=f"±{spec.margin:g} (equivalent)")

@@ -49,6 +49,13 @@ def t_cdf(t: float, df: int) -> float:
     return 1 - tail if t > 0 else tail
 
 
+def t_half_width(values: Sequence[float], alpha: float) -> float:
+    """Half the width of the 1 − 2α Student t interval of the mean of ``values`` (at least 2): each side a one-sided
+    test at level α. The one formula behind every interval of the protocol."""
+    n = len(values)
+    return t_quantile(1 - alpha, n - 1) * statistics.stdev(values) / math.sqrt(n)
+
+
 def t_quantile(p: float, df: int) -> float:
     """The t value whose CDF is ``p`` (bisection: the CDF is monotone)."""
     lo, hi = -1e3, 1e3

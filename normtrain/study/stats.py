@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from normtrain.study.significance import t_quantile
+from normtrain.study.significance import t_half_width
 from normtrain.util.numbers import number
 from normtrain.util.spread import mean_sd
 
@@ -110,8 +110,7 @@ def t_interval(values: Iterable[float | None], level: float = 0.95) -> tuple[flo
     vals = finite(values)
     if len(vals) < MIN_CI:
         return None
-    m, sd = statistics.fmean(vals), statistics.stdev(vals)
-    half = t_quantile((1 + level) / 2, len(vals) - 1) * sd / math.sqrt(len(vals))
+    m, half = statistics.fmean(vals), t_half_width(vals, (1 - level) / 2)
     return m - half, m + half
 
 
