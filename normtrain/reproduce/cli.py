@@ -345,7 +345,12 @@ def show_cpu_plan(name: str, args: argparse.Namespace) -> CpuEstimate | None:
         return None
     exp = EXPERIMENTS[name]()
     rest = split_overrides(sweep_axes(name), args.overrides)
-    found = estimate(exp.runs_plan(plan), committed_runs(plan), rest, exp.keep_checkpoints)
+    runs, half = exp.runs_plan(plan), None
+    if exp.half_budget:
+        runs, half_plan, full = exp.budgets(runs)
+        branch = half_plan.branch_step or 0
+        half = (half_plan, (full // 2 - branch) / full)
+    found = estimate(runs, committed_runs(plan), rest, exp.keep_checkpoints, half)
     if plan.quick is not None:
         found.name = f"{name} --quick ({plan.quick.text()})"
     print(found.text())

@@ -21,6 +21,7 @@ from pathlib import Path
 from normtrain.study.plan import SEED_AXIS, Plan
 
 RUNS_CSV = "runs.csv"
+COST_FREE = ("optim.lr", "optim.warmup_steps")  # axes a step's cost does not depend on
 NOT_COUNTED = ("The runs alone: what runs after the grid (curse_of_depth's probes, batchnorm_leak's scoring, "
                "norm_types' step timing) and the analysis add minutes")
 
@@ -80,6 +81,10 @@ def point(combo: dict[str, str], axes: list[str]) -> tuple[str, ...]:
 
 def committed_times(path: Path, axes: list[str]) -> dict[tuple[str, ...], float]:
     """Each grid point's median own wall time (seconds) over its committed runs; {} without a runs.csv."""
+    return {k: statistics.median(v) for k, v in _committed(path, axes).items()}
+
+
+def _committed(path: Path, axes: list[str]) -> dict[tuple[str, ...], list[float]]:
     if not path.is_file():
         return {}
     times: dict[tuple[str, ...], list[float]] = {}
@@ -91,7 +96,22 @@ def committed_times(path: Path, axes: list[str]) -> dict[tuple[str, ...], float]
                 continue
             if all(a in row for a in axes):
                 times.setdefault(point(row, axes), []).append(seconds)
-    return {k: statistics.median(v) for k, v in times.items()}
+    return times
+
+
+def neighbour_times(path: Path, axes: list[str]) -> dict[tuple[str, ...], float]:
+    """The median own time of the committed runs that share a point's values on every axis but the learning rate
+    and the warm-up (neither changes what a step costs): the time of a grid point that a re-registration added."""
+    free = [a for a in axes if a not in COST_FREE]
+    pooled: dict[tuple[str, ...], list[float]] = {}
+    for p, seconds in _committed(path, axes).items():
+        pooled.setdefault(_without_free(p, axes, free), []).extend(seconds)
+    return {k: statistics.median(v) for k, v in pooled.items()}
+
+
+def _without_free(p: tuple[str, ...], axes: list[str], free: list[str]) -> tuple[str, ...]:
+    named = dict(zip([a for a in axes if a != SEED_AXIS], p, strict=True))
+    return tuple(named[a] for a in free if a != SEED_AXIS)
 
 
 def finished(plan: Plan, combo: dict[str, str], keep_checkpoints: bool) -> bool:
@@ -101,20 +121,45 @@ def finished(plan: Plan, combo: dict[str, str], keep_checkpoints: bool) -> bool:
     return reused_measurement(plan, combo) is not None or reusable(plan, combo, keep_checkpoints)
 
 
-def estimate(plan: Plan, committed: Path, extra_overrides: list[str], keep_checkpoints: bool = False) -> CpuEstimate:
-    """The estimate for ``plan`` (the experiment's ``runs_plan``) from the runs.csv at ``committed``."""
+def estimate(plan: Plan, committed: Path, extra_overrides: list[str], keep_checkpoints: bool = False,
+             half: tuple[Plan, float] | None = None) -> CpuEstimate:
+    """The estimate for ``plan`` (the experiment's ``runs_plan``) from the runs.csv at ``committed``; ``half``: the
+    T/2 plan of a ``half_budget`` experiment and the share of a T run's steps each of its runs trains."""
     axes = list(plan.grid)
-    times = committed_times(committed, axes)
+    times, neighbours = committed_times(committed, axes), neighbour_times(committed, axes)
+    free = [a for a in axes if a not in COST_FREE]
     combos = plan.combos()
+
+    def timed(todo: list[dict[str, str]], share: float) -> tuple[list[float], int]:
+        found, by_neighbour = [], 0
+        for c in todo:
+            if (p := point(c, axes)) in times:
+                found.append(share * times[p])
+            elif (q := _without_free(p, axes, free)) in neighbours:
+                found.append(share * neighbours[q])
+                by_neighbour += 1
+        return found, by_neighbour
+
     todo = [c for c in combos if not finished(plan, c, keep_checkpoints)]
-    known = [times[point(c, axes)] for c in todo if point(c, axes) in times]
-    caveats = []
+    known, by_neighbour = timed(todo, 1.0)
+    caveats, runs, to_train = [], len(combos), len(todo)
+    if half is not None:
+        half_plan, share = half
+        half_todo = [c for c in half_plan.combos() if not finished(half_plan, c, keep_checkpoints)]
+        more, more_by_neighbour = timed(half_todo, share)
+        known, by_neighbour = known + more, by_neighbour + more_by_neighbour
+        runs, to_train = runs + len(half_plan.combos()), to_train + len(half_todo)
+        caveats.append(f"The {len(half_plan.combos())} T/2 runs (decay branches or whole runs) are timed as "
+                       f"{share:.0%} of their T run's time, their share of its steps (their start-up not counted)")
+    if by_neighbour:
+        caveats.append(f"{by_neighbour} run(s) at a grid point with no committed run timed by the committed runs "
+                       "at the point's other learning rates or warm-ups")
     if not times:
         caveats.append(f"No committed runs at {committed} to time them by")
     if extra_overrides:
         caveats.append(f"The times are the registered settings'; {' '.join(extra_overrides)} may change them")
-    return CpuEstimate(name=plan.name, runs=len(combos), reused=len(combos) - len(todo), own_s=sum(known),
-                       untimed=len(todo) - len(known), jobs=plan.jobs, source=str(committed), caveats=caveats)
+    return CpuEstimate(name=plan.name, runs=runs, reused=runs - to_train, own_s=sum(known),
+                       untimed=to_train - len(known), jobs=plan.jobs, source=str(committed), caveats=caveats)
 
 
 def total_text(estimates: list[CpuEstimate]) -> str:

@@ -85,7 +85,8 @@ def result_record(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findi
         "name": exp.name, "title": exp.title, "paper": exp.paper, "reference": exp.reference, "claim": reg.claim,
         "paper_number": reg.paper_number, "norm": reg.norm, "ours": findings.ours, "protocol": judged.protocol,
         "verdict": judged.verdict, "verdict_why": judged.why, "key": findings.key, "scale": plan.scale,
-        "smoke": plan.smoke, "runs": len(plan.combos()), "seeds": seeds, "grid": plan.grid, "base": plan.base,
+        "smoke": plan.smoke, "runs": len(plan.combos()) * (2 if exp.half_budget else 1),  # half_budget: T and T/2
+        "seeds": seeds, "grid": plan.grid, "base": plan.base,
         "unigram_val_loss": stats.unigram_of(rows),
         **{k: round(v, 1) if isinstance(v, float) else v for k, v in timing.items()},
         "device": device, "command": plan.command, "registration": reg.label,

@@ -85,20 +85,26 @@ class Experiment:
         finally:
             plan.reused_s = runs.reused_s  # a copy counted the reused runs' time: the write-up reads ``plan``
 
-    def measure_both(self, plan: Plan, runs: Plan) -> list[dict[str, Any]]:
-        """``half_budget``: every run at T, keeping the checkpoint its branch leaves from, then at T/2 (a WSD decay
-        branch, or a whole run under another schedule), in ``RUNS_half`` beside; each row says its budget
-        (``steps``). A T run that diverged before the branch step counts as diverged at T/2 too."""
+    def budgets(self, runs: Plan) -> tuple[Plan, branches.BranchPlan, int]:
+        """``half_budget``'s two plans: the T runs (keeping the checkpoint their branches leave from) and the T/2
+        runs in ``RUNS_half`` beside (a WSD decay branch each, or a whole run under another schedule), and T."""
         cfg = runs.compose(runs.combos()[0])
-        (steps, branch_step), full = branches.half_of_config(cfg), int(cfg.train.max_steps)
+        (steps, branch_step), full = branches.reproduction_half(cfg), int(cfg.train.max_steps)
         t = branches.with_branch_point(runs, branch_step)
         half = branches.branch_plan(t, [*runs.base, f"train.max_steps={steps}", *(
             ["train.keep_ckpt_at=[]", "train.ckpt_format=full"] if branch_step is not None else [])], branch_step,
             runs.runs_dir.with_name(runs.runs_dir.name + "_half"))
+        return t, half, full
+
+    def measure_both(self, plan: Plan, runs: Plan) -> list[dict[str, Any]]:
+        """``half_budget``: every run at T, then at T/2 (``budgets``); each row says its budget (``steps``). A T run
+        that diverged before the branch step counts as diverged at T/2 too."""
+        t, half, full = self.budgets(runs)
+        steps = full // 2
         try:
             t_rows = [{**r, branches.STEPS: full} for r in read_rows(t, train_grid(t, self.keep_checkpoints), self.row)]
             axes = list(runs.grid)
-            gone = branches.gone_before_branch(t_rows, axes, branch_step)
+            gone = branches.gone_before_branch(t_rows, axes, half.branch_step)
             half_rows = read_rows(half, train_grid(branches.skipping(half, gone), self.keep_checkpoints), self.row)
             lost = [{**dict(p), "status": "diverged", "final_val_loss": math.inf} for p in sorted(gone)]
             return t_rows + [{**r, branches.STEPS: steps} for r in half_rows + lost]

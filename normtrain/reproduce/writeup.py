@@ -186,7 +186,8 @@ def method_section(exp: Experiment, plan: Plan, result: dict[str, Any]) -> str:
     reused = result.get("reused_run_time_s") or 0
     reuse = (f"; runs reused from an earlier invocation took {reused / 60:.1f} min of their own" if reused else "")
     parts = [f"## What we ran\n\n{exp.method}\n\nNorm: {reg.norm}. Metric: {reg.metric}",
-             f"Every run uses `configs/experiment/{exp.name}.yaml`{extra}; the grid ({result['runs']} runs, seeds "
+             f"Every run uses `configs/experiment/{exp.name}.yaml`{extra}; the grid ({result['runs']} runs"
+             f"{': each point at T and at T/2' if exp.half_budget else ''}, seeds "
              f"{', '.join(map(str, result['seeds']))}):\n\n{grid}" + (
                  f"\n\n--quick ran {plan.quick.text()}: of the lr axis above, only these:\n\n{plan.quick.table()}"
                  if plan.quick is not None and plan.quick.choices else ""),

@@ -1,7 +1,8 @@
 """Xiong et al. 2020, §3.2: Post-LN needs learning-rate warm-up; Pre-LN trains without it.
 
 Four arms, Post-LN and Pre-LN each without and with warm-up, every arm at several learning rates; the paper's
-claim is judged with each arm at its own best lr (normtrain/study/best_lr.py), and the v3 comparison at the
+claim is judged with each arm at its own best lr, chosen on held-out windows (normtrain/study/best_lr.py), at T and
+at T/2 and with a near-tied Post-LN lr (protocol v5: normtrain/study/robustness.py); the v3 comparison at the
 paper's two learning rates is kept beside it.
 """
 
@@ -13,14 +14,16 @@ from typing import Any
 from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.runner import Experiment, Findings
 from normtrain.reproduce.writeup import markdown_table
-from normtrain.study import best_lr, plots, stats
+from normtrain.study import best_lr, plots, robustness, stats
+from normtrain.study.best_against_best import SELECT, select_or_inf
 from normtrain.study.plan import Plan
 
 WARMUP_AXIS = "optim.warmup_steps"
 ARMS = ("post, no warm-up", "post, warm-up", "pre, no warm-up", "pre, warm-up")  # the order of rows and lines
 PRIMARY = ARMS[:2]  # the primary check's arms: its preconditions read these
 REFERENCE = ("post, warm-up", "pre, warm-up")  # the guard's arms
-POST_MAX_LR, PRE_MIN_LR = 1e-3, 5e-4  # Post-LN runs the grid up to 1e-3, Pre-LN from 5e-4 (the YAML's lr axis)
+PRIMARY_QUANTITY = "post_cold_minus_warm_at_best"
+POST_MAX_LR, PRE_MIN_LR = 1e-3, 1e-3  # Post-LN runs the grid up to 1e-3, Pre-LN from 1e-3 (the YAML's lr axis)
 PAPER_LRS = (5e-4, 1e-3)  # Xiong et al.'s two learning rates: the secondary checks at given lrs
 COLORS = {"post, no warm-up": plots.PLACEMENT_COLORS["post"], "post, warm-up": "#ff9896",
           "pre, no warm-up": plots.PLACEMENT_COLORS["pre"], "pre, warm-up": "#9ecae1"}
@@ -40,16 +43,18 @@ def penalty_at(rows: list[dict[str, Any]], placement: str, lr: float) -> dict[st
     return stats.paired(losses(True), losses(False), stats.difference)
 
 
+def primary_gap(rows: list[dict[str, Any]], best: dict[str, best_lr.BestLr]) -> dict[str, dict[str, float | None]]:
+    """The primary: per seed, Post-LN without warm-up at its best lr − with warm-up at its best."""
+    return {"": best_lr.paired_at_best(rows, "arm", best, *ARMS[:2])}
+
+
 def measure_checks(rows: list[dict[str, Any]], best: dict[str, best_lr.BestLr], unigram: float | None
                    ) -> dict[str, dict[str, dict[str, float | None]]]:
-    """Every quantity the registration's rules name, per condition and seed."""
-    def gap(arm: str, reference: str) -> dict[str, float | None]:
-        return best_lr.paired_at_best(rows, "arm", best, arm, reference)
-
-    post, pre = gap(*ARMS[:2]), gap(*ARMS[2:])
+    """Every quantity the registration's rules name, per condition and seed (``rows``: one budget's)."""
+    post, pre = primary_gap(rows, best)[""], best_lr.paired_at_best(rows, "arm", best, *ARMS[2:])
     paper = [lr for lr in PAPER_LRS if penalty_at(rows, "post", lr)]
     return {
-        "post_cold_minus_warm_at_best": {"": post},
+        PRIMARY_QUANTITY: {"": post},
         "pre_cold_minus_warm_at_best": {"": pre},
         "post_minus_pre_penalty_at_best": {"": stats.paired(post, pre, stats.minus) if post and pre else {}},
         "post_penalty": {f"lr {lr:g}": penalty_at(rows, "post", lr) for lr in paper},
@@ -58,7 +63,7 @@ def measure_checks(rows: list[dict[str, Any]], best: dict[str, best_lr.BestLr], 
                                 if len(paper) == 2 else {}},
         "reference_margin": {a: stats.margin_below(unigram, best_lr.at_best(rows, "arm", best[a], stats.final_or_inf))
                              for a in REFERENCE if a in best},
-        "best_lr_inside_grid": best_lr.inside_grid({a: b for a, b in best.items() if a in PRIMARY}),
+        "best_lr_inside_grid": best_lr.inside_grid(best),
         "val_quarter_drop_at_best": {a: best_lr.at_best(rows, "arm", best[a], "val_quarter_drop")
                                      for a in PRIMARY[1:] if a in best},
     }
@@ -71,12 +76,15 @@ class Warmup(Experiment):
     reference = "**Xiong et al. 2020**, *On Layer Normalization in the Transformer Architecture*, §3.2 and Fig. 2"
     method = ("Scaled down: 12 layers of the 64-128-2 model (d 64, FFN 128 GELU, 2 heads, learned positions), "
               "LayerNorm, Adam β = (0.9, 0.98), no weight decay, no gradient clipping, 2000 steps of 8 × 128 bytes, "
-              "evaluated every 5% on 512 fixed windows, seeds 5–10. The learning rate follows a cosine from the peak "
-              "to 10% of it over the whole run; the warm-up, none or linear over the first 200 steps (10%), "
+              "evaluated every 5% on 512 fixed windows, seeds 11–15. The learning rate follows WSD: the peak until "
+              "step 1600, then linearly to 10% of it; the warm-up, none or linear over the first 200 steps (10%), "
               "*multiplies* that schedule (`optim.warmup_overlaps`), so the two arms of a placement differ in the "
-              "ramp alone. Peak learning rates: Post-LN 1.25e-4, 2.5e-4, 5e-4, 1e-3; Pre-LN 5e-4, 1e-3, 2e-3 (both "
-              "hold the paper's 5e-4 and 1e-3). Each arm is judged at its own best lr: " + best_lr.RULE + ".")
+              "ramp alone. Every run is measured again at T/2 (1000 steps): a decay branch that leaves the T run at "
+              "step 800. Peak learning rates: Post-LN 1.25e-4, 2.5e-4, 5e-4, 1e-3 (the paper's 5e-4 and 1e-3 among "
+              "them); Pre-LN 1e-3, 2e-3, 4e-3, 8e-3. Each arm is judged at its own best lr, at each budget: "
+              + best_lr.HELD_OUT_RULE + ".")
     gpu_recipe = Recipe()
+    half_budget = True  # protocol v5: every run at T and at T/2 (a WSD decay branch)
 
     def keeps(self, combo: dict[str, str]) -> bool:
         if "optim.lr" not in combo:
@@ -85,36 +93,46 @@ class Warmup(Experiment):
         return lr <= POST_MAX_LR if combo.get("placement", "post") == "post" else lr >= PRE_MIN_LR
 
     def row(self, run, combo: dict[str, str]) -> dict[str, Any]:
-        return {**super().row(run, combo), best_lr.SELECTION: best_lr.selection_of(run)}
+        return {**super().row(run, combo), best_lr.SELECTION: best_lr.selection_of(run),
+                SELECT: run.summary.get("final_select_loss")}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         for r in rows:
             r["arm"] = arm_of(r)
-        arms = [a for a in ARMS if any(r["arm"] == a for r in rows)]
-        unigram = stats.unigram_of(rows)
-        best = best_lr.best_lrs(rows, "arm", arms)
-        measured = measure_checks(rows, best, unigram)
-        post = stats.median_and_interval(measured["post_cold_minus_warm_at_best"][""].values())
+        full, half = robustness.budgets(rows)
+        arms = [a for a in ARMS if any(r["arm"] == a for r in full)]
+        unigram = stats.unigram_of(full)
+        best = best_lr.best_lrs(full, "arm", arms, select_or_inf)
+        measured = measure_checks(full, best, unigram)
+        measured.update(robustness.primary_again(PRIMARY_QUANTITY, primary_gap, full, half, "arm", arms,
+                                                 [a for a in PRIMARY if a in arms]))
+        post = stats.median_and_interval(measured[PRIMARY_QUANTITY][""].values())
         pre = stats.median_and_interval(measured["pre_cold_minus_warm_at_best"][""].values())
         ours = f"Post-LN without − with warm-up, each at its best lr: {post} nats (seeds)"
         key = f"{ours}; Pre-LN: {pre} nats."
-        notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
-                 *best_lr.rule_notes(rows, "arm", best),
-                 *plateau_notes(rows), execution_note(rows)]
-        return Findings(table=self.tables(rows, best, unigram), measured=measured, key=key, ours=ours, notes=notes,
-                        figures={"warmup.png": lambda path: self.draw(rows, best, unigram, path),
-                                 "penalty.png": lambda path: self.draw_penalty(rows, path)})
+        notes = [f"Best lr rule (declared before the runs): {best_lr.HELD_OUT_RULE}.",
+                 *best_lr.rule_notes(full, "arm", best),
+                 *plateau_notes(full), execution_note(rows)]
+        half_best = best_lr.best_lrs(half, "arm", arms, select_or_inf) if half else {}
+        return Findings(table=self.tables(full, best, unigram, half, half_best), measured=measured, key=key,
+                        ours=ours, notes=notes,
+                        figures={"warmup.png": lambda path: self.draw(full, best, unigram, path),
+                                 "penalty.png": lambda path: self.draw_penalty(full, path)})
 
     @staticmethod
-    def tables(rows, best, unigram) -> str:
-        return "\n\n".join([
+    def tables(rows, best, unigram, half=(), half_best=None) -> str:
+        parts = [
             "The whole loss-vs-lr curve: final validation loss per arm and peak lr, median [range] over seeds (n); "
             f"**bold**: the arm's best lr by the selection rule:\n\n{best_lr.curve_table(rows, 'arm', best)}",
-            "The selection loss (mean training loss over the last 10% of steps), median [range] over seeds:\n\n"
-            + best_lr.curve_table(rows, "arm", best, best_lr.selection_or_inf),
-            f"Each arm at its best lr ({stats.CELL_NOTE}):\n\n{at_best_table(rows, best)}",
-            "At the paper's learning rates (v3's comparison, secondary): the no-warm-up penalty per seed (no warm-up "
-            f"− warm-up, paired by seed; ∞ = diverged); {stats.CELL_NOTE}:\n\n{paper_lr_table(rows)}"])
+            "The selection loss (the held-out windows' loss at the run's end), median [range] over seeds:\n\n"
+            + best_lr.curve_table(rows, "arm", best, select_or_inf),
+            f"Each arm at its best lr ({stats.CELL_NOTE}):\n\n{at_best_table(rows, best)}"]
+        if half:
+            parts.append(f"At T/2 ({int(half[0]['steps'])} steps; under WSD a decay branch of each T run), each arm "
+                         f"at its own best lr there ({stats.CELL_NOTE}):\n\n{at_best_table(list(half), half_best)}")
+        parts.append("At the paper's learning rates (v3's comparison, secondary): the no-warm-up penalty per seed (no "
+                     f"warm-up − warm-up, paired by seed; ∞ = diverged); {stats.CELL_NOTE}:\n\n{paper_lr_table(rows)}")
+        return "\n\n".join(parts)
 
     @staticmethod
     def draw(rows, best, unigram, path) -> None:

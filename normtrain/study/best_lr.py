@@ -41,6 +41,12 @@ RULE = ("each arm's best learning rate is the one whose runs have the lowest med
         "the validation windows the comparison is judged on); a diverged run counts as +∞, a tie goes to the "
         "smaller lr; a best lr at the grid's smallest or largest value is at an edge: extend the grid")
 
+HELD_OUT_RULE = ("each arm's best learning rate is the one whose runs have the lowest median over seeds of the "
+                 "selection loss, the loss at the run's end on held-out validation windows that lie between the "
+                 "judged ones and never overlap them (train.select_windows: best_against_best.select_or_inf); a "
+                 "diverged run counts as +∞, a tie goes to the smaller lr; a best lr at the grid's smallest or "
+                 "largest value is at an edge: extend the grid")  # protocol v5's score (normtrain/study/decision.py)
+
 Value = Callable[[dict[str, Any]], float | None]
 
 

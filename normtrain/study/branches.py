@@ -29,6 +29,13 @@ def half_of(steps: int, warmup: int, decay_fraction: float, branch: bool) -> tup
     return half, max(warmup, half - round(decay_fraction * half))
 
 
+def reproduction_half(cfg: DictConfig) -> tuple[int, int | None]:
+    """``half_of_config`` for a reproduction: a T/2 too short for a decay of its own (a smoke run's 2 steps) is
+    trained whole instead of branched at its last step."""
+    half, branch_step = half_of_config(cfg)
+    return (half, None) if branch_step is not None and branch_step >= half else (half, branch_step)
+
+
 def half_of_config(cfg: DictConfig) -> tuple[int, int | None]:
     """``half_of`` for a composed config (a branch only under ``optim.schedule=wsd``)."""
     o = cfg.optim

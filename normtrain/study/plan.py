@@ -102,6 +102,8 @@ def smoke_settings(cfg: DictConfig, grid: dict[str, list[str]]) -> tuple[list[st
     steps = max(int(v) for v in small[STEPS_AXIS]) if STEPS_AXIS in small else SMOKE_STEPS
     factor = min(1.0, steps / max(registered, 1))
     overrides = list(SMOKE_OVERRIDES)
+    if cfg.train.get("select_windows"):  # held-out windows between the smoke's 8 judged ones: at most 7 fit
+        overrides.append("train.select_windows=4")
     if WARMUP_AXIS in small:
         small[WARMUP_AXIS] = [str(_shrunk(v, factor)) for v in small[WARMUP_AXIS]]
     elif cfg.optim.warmup_steps:

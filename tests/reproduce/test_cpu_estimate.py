@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import re
 
+import pytest
+
 from normtrain.reproduce.cli import main, make_plan
 from normtrain.reproduce.cpu_estimate import NOT_COUNTED, estimate, normal
 from normtrain.study.grid import MEASUREMENT
@@ -79,3 +81,23 @@ def test_all_adds_up_the_experiments_one_after_another(capsys):
     total = re.search(r"all at --scale cpu: 15 experiments, (\d+) runs, \1 to train: .* about ([\d.]+) h", lines[-2])
     assert total and len(each) == 15 and abs(sum(each) / 60 - float(total.group(2))) < 0.15
     assert lines[-1] == NOT_COUNTED + "."
+
+
+def test_half_budget_runs_and_new_learning_rates_are_timed_from_the_committed_runs(tmp_path, capsys):
+    from normtrain.reproduce.xiong_warmup import Warmup
+
+    out, runs = tmp_path / "xiong_warmup", tmp_path / "runs"
+    plan = make_plan("xiong_warmup", out=out, runs_dir=runs, progress=False, jobs=2)
+    combos = plan.combos()
+    # Pre-LN at 8e-3 was never run: timed by Pre-LN's other lrs (100 s), as a re-registration's new point is
+    write_runs_csv(out / "runs.csv", combos, lambda c: None if float(c["optim.lr"]) == 8e-3 else
+                   (100.0 if c["placement"] == "pre" else 200.0))
+    t, half, full = Warmup().budgets(plan)
+    share = (full // 2 - half.branch_step) / full
+    assert (full, half.branch_step, share) == (2000, 800, 0.1)  # WSD: the T/2 run's decay starts at step 800
+    found = estimate(t, out / "runs.csv", [], half=(half, share))
+    per_seed_post, per_seed_pre = 8, 8
+    seeds = len({c["train.seed"] for c in combos})
+    assert found.runs == 2 * len(combos) and found.untimed == 0
+    assert found.own_s == pytest.approx(seeds * 1.1 * (per_seed_post * 200.0 + per_seed_pre * 100.0))
+    assert "T/2 runs" in found.text() and "timed by the committed runs at the point's other" in found.text()

@@ -51,9 +51,10 @@ def test_every_experiment_runs_end_to_end_in_smoke_mode(name, local, tmp_path):
     assert result["verdict"] in VERDICTS
     plan = make_plan(name, smoke=True, overrides=local, out=out, runs_dir=runs)
     saved = json.loads((out / "result.json").read_text())
-    assert saved["runs"] == len(plan.combos()) >= 2 and saved["smoke"] is True
+    budgets = 2 if EXPERIMENTS[name].half_budget else 1  # protocol v5: every run at T and at T/2
+    assert saved["runs"] == budgets * len(plan.combos()) >= 2 and saved["smoke"] is True
     csv_lines = (out / "runs.csv").read_text().strip().splitlines()
-    assert len(csv_lines) == len(plan.combos()) + 1
+    assert len(csv_lines) == budgets * len(plan.combos()) + 1
     readme = (out / "README.md").read_text()
     assert "Smoke run" in readme and "## Verdict" in readme and f"normtrain-reproduce {name} --smoke" in readme
     pngs = [p.name for p in out.glob("*.png")]

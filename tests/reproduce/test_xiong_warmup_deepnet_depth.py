@@ -42,8 +42,10 @@ def test_warmup_compares_each_arm_at_its_own_best_lr_and_keeps_the_paper_lrs():
     assert m["post_penalty"]["lr 0.0005"] == pytest.approx({"5": 0.20, "6": 0.24, "7": 0.20})
     assert penalty_at(rows, "post", 1e-3) == pytest.approx({"5": 0.6, "6": 0.75, "7": 0.55})
     assert m["post_penalty_growth"][""] == pytest.approx({"5": 0.4, "6": 0.51, "7": 0.35})
-    assert m["best_lr_inside_grid"] == {"post, no warm-up": {best_lr.ALL_SEEDS: 0.0},
-                                        "post, warm-up": {best_lr.ALL_SEEDS: 1.0}}
+    assert m["best_lr_inside_grid"] == {"post, no warm-up": {best_lr.ALL_SEEDS: 0.0},  # v5: every arm a check reads
+                                        "post, warm-up": {best_lr.ALL_SEEDS: 1.0},
+                                        "pre, no warm-up": {best_lr.ALL_SEEDS: 1.0},
+                                        "pre, warm-up": {best_lr.ALL_SEEDS: 1.0}}
     assert m["reference_margin"]["post, warm-up"] == pytest.approx({"5": 0.9, "6": 0.92, "7": 0.89})
     assert set(m["val_quarter_drop_at_best"]) == {"post, warm-up"}
 
@@ -54,8 +56,8 @@ def test_warmup_keeps_each_placements_own_lr_range():
     keeps = Warmup().keeps
     assert keeps({"placement": "post", "optim.lr": "0.000125"})
     assert not keeps({"placement": "post", "optim.lr": "0.002"})
-    assert keeps({"placement": "pre", "optim.lr": "0.002"})
-    assert not keeps({"placement": "pre", "optim.lr": "0.00025"})
+    assert keeps({"placement": "pre", "optim.lr": "0.002"}) and keeps({"placement": "pre", "optim.lr": "0.008"})
+    assert not keeps({"placement": "pre", "optim.lr": "0.0005"})  # v5: Pre-LN's grid starts at 1e-3
 
 
 def depth_rows(losses: dict[tuple[str, int, float], list[float]]) -> list[dict]:

@@ -1,15 +1,16 @@
 """Xiong et al. 2020, §3.2: Post-LN needs learning-rate warm-up, Pre-LN does not.
 
-``REGISTRATION`` is v4 (issue 37: each arm at its own best learning rate, new seeds). ``REGISTRATION_V3`` below it is
-the v3 registration that the committed v3 result (runs at 9cd2e86, `experiments/xiong_warmup/` at 8595716) was
-judged by, kept unchanged as a record: it is v4's pilot."""
+``REGISTRATION`` is v5 (issue 59: protocol v5's interval call, budget stability at T/2 in place of
+``reference_trained_to_plateau``, selection on held-out windows, edges ruled for every arm, new seeds).
+``REGISTRATION_V4`` is the v4 registration that the committed v4 result (`experiments/xiong_warmup/` at f6f5fa0) was
+judged by, its pilot, and ``REGISTRATION_V3`` the one before it: records, kept unchanged."""
 
 from normtrain.reproduce.preregistration import Guard, Pilot, Registration, Rule
 
-STEPS, WARMUP = 2000, 200  # configs/experiment/xiong_warmup.yaml: train.max_steps; the warm-up arm, 10% of the run
-POST_LRS = "1.25e-4, 2.5e-4, 5e-4, 1e-3"  # its optim.lr axis for Post-LN (normtrain/reproduce/warmup.py keeps)
-PRE_LRS = "5e-4, 1e-3, 2e-3"  # and for Pre-LN
-BUDGET = ("84 runs (Post-LN 2 arms × 4 lrs + Pre-LN 2 arms × 3 lrs = 14 per seed, 6 seeds). Estimate: the v3 runs "
+STEPS_V4, WARMUP_V4 = 2000, 200  # v4's train.max_steps; its warm-up arm, 10% of the run
+POST_LRS_V4 = "1.25e-4, 2.5e-4, 5e-4, 1e-3"  # its optim.lr axis for Post-LN (normtrain/reproduce/warmup.py keeps)
+PRE_LRS_V4 = "5e-4, 1e-3, 2e-3"  # and for Pre-LN
+BUDGET_V4 = ("84 runs (Post-LN 2 arms × 4 lrs + Pre-LN 2 arms × 3 lrs = 14 per seed, 6 seeds). Estimate: the v3 runs "
           "(the same 12-layer model, 1500 steps, 4 evaluations) took 120.6 s each on the quiet 2-core machine (40 "
           "runs, 80.4 min of their own, 40.4 min elapsed at --jobs 2: experiments/reproduce_budget/README.md). An "
           "evaluation of the 512 windows costs about as much as 21 training steps (64k tokens forward against 1k "
@@ -17,7 +18,7 @@ BUDGET = ("84 runs (Post-LN 2 arms × 4 lrs + Pre-LN 2 arms × 3 lrs = 14 per se
           "evaluations, ≈ 2441 of them ≈ 186 s; 84 runs ≈ 15,600 s of their own ≈ 130 min elapsed at --jobs 2 (under "
           "the 3 h budget; on a machine loaded like v3's, 230 s per v3 run, about 4 h)")
 
-REGISTRATION = Registration(
+REGISTRATION_V4 = Registration(
     claim="Post-LN needs learning-rate warm-up: without it, at its own best learning rate, it ends clearly worse "
           "than with warm-up at its best; Pre-LN does not need it",
     detail=("Post-LN Transformers need a learning-rate warm-up: on IWSLT14 De-En (Adam β = (0.9, 0.98)) Post-LN "
@@ -33,18 +34,20 @@ REGISTRATION = Registration(
             "measured; it stays as secondary checks at the paper's two learning rates."),
     paper_number="BLEU 8.45 without warm-up vs ≈ 34 with 4000 steps (Post-LN, IWSLT14); 500-step warm-up: 31.16 at "
                  "lr 5e-4, 2.77 at lr 1e-3",
-    metric=(f"Final validation loss (nats per byte, 512 fixed windows = 64 KB) after {STEPS} steps of a cosine to "
+    metric=(f"Final validation loss (nats per byte, 512 fixed windows = 64 KB) after {STEPS_V4} steps of a cosine to "
             f"10% of the peak counted from step 0, evaluated every 5% (100 steps). Four arms: Post-LN and Pre-LN, "
-            f"each without warm-up and with a linear warm-up over the first {WARMUP} steps (10%) that multiplies the "
+            f"each without warm-up and with a linear warm-up over the first {WARMUP_V4} steps (10%) "
+            f"that multiplies the "
             f"same schedule (`optim.warmup_overlaps`: the two arms of a placement differ in the ramp alone). Peak "
-            f"learning rates: Post-LN {POST_LRS}, Pre-LN {PRE_LRS} (log grids, factor 2, bracketing each arm's best "
+            f"learning rates: Post-LN {POST_LRS_V4}, Pre-LN {PRE_LRS_V4} (log grids, factor 2, "
+            f"bracketing each arm's best "
             "as the v3 pilot placed it; both hold the paper's 5e-4 and 1e-3). **Best lr, a rule fixed before the "
             "runs** (normtrain/reproduce/best_lr.py): per arm, the lr whose runs have the lowest median over seeds "
             "of the *selection loss*, the mean training loss over the last 10% of the steps (logged every 10 steps, "
             "training batches, not the judged validation windows); a diverged run counts as +∞, a tie goes to the "
             "smaller lr. Judged quantities are read at each arm's best lr and paired by seed (seed s without "
             "warm-up at its arm's best lr − seed s with warm-up at its arm's best lr); a diverged run's loss counts "
-            f"as +∞. Seeds 5–10 (6 seeds; v3's pilot ran 0–4). {BUDGET}."),
+            f"as +∞. Seeds 5–10 (6 seeds; v3's pilot ran 0–4). {BUDGET_V4}."),
     norm="LayerNorm, as the paper",
     label="after_pilot",
     pilot=Pilot(
@@ -65,9 +68,10 @@ REGISTRATION = Registration(
         changed=f"(1) Protocol v4: the primary check is Post-LN without warm-up against Post-LN with warm-up, each at "
                 f"its own best lr (the reading of the claim argued in the detail); Pre-LN's insensitivity, the "
                 f"difference of penalties and the comparisons at the paper's two lrs are secondary. (2) Best against "
-                f"best: Post-LN at {POST_LRS}, Pre-LN at {PRE_LRS}, the best lr by the selection rule; the primary "
-                f"arms' best lr must lie inside the grid (precondition). (3) {STEPS} steps (v3: 1500) with the "
-                f"warm-up kept at 10% ({WARMUP} steps), evaluated every 5% so the labels see a plateau on the "
+                f"best: Post-LN at {POST_LRS_V4}, Pre-LN at {PRE_LRS_V4}, the best lr by the selection rule; "
+                f"the primary "
+                f"arms' best lr must lie inside the grid (precondition). (3) {STEPS_V4} steps (v3: 1500) with the "
+                f"warm-up kept at 10% ({WARMUP_V4} steps), evaluated every 5% so the labels see a plateau on the "
                 "unigram line and when it is left (`plateaued`, `left_line_at_step`), and a precondition that the "
                 "reference arm (Post-LN with warm-up at its best lr) has stopped falling. (4) The primary decides by "
                 "a one-sided t-test of the paired differences against 0.1 nats, so the band is built from the "
@@ -116,6 +120,124 @@ REGISTRATION = Registration(
               "its figure; each arm's selection loss per lr; the lr that the judged loss itself would pick.",
               "Per cell, how many runs diverged, collapsed, ended above the line, plateaued on the unigram line and "
               "left it (with the step they left it: `left_line_at_step` in runs.csv) or were still falling.",
+              "How the runs executed: the thread counts and determinism switches seen across the runs (runs.csv)."),
+)
+
+
+
+STEPS, WARMUP, HALF, BRANCH = 2000, 200, 1000, 800  # the YAML's train.max_steps and warm-up arm; T/2 and its branch
+POST_LRS = "1.25e-4, 2.5e-4, 5e-4, 1e-3"  # the optim.lr axis for Post-LN (normtrain/reproduce/xiong_warmup.py keeps)
+PRE_LRS = "1e-3, 2e-3, 4e-3, 8e-3"  # and for Pre-LN: v4's best, 2e-3, was its grid's top for both Pre-LN arms
+SEEDS = "11–15"
+EDGE_RULE = ("**Edges, a rule fixed now.** Every arm that a check reads (all four) must have its best lr strictly "
+             "inside its grid (precondition `best_lr_inside_grid`). A best at an edge extends that arm's grid by one "
+             "point beyond it (factor 2), for every seed, at most twice per arm; the extension is a change of the "
+             "YAML's lr axis, committed, and logged in CHECK_HISTORY.md as this rule's, and the result is read on the "
+             "extended grid. A best still at an edge after two points fails the precondition: the verdict stays "
+             "*inconclusive (precondition)*")
+BUDGET = ("80 runs at T (Post-LN 2 arms × 4 lrs + Pre-LN 2 arms × 4 lrs = 16 per seed, 5 seeds) and 80 decay "
+          "branches at T/2. Estimate from v4's own runs (the same model, steps and evaluations under a cosine: 84 "
+          "runs, median 199 s each on the 2-core machine, experiments/xiong_warmup/runs.csv at f6f5fa0): 80 × 199 s "
+          "≈ 265 min, and a branch trains 200 of the 2000 steps with 3 of the 21 evaluations, ≈ 25 s with its start: "
+          "≈ 33 min; the end-of-run selection windows add about one evaluation per run (≈ 2 s). In all ≈ 300 min of "
+          "their own ≈ 150 min at --jobs 2, under the 3 h per experiment; an edge extension adds 10 runs (5 T + 5 "
+          "branches) ≈ 19 min of their own, ≈ 10 min at --jobs 2, so two fit")
+
+REGISTRATION = Registration(
+    claim="Post-LN needs learning-rate warm-up: without it, at its own best learning rate, it ends clearly worse "
+          "than with warm-up at its best, and does so at half the steps too; Pre-LN does not need it",
+    detail=REGISTRATION_V4.detail + (
+        " **Under protocol v5** (issue 59) the same primary is read from the 90% t interval of the paired "
+        "differences over seeds, at T and again at T/2 (budget stability), each arm's best lr chosen on held-out "
+        "windows; v4's `reference_trained_to_plateau`, a precondition that no run at this scale passed (the "
+        "yardstick still fell 0.051 nats over its last quarter), is gone: whether more training would close the "
+        "gap is what the T/2 measurement and its extrapolation answer."),
+    paper_number=REGISTRATION_V4.paper_number,
+    metric=(f"Final validation loss (nats per byte, 512 fixed windows = 64 KB) after {STEPS} steps under WSD (the "
+            f"peak lr until step 1600, then linearly to 10% of it: `optim.schedule=wsd`, `decay_fraction` 0.2, "
+            f"`min_lr_ratio` 0.1), evaluated every 100 steps. Four arms: Post-LN and Pre-LN, each without warm-up "
+            f"and with a linear warm-up over the first {WARMUP} steps that multiplies the same schedule "
+            f"(`optim.warmup_overlaps`: the two arms of a placement differ in the ramp alone). Peak learning rates "
+            f"(log grids, factor 2): Post-LN {POST_LRS}, Pre-LN {PRE_LRS}. **Best lr, a rule fixed before the runs** "
+            f"(normtrain/study/best_lr.py with the held-out score of normtrain/study/best_against_best.py): per arm "
+            f"and budget, the lr whose runs have the lowest median over seeds of the *selection loss*, the loss at "
+            f"the run's end on 511 held-out validation windows that lie between the judged ones and never overlap "
+            f"them (`train.select_windows`); a diverged run counts as +∞, a tie goes to the smaller lr. Judged "
+            f"quantities are read at each arm's best lr and paired by seed (seed s without warm-up at its arm's best "
+            f"− seed s with warm-up at its arm's best); a diverged run's loss counts as +∞ (then the sign test "
+            f"decides, claim.py). **T/2**: every run is measured again at {HALF} steps as a decay branch that leaves "
+            f"its T run at step {BRANCH} (where the T/2 run's own decay starts; normtrain/study/branches.py), and the "
+            f"primary is read there with each arm at its own best lr at T/2. **Selection robustness**: for each "
+            f"Post-LN arm whose runner-up lr is near-tied with its best (best_lr.runner_up: the gap in median "
+            f"selection loss no larger than the sd over seeds of their paired difference) the primary is read again "
+            f"with that arm at its runner-up. {EDGE_RULE}. Seeds {SEEDS} (5 seeds; v4's pilot ran 5–10, v3's 0–4). "
+            f"{BUDGET}."),
+    norm="LayerNorm, as the paper",
+    label="after_pilot",
+    version=5,
+    pilot=Pilot(
+        runs="v4 (runs at a clean commit, seeds 5–10; `experiments/xiong_warmup/` at f6f5fa0, its runs.csv and "
+             "result.json): the same 12-layer 64-128-2 model, 2000 steps of a cosine to 10%, warm-up 0 or 200 steps "
+             "multiplying it, Post-LN at 1.25e-4 … 1e-3 and Pre-LN at 5e-4 … 2e-3, the best lr by the training "
+             "loss's last 10%.",
+        numbers="v4, inconclusive (precondition): Post-LN without − with warm-up, each at its best lr (2.5e-4 and "
+                "5e-4), median 0.167 (95% bootstrap CI of the median 0.137 to 0.180, 6/6 seeds ≥ 0.1, t-test "
+                "against 0.1 p = 0.0005): the primary held; the precondition reference_trained_to_plateau failed (the "
+                "yardstick's validation loss fell 0.051 nats over the last quarter, median, against ≤ 0.05; 2/6 "
+                "seeds pass). The gap over the run (the review, issue 59): 0.098, 0.123, 0.159, 0.167 at 25, 50, 75 "
+                "and 100% of the steps. Pre-LN's penalty at its best −0.0003 (−0.015 to 0.011); both Pre-LN arms' "
+                "best lr 2e-3 was its grid's top; Post-LN's penalty at the paper's lrs 0.591 (5e-4) and 0.466 "
+                "(1e-3); post_need_grows_with_lr failed (median −0.100, 2/6 seeds). The final validation loss picked "
+                "the same best lr as the selection rule for every arm; 2 runs sat on the unigram line and left it.",
+        changed=f"(1) Protocol v5: the primary, the same quantity and threshold (0.1 nats), is decided by the 90% t "
+                f"interval (refuted only when it lies wholly below 0.1), and must give the same call at T/2; "
+                f"reference_trained_to_plateau is dropped: budget stability replaces it (issue 59). (2) WSD in place "
+                f"of the cosine, so that T/2 is a decay branch of about a tenth of a run, not a second whole run; the "
+                f"warm-up still multiplies the schedule. (3) The best lr is chosen on held-out validation windows, not "
+                f"on training batches. (4) Pre-LN's grid moves up one point ({PRE_LRS}; v4's 5e-4 was far below both "
+                f"Pre-LN bests), and the edge rule covers all four arms, with a registered extension (v4 extended "
+                f"grids with no rule requiring it elsewhere). (5) The secondary checks are read from the same t "
+                f"interval. (6) New seeds {SEEDS}, 5 of them, to fit the budget with the branches.",
+        seeds=(5, 6, 7, 8, 9, 10),
+    ),
+    guard=REGISTRATION_V4.guard,
+    primary=Rule("post_needs_warmup_at_best", "Post-LN without warm-up, at its own best lr, ends worse than Post-LN "
+                 "with warm-up at its own best lr, by at least 0.1 nats", "post_cold_minus_warm_at_best", ">=", 0.1,
+                 decide="interval", sesoi=0.0, source="paper",
+                 basis="0.1 nats is the a-priori size of 'trains clearly worse' kept from v3 and v4 (about 4% of the "
+                       "final loss, twice the v3 pilot's seed sd of Post-LN with warm-up, 0.054); it is itself the "
+                       "smallest effect of interest (sesoi 0 past it): an interval wholly below 0.1 says Post-LN "
+                       "without warm-up, at its best lr, is not clearly worse, and refutes the claim"),
+    secondary=(
+        Rule("pre_needs_no_warmup_at_best", "Pre-LN without warm-up at its best lr ends as well as Pre-LN with "
+             "warm-up at its best lr", "pre_cold_minus_warm_at_best", "between", (-0.05, 0.05), decide="interval",
+             source="paper",
+             basis="±0.05 nats: about 2.4× the v3 pilot's larger paired sd of Pre-LN's penalty (0.021 at lr 1e-3); "
+                   "v4 measured −0.015 to 0.011 at the bests: the same band as v3's and v4's"),
+        Rule("post_penalty_exceeds_pre_at_best", "Post-LN's warm-up penalty exceeds Pre-LN's, each arm at its best "
+             "lr (the difference of differences)", "post_minus_pre_penalty_at_best", ">", 0.0, decide="interval",
+             sesoi=0.1, source="paper",
+             basis="a direction, with the primary's 0.1 nats as the smallest difference of interest"),
+        Rule("post_needs_warmup_at_paper_lrs", "At the paper's learning rates (5e-4 and 1e-3) Post-LN without "
+             "warm-up ends worse than with it (v3's check)", "post_penalty", ">=", 0.1, decide="interval",
+             sesoi=0.0, source="paper", basis="as the primary: 0.1 nats, itself the smallest effect of interest"),
+        Rule("post_need_grows_with_lr", "Post-LN's need for warm-up grows with the learning rate (penalty at 1e-3 "
+             "minus penalty at 5e-4)", "post_penalty_growth", ">", 0.0, decide="interval", sesoi=0.1,
+             source="paper", basis="a direction, with 0.1 nats as the smallest growth of interest"),
+    ),
+    preconditions=(
+        Rule("best_lr_inside_grid", "every arm's best lr (the four a check reads) is neither its grid's smallest "
+             "nor its largest (the edge rule in the metric)", "best_lr_inside_grid", ">=", 1.0, decide=1.0,
+             source="ours", basis="1 when the arm's best lr lies strictly inside its lr grid, 0 at an edge; one "
+                                  "value per arm"),
+    ),
+    reported=("The whole loss-vs-lr curve of every arm at T and at T/2 (median and range over seeds, each arm's best "
+              "lr marked) and its figure; each arm's selection loss per lr; the lr that the judged loss itself "
+              "would pick.",
+              "Each arm's validation loss fall over the last quarter at its best lr (v4's plateau reading, now "
+              "reported only).",
+              "Per cell, how many runs diverged, collapsed, ended above the line, plateaued on the unigram line and "
+              "left it (`left_line_at_step`) or were still falling.",
               "How the runs executed: the thread counts and determinism switches seen across the runs (runs.csv)."),
 )
 
