@@ -20,20 +20,20 @@ from pathlib import Path
 from typing import Any
 
 from normtrain.reproduce.gpu_scale import Recipe
-from normtrain.reproduce.runner import Experiment, Findings, present, read_rows
+from normtrain.reproduce.runner import Experiment, Findings, present
 from normtrain.reproduce.writeup import markdown_table
-from normtrain.study import best_lr, plots, stats
-from normtrain.study.grid import train_grid
+from normtrain.study import best_lr, plots, robustness, stats
+from normtrain.study.best_against_best import SELECT, select_or_inf
 from normtrain.study.plan import Plan
 from normtrain.util.provenance import code_state_at_start
 
 NORM_ORDER = ("layernorm", "rmsnorm", "prmsnorm")
-# Registration v6: each primary norm at its v5 best lr and one step of the factor 2.5 either side (the YAML's lr
-# axis is their union; a norm not named here, e.g. pRMSNorm added by an override, runs the whole axis).
-ARM_LRS = {"layernorm": (2e-3, 5e-3, 1.25e-2), "rmsnorm": (5e-3, 1.25e-2, 3.125e-2)}
-# After the registered grid's 30 runs (CHECK_HISTORY entry 8): RMSNorm's best, 5e-3, was its grid's lower edge, so
-# its grid is extended there by one step of the factor 2.5 (issue 37's rule), the same seeds.
-EXTENSION_LRS = {"rmsnorm": (2e-3,)}
+# Registration v7: each primary norm at v6's best lr and one step of the factor 2.5 either side (the YAML's lr axis;
+# a norm not named here, e.g. pRMSNorm added by an override, runs the whole axis).
+ARM_LRS = {"layernorm": (2e-3, 5e-3, 1.25e-2), "rmsnorm": (2e-3, 5e-3, 1.25e-2)}
+EXTENSION_LRS: dict[str, tuple[float, ...]] = {}  # points the registered edge rule adds (CHECK_HISTORY.md)
+PRIMARY_QUANTITY = "rms_minus_ln_at_best"
+NOT_ON_CPU = "CPU scale (infeasible: torch fuses LayerNorm there, not RMSNorm)"  # the speed check's condition
 
 
 @dataclass(frozen=True)
@@ -220,17 +220,17 @@ class NormTypes(Experiment):
     paper = "Zhang & Sennrich 2019"
     reference = "**Zhang & Sennrich 2019**, *Root Mean Square Layer Normalization*, Tables 1–5"
     method = ("Quality: Pre-LN, a 4-layer model (d 64, 4 heads, SwiGLU, RoPE), AdamW (0.9, 0.95), weight decay 0.1, "
-              "clipping 1, a 5% warm-up then cosine decay to 10%, 4000 steps of 16 × 128 bytes, evaluated every 5% "
-              "on 512 fixed windows; LayerNorm at peak learning rates 2e-3, 5e-3 and 1.25e-2, RMSNorm at 5e-3, "
-              "1.25e-2 and 3.125e-2 (each its v5 best and one step of the factor 2.5 either side; RMSNorm also at "
-              "2e-3, the grid's extension: its best was the lower edge), seeds 15–19; "
-              "diagnostics off. Each norm is judged at its own best lr: " + best_lr.RULE + ". Speed: the "
-              f"whole training step of that model (forward, backward, clipping, AdamW), each norm in its best "
+              "clipping 1, a 5% warm-up then WSD (the peak to step 3200, then linearly to 10%), 4000 steps of 16 × "
+              "128 bytes, evaluated every 5% on 512 fixed windows, and again at T/2 (2000 steps, a decay branch "
+              "from step 1600); both norms at peak learning rates 2e-3, 5e-3 and 1.25e-2, seeds 20–24; diagnostics "
+              "off. Each norm is judged at its own best lr, at each budget: " + best_lr.HELD_OUT_RULE + ". Speed, "
+              f"reported (judged on a GPU only): the whole training step of that model, each norm in its best "
               f"implementation here (named in the table), {FULL.repeats} interleaved repeats, each the median of "
-              f"{FULL.timed_steps} steps after {FULL.warmup_steps} untimed ones, one thread on a CPU; and, reported "
-              f"only, one norm call on the model's activation shape, {FULL.call_repeats} repeats of the median of "
-              f"{FULL.calls} calls.")
+              f"{FULL.timed_steps} steps after {FULL.warmup_steps} untimed ones, one thread on a CPU; and one norm "
+              f"call on the model's activation shape, {FULL.call_repeats} repeats of the median of {FULL.calls} "
+              "calls.")
     gpu_recipe = Recipe(fixed_steps=600)  # the timing: 7 repeats × 3 norms × 25 steps, and the per-call timing
+    half_budget = True  # protocol v5: every run at T and at T/2 (a WSD decay branch)
 
     def keeps(self, combo: dict[str, str]) -> bool:
         norm = combo.get("norm", "")
@@ -242,7 +242,7 @@ class NormTypes(Experiment):
         """Train the grid; then time (kept in ``self.timings`` for the analysis, and in timings.csv)."""
         import torch
 
-        rows = read_rows(plan, train_grid(plan), self.row)
+        rows = super().measure(plan)
         cfg = plan.compose(plan.combos()[0])
         device = "cuda" if torch.cuda.is_available() and cfg.train.device != "cpu" else "cpu"
         saved = saved_timings(plan.out / "timings.csv", device, setup_of(cfg))
@@ -280,39 +280,44 @@ class NormTypes(Experiment):
             bar.close()
 
     def row(self, run, combo: dict[str, str]) -> dict[str, Any]:
-        return {**super().row(run, combo), best_lr.SELECTION: best_lr.selection_of(run)}
+        return {**super().row(run, combo), best_lr.SELECTION: best_lr.selection_of(run),
+                SELECT: run.summary.get("final_select_loss")}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         timings = getattr(self, "timings", [])
+        rows, half = robustness.budgets(rows)
         norms = present(rows, "norm", NORM_ORDER)
         unigram = stats.unigram_of(rows)
-        best = best_lr.best_lrs(rows, "norm", norms)
+        best = best_lr.best_lrs(rows, "norm", norms, select_or_inf)
         minus_ln = {n: best_lr.paired_at_best(rows, "norm", best, n, "layernorm") for n in norms}
-        primary = {n: b for n, b in best.items() if n in PRIMARY}
         ln_loss = best_lr.at_best(rows, "norm", best["layernorm"], stats.final_or_inf) if "layernorm" in best else {}
-        measured = {"rms_minus_ln_at_best": {"": minus_ln.get("rmsnorm", {})},
+        measured = {PRIMARY_QUANTITY: rms_minus_ln(rows, best),
                     "prms_minus_ln_at_best": {"": minus_ln.get("prmsnorm", {})},
-                    "rms_over_ln_step_time": {"": time_ratio(timings, "rmsnorm", "training step")},
                     "reference_margin": {"LayerNorm": stats.margin_below(unigram, ln_loss)},
-                    "best_lr_inside_grid": best_lr.inside_grid(primary),
-                    "val_quarter_drop_at_best": {n: best_lr.at_best(rows, "norm", b, "val_quarter_drop")
-                                                 for n, b in primary.items()}}
+                    "best_lr_inside_grid": best_lr.inside_grid({n: b for n, b in best.items() if n in PRIMARY}),
+                    **robustness.primary_again(PRIMARY_QUANTITY, rms_minus_ln, rows, half, "norm", norms,
+                                               [n for n in PRIMARY if n in norms])}
+        measured["rms_over_ln_step_time"] = (  # on a CPU torch fuses LayerNorm alone: kernels compared, not norms
+            {"": time_ratio(timings, "rmsnorm", "training step")} if plan.scale != "cpu" else {NOT_ON_CPU: {}})
+        half_best = best_lr.best_lrs(half, "norm", norms, select_or_inf) if half else {}
         table = "\n\n".join([
             f"The whole loss-vs-lr curve: final validation loss per norm and peak lr, median [range] over seeds (n); "
             f"**bold**: the norm's best lr by the selection rule:\n\n{best_lr.curve_table(rows, 'norm', best)}",
-            f"The selection loss (mean training loss over the last 10% of steps), median [range] over seeds:\n\n"
-            f"{best_lr.curve_table(rows, 'norm', best, best_lr.selection_or_inf)}",
+            f"The selection loss (the held-out windows' loss at the run's end), median [range] over seeds:\n\n"
+            f"{best_lr.curve_table(rows, 'norm', best, select_or_inf)}",
             f"Each norm at its best lr ({stats.CELL_NOTE}):\n\n{at_best_table(rows, best, minus_ln)}",
+            *([f"At T/2 ({half[0]['steps']} steps), each norm at its own best lr there:\n\n"
+               + at_best_table(half, half_best, {n: best_lr.paired_at_best(half, "norm", half_best, n, "layernorm")
+                                                 for n in norms})] if half else []),
             f"Speed on this device, mean ± sd over the interleaved repeats (n = repeats of one measurement, not "
             f"seeds):\n\n{speed_table(timings, norms)}"])
-        step = stats.spread(measured["rms_over_ln_step_time"][""].values())
+        step = stats.spread(time_ratio(timings, "rmsnorm", "training step").values())
         rms, prms = (stats.median_and_interval(minus_ln.get(n, {}).values()) for n in ("rmsnorm", "prmsnorm"))
         ours = (f"RMSNorm − LayerNorm, each at its best lr: {rms} nats (seeds); training-step time ratio "
                 f"RMSNorm/LayerNorm {step} (repeats)")
         key = f"{ours}; pRMSNorm − LayerNorm {prms} nats." if "prmsnorm" in minus_ln else f"{ours}."
-        notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
-                 *best_lr.rule_notes(rows, "norm", best),
-                 *timing_note(timings)]
+        notes = [f"Best lr rule (declared before the runs): {best_lr.HELD_OUT_RULE}.",
+                 *best_lr.rule_notes(rows, "norm", best), *timing_note(timings)]
         return Findings(table=table, measured=measured, key=key, ours=ours, notes=notes,
                         figures={"norm_types.png": lambda path: self.draw(rows, best, timings, unigram, path)},
                         csv={"timings.csv": timings}, repeats=frozenset({"rms_over_ln_step_time"}))
@@ -330,6 +335,11 @@ class NormTypes(Experiment):
 
 
 PRIMARY = ("layernorm", "rmsnorm")  # the primary check's arms: the preconditions read these
+
+
+def rms_minus_ln(rows: list[dict[str, Any]], best: dict[str, best_lr.BestLr]) -> dict[str, dict[str, float | None]]:
+    """The primary: per seed, RMSNorm at its best lr − LayerNorm at its best."""
+    return {"": best_lr.paired_at_best(rows, "norm", best, "rmsnorm", "layernorm") if "rmsnorm" in best else {}}
 
 
 def at_best_table(rows: list[dict[str, Any]], best: dict[str, best_lr.BestLr],
