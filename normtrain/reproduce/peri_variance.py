@@ -22,14 +22,15 @@ from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.probing import profile_text, profile_values
 from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, curve_points, curve_text, present
 from normtrain.reproduce.writeup import markdown_table
-from normtrain.study import best_lr, plots, stats
+from normtrain.study import best_lr, plots, robustness, stats
+from normtrain.study.best_against_best import SELECT, select_or_inf
 from normtrain.study.plan import Plan
 from normtrain.util.numbers import number
 from normtrain.util.spread import mean_sd
 
 ARMS = ("pre", "peri")  # the compared arms (v3 also ran Post-LN)
-PERI_ONLY_LR = 3.125e-2  # the grid's top lr, run for Peri-LN only (Pre-LN's pilot: 0.74 nats worse at 3e-2)
 HIGH_LR = 1.25e-2  # the largest lr both arms run: the stability comparison's
+PRIMARY_QUANTITY = "peri_minus_pre_loss_at_best"
 
 
 def logged_profiles(run: Run, prefix: str) -> tuple[np.ndarray, np.ndarray]:
@@ -52,16 +53,15 @@ class PeriVariance(Experiment):
     reference = ("**Kim et al. 2025**, *Peri-LN: Revisiting Normalization Layer in the Transformer Architecture* "
                  "(arXiv 2502.02732), §3–4 and the figures of hidden-state variance by layer and over training")
     method = ("24 layers, d 64, 4 heads, GELU FFN 128, RoPE, no biases, LayerNorm; AdamW (0.9, 0.95), a 100-step "
-              "(5%) warm-up then cosine to 10%, weight decay 0.1, clipping 1; 2000 steps of 8 × 128 bytes, "
-              "evaluated every 5% on 512 fixed windows; Pre-LN at peak lrs 2e-3, 5e-3, 1.25e-2 and Peri-LN "
-              "(x ← x + N(F(N(x))), a final norm) at those and 3.125e-2; seeds 5–9. Each arm is judged at its own "
-              "best lr: " + best_lr.RULE + ". Every 5 steps the run logs the stream's rms and max |x| after each "
+              "(5%) warm-up then WSD (the peak to step 1600, then linearly to 10%), weight decay 0.1, clipping 1; "
+              "2000 steps of 8 × 128 bytes, evaluated every 5% on 512 fixed windows, and again at T/2 (1000 steps, "
+              "a decay branch from step 800); Pre-LN and Peri-LN (x ← x + N(F(N(x))), a final norm) at peak lrs "
+              "2e-3, 5e-3, 1.25e-2; seeds 10–14. Each arm is judged at its own best lr, at each budget: "
+              + best_lr.HELD_OUT_RULE + ". Every 10 steps the run logs the stream's rms and max |x| after each "
               "block and each block's gradient norm; the OLMo-2 spike score (points ≥ 7σ from the mean of the "
               "previous 100 steps) counts loss and gradient-norm spikes.")
     gpu_recipe = Recipe()
-
-    def keeps(self, combo: dict[str, str]) -> bool:
-        return combo.get("placement") == "peri" or float(combo.get(best_lr.LR_AXIS, "0")) != PERI_ONLY_LR
+    half_budget = True  # protocol v5: every run at T and at T/2 (a WSD decay branch)
 
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
         _, rms = logged_profiles(run, "act_rms")
@@ -69,7 +69,8 @@ class PeriVariance(Experiment):
         final_rms = rms[-1].tolist() if len(rms) else []
         peak = absmax.max(axis=1) if len(absmax) else np.empty(0)
         return {**super().row(run, combo), best_lr.SELECTION: best_lr.selection_of(run),
-                "growth_exponent": stats.variance_exponent(final_rms), "variance_growth": variance_growth(rms),
+                SELECT: run.summary.get("final_select_loss"), "growth_exponent": stats.variance_exponent(final_rms),
+                "variance_growth": variance_growth(rms),
                 "final_absmax": float(peak[-1]) if peak.size else None,
                 "absmax_growth": float(peak[-1] / peak[0]) if peak.size and peak[0] > 0 else None,
                 "grad_spikes": spikes(run.summary, "grad_norm"), "loss_spikes": spikes(run.summary, "loss"),
@@ -77,19 +78,23 @@ class PeriVariance(Experiment):
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         deep = max(int(r["model.n_layers"]) for r in rows)
-        rows = [r for r in rows if int(r["model.n_layers"]) == deep]
-        places = present(rows, "placement", PLACEMENT_ORDER)
+        rows, half = robustness.budgets([r for r in rows if int(r["model.n_layers"]) == deep])
+        places = [p for p in present(rows, "placement", PLACEMENT_ORDER) if p in ARMS]
         unigram = stats.unigram_of(rows)
-        best = best_lr.best_lrs(rows, "placement", [p for p in places if p in ARMS])
+        best = best_lr.best_lrs(rows, "placement", places, select_or_inf)
         measured = quantities(rows, best, unigram, f"L={deep}")
+        measured.update(robustness.primary_again(
+            PRIMARY_QUANTITY, lambda rs, bs: {f"L={deep}": best_lr.paired_at_best(
+                rs, "placement", bs, "peri", "pre", stats.final_or_inf, stats.difference)},
+            rows, half, "placement", places))
         loss = measured["peri_minus_pre_loss_at_best"][f"L={deep}"]
         growth = measured["pre_over_peri_variance_growth"][f"L={deep}"]
         ours = (f"Peri − Pre final loss, each at its best lr (L={deep}): {stats.median_and_interval(loss.values())} "
                 f"nats; Pre/Peri variance growth over training {stats.median_and_interval(growth.values())}")
         key = f"{ours}; best lr: " + ", ".join(f"{p} {b.lr:g}" for p, b in best.items() if b.lr is not None) + "."
         at = [r for r in rows if (b := best.get(r["placement"])) and b.lr == best_lr.lr_of(r)]
-        notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
-                 *best_lr.rule_notes(rows, "placement", best),
+        notes = [f"Best lr rule (declared before the runs): {best_lr.HELD_OUT_RULE}.",
+                 *best_lr.rule_notes(rows, "placement", best), *half_note(half, places, deep),
                  "Seed spread (sd of the final loss over seeds) at each arm's best lr: "
                  + ", ".join(f"{p} {seed_sd(best_lr.at_best(rows, 'placement', b, stats.final_or_inf))}"
                              for p, b in best.items()) + " (Peri-LN's smaller spread is the paper's claim; reported, "
@@ -114,8 +119,8 @@ class PeriVariance(Experiment):
             "The whole loss-vs-lr curve: final validation loss per placement and peak lr, median [range] over seeds "
             f"(n); **bold**: the placement's best lr by the selection rule:\n\n"
             f"{best_lr.curve_table(rows, 'placement', best)}",
-            "The selection loss (mean training loss over the last 10% of steps), median [range] over seeds:\n\n"
-            + best_lr.curve_table(rows, "placement", best, best_lr.selection_or_inf),
+            "The selection loss (the held-out windows' loss at the run's end), median [range] over seeds:\n\n"
+            + best_lr.curve_table(rows, "placement", best, select_or_inf),
             f"Each placement at its best lr ({stats.CELL_NOTE}); the rest median [range] over seeds. Quarter fall: "
             "the validation loss's fall over the last quarter; variance growth: the mean square of the stream after "
             "the last block at the end over the same at the first logged step; max |x| growth: the largest |x| "
@@ -175,6 +180,17 @@ def quantities(rows, best, unigram, where: str) -> dict[str, dict[str, dict[str,
             "best_lr_inside_grid": best_lr.inside_grid(best),
             "val_quarter_drop_at_best": {p: best_lr.at_best(rows, "placement", b, "val_quarter_drop")
                                          for p, b in best.items()}}
+
+
+def half_note(half: list[dict[str, Any]], places: list[str], deep: int) -> list[str]:
+    """At T/2: each placement's best lr there and the paired difference (the primary's budget reading)."""
+    if not half:
+        return []
+    best = best_lr.best_lrs(half, "placement", places, select_or_inf)
+    gap = best_lr.paired_at_best(half, "placement", best, "peri", "pre", stats.final_or_inf, stats.difference)
+    return [f"At T/2 ({half[0]['steps']} steps, L={deep}), each at its own best lr there ("
+            + ", ".join(f"{p} {best_lr.lr_text(b)}" for p, b in best.items())
+            + f"): Peri − Pre final loss {stats.median_and_interval(gap.values())} nats."]
 
 
 def seed_sd(values: dict[str, float | None]) -> str:
