@@ -10,20 +10,23 @@ stream's rms after each block. The early half of the blocks is 0…L/2−1, the 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.probing import halves, per_layer, probe_runs, profile_text, profile_values
 from normtrain.reproduce.runner import Experiment, Findings, curve_points, present, read_rows
 from normtrain.reproduce.writeup import markdown_table
-from normtrain.study import best_lr, plots, stats
+from normtrain.study import best_lr, plots, robustness, stats
+from normtrain.study.best_against_best import SELECT, select_or_inf
 from normtrain.study.grid import train_grid
 from normtrain.study.plan import Plan
 
 PRE, LNS, PERI = "Pre-LN", "Pre-LN + LayerNorm Scaling", "Peri-LN"
 ARMS = {("pre", "false"): PRE, ("pre", "true"): LNS, ("peri", "false"): PERI}  # (placement, depth_scaled) -> arm
-LNS_ONLY_LR = 3.125e-2  # the grid's top lr, run for LNS only (Pre-LN's pilot: 0.74 nats worse at 3e-2)
 ARM = "arm"
+ARM_LRS = {PRE: (2e-3, 5e-3, 1.25e-2), LNS: (5e-3, 1.25e-2, 3.125e-2)}  # each around its v4 best (the YAML's axis)
+PRIMARY_QUANTITY = "lns_minus_pre_loss_at_best"
 COLORS = {PRE: plots.PLACEMENT_COLORS["pre"], LNS: "#2ca02c", PERI: plots.PLACEMENT_COLORS["peri"]}
 
 
@@ -48,47 +51,60 @@ class CurseOfDepth(Experiment):
                  "2025): Fig. 1 (the loss of skipping each layer), the angular distance between layers, and the "
                  "perplexity tables of LayerNorm Scaling")
     method = ("d 64, 4 heads, SwiGLU, RoPE, RMSNorm, Xavier init (no depth-scaled init); 24 layers; AdamW (0.9, "
-              "0.95), a 100-step (5%) warm-up then cosine to 10%, weight decay 0.1, clipping 1; 2000 steps of 8 × 128 "
-              "bytes, evaluated every 5% on 512 fixed windows; Pre-LN at peak lrs 2e-3, 5e-3, 1.25e-2 and Pre-LN with "
-              "LayerNorm Scaling (`norm.depth_scaled=true`: both sublayer-input norms of block ℓ times 1/√ℓ, the "
-              "final norm unscaled, as the authors' code) at those and 3.125e-2; seeds 5–9. Each arm is judged at its "
-              "own best lr: " + best_lr.RULE + ". After training, `normtrain-probe` measures the runs at each arm's "
-              "best lr on their 512 validation windows: the loss with each block skipped, the block input/output "
-              "cosine and the stream's rms per block.")
+              "0.95), a 100-step (5%) warm-up then WSD (the peak to step 1600, then linearly to 10%), weight decay "
+              "0.1, clipping 1; 2000 steps of 8 × 128 bytes, evaluated every 10% on 512 fixed windows, and again at "
+              "T/2 (1000 steps, a decay branch from step 800); Pre-LN at peak lrs 2e-3, 5e-3, 1.25e-2 and Pre-LN "
+              "with LayerNorm Scaling (`norm.depth_scaled=true`: both sublayer-input norms of block ℓ times 1/√ℓ, "
+              "the final norm unscaled, as the authors' code) at 5e-3, 1.25e-2, 3.125e-2; seeds 15–18. Each arm is "
+              "judged at its own best lr, at each budget: " + best_lr.HELD_OUT_RULE + ". After training, "
+              "`normtrain-probe` measures the T runs at each arm's best lr on their 512 validation windows: the loss "
+              "with each block skipped, the block input/output cosine and the stream's rms per block.")
     keep_checkpoints = True  # the probe reads the trained model
+    half_budget = True  # protocol v5: every run at T and at T/2 (a WSD decay branch)
     gpu_recipe = Recipe(extra_steps=300)  # the probe: the eval loss with each of 24 blocks skipped
 
     def keeps(self, combo: dict[str, str]) -> bool:
-        if "placement" in combo and arm_of(combo) is None:
+        arm = arm_of(combo)
+        if "placement" in combo and arm is None:
             return False
-        return arm_of(combo) == LNS or float(combo.get(best_lr.LR_AXIS, "0")) != LNS_ONLY_LR
+        lr = combo.get(best_lr.LR_AXIS)
+        return arm not in ARM_LRS or lr is None or any(math.isclose(float(lr), x) for x in ARM_LRS[arm])
 
     def row(self, run, combo: dict[str, str]) -> dict[str, Any]:
-        return {**super().row(run, combo), ARM: arm_of(combo), best_lr.SELECTION: best_lr.selection_of(run)}
+        return {**super().row(run, combo), ARM: arm_of(combo), best_lr.SELECTION: best_lr.selection_of(run),
+                SELECT: run.summary.get("final_select_loss")}
 
-    def measure(self, plan: Plan) -> list[dict[str, Any]]:
+    def train_rows(self, runs: Plan) -> list[dict[str, Any]]:
         """Train the grid, then probe the runs at each arm's best lr (a probe already made of a run is reused)."""
-        done = train_grid(plan, keep_checkpoints=True)
-        rows = read_rows(plan, done, self.row)
-        best = best_lr.best_lrs(rows, ARM, present(rows, ARM, tuple(ARMS.values())))
+        done = train_grid(runs, keep_checkpoints=True)
+        rows = read_rows(runs, done, self.row)
+        best = best_lr.best_lrs(rows, ARM, present(rows, ARM, tuple(ARMS.values())), select_or_inf)
         probed = [i for i, r in enumerate(rows) if (b := best.get(r[ARM])) and b.lr == best_lr.lr_of(r)]
-        for i, found in zip(probed, probe_runs(plan, [done[i][0] for i in probed]), strict=True):
+        for i, found in zip(probed, probe_runs(runs, [done[i][0] for i in probed]), strict=True):
             rows[i].update(probe_row(found))
         return rows
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         for r in rows:
             r[ARM] = arm_of(r)
+        rows, half = robustness.budgets(rows)
         arms = present(rows, ARM, tuple(ARMS.values()))
         unigram = stats.unigram_of(rows)
-        best = best_lr.best_lrs(rows, ARM, arms)
+        best = best_lr.best_lrs(rows, ARM, arms, select_or_inf)
         measured = self.quantities(rows, best, unigram)
-        loss, skip = (measured[k]["L=24"] for k in ("lns_minus_pre_loss_at_best", "lns_minus_pre_deep_skip_at_best"))
+        measured.update(robustness.primary_again(
+            PRIMARY_QUANTITY, lambda rs, bs: {"L=24": best_lr.paired_at_best(rs, ARM, bs, LNS, PRE, stats.final_or_inf,
+                                                                             stats.difference)},
+            rows, half, ARM, [a for a in (PRE, LNS) if a in arms]))
+        loss, skip = (measured[k]["L=24"] for k in (PRIMARY_QUANTITY, "lns_minus_pre_deep_skip_at_best"))
         ours = (f"final loss LNS − Pre-LN, each at its best lr: {stats.median_and_interval(loss.values())} nats; "
                 f"deep-half skip Δ LNS − Pre-LN {stats.median_and_interval(skip.values())}")
         key = (f"{ours}; best lr: " + ", ".join(f"{a} {b.lr:g}" for a, b in best.items() if b.lr is not None) + ".")
-        notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
-                 *best_lr.rule_notes(rows, ARM, best)]
+        half_gap = measured.get(PRIMARY_QUANTITY + robustness.HALF, {}).get("L=24", {})
+        notes = [f"Best lr rule (declared before the runs): {best_lr.HELD_OUT_RULE}.",
+                 *best_lr.rule_notes(rows, ARM, best),
+                 *([f"At T/2 ({half[0]['steps']} steps), each arm at its own best lr there: LNS − Pre-LN final loss "
+                    f"{stats.median_and_interval(half_gap.values())} nats."] if half else [])]
         at = [r for r in rows if (b := best.get(r[ARM])) and b.lr == best_lr.lr_of(r)]
         return Findings(table=self.table(rows, at, arms, best), measured=measured, key=key, ours=ours, notes=notes,
                         figures={"depth_profile.png": lambda path: self.draw(rows, at, arms, best, unigram, path)})
@@ -124,8 +140,8 @@ class CurseOfDepth(Experiment):
         return "\n\n".join([
             "The whole loss-vs-lr curve: final validation loss per arm and peak lr, median [range] over seeds (n); "
             f"**bold**: the arm's best lr by the selection rule:\n\n{best_lr.curve_table(rows, ARM, best)}",
-            "The selection loss (mean training loss over the last 10% of steps), median [range] over seeds:\n\n"
-            + best_lr.curve_table(rows, ARM, best, best_lr.selection_or_inf),
+            "The selection loss (the held-out windows' loss at the run's end), median [range] over seeds:\n\n"
+            + best_lr.curve_table(rows, ARM, best, select_or_inf),
             f"Each arm at its best lr ({stats.CELL_NOTE}); the rest median [range] over seeds. Quarter fall: the "
             "validation loss's fall over the last quarter of the run. Skip Δ: the eval loss with one block skipped "
             "minus the full model's, averaged over the early or the deep half of the blocks (nats per byte); cos: "

@@ -81,7 +81,7 @@ class Experiment:
         if self.half_budget:
             return self.measure_both(plan, runs)
         try:
-            return read_rows(runs, train_grid(runs, self.keep_checkpoints), self.row)
+            return self.train_rows(runs)
         finally:
             plan.reused_s = runs.reused_s  # a copy counted the reused runs' time: the write-up reads ``plan``
 
@@ -102,7 +102,7 @@ class Experiment:
         t, half, full = self.budgets(runs)
         steps = full // 2
         try:
-            t_rows = [{**r, branches.STEPS: full} for r in read_rows(t, train_grid(t, self.keep_checkpoints), self.row)]
+            t_rows = [{**r, branches.STEPS: full} for r in self.train_rows(t)]
             axes = list(runs.grid)
             gone = branches.gone_before_branch(t_rows, axes, half.branch_step)
             half_rows = read_rows(half, train_grid(branches.skipping(half, gone), self.keep_checkpoints), self.row)
@@ -110,6 +110,11 @@ class Experiment:
             return t_rows + [{**r, branches.STEPS: steps} for r in half_rows + lost]
         finally:
             plan.reused_s = t.reused_s + half.reused_s
+
+    def train_rows(self, runs: Plan) -> list[dict[str, Any]]:
+        """Train ``runs`` (the T runs of a ``half_budget`` experiment) and give one row per run; an experiment that
+        measures the trained models further (a probe) extends it."""
+        return read_rows(runs, train_grid(runs, self.keep_checkpoints), self.row)
 
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
         return run_row(run)

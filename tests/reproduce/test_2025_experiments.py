@@ -46,9 +46,9 @@ def test_the_grids_run_the_papers_arms(tmp_path):
     arms = {(c["placement"], c["norm.depth_scaled"].lower()) for c in depth_combos}
     assert arms == {("pre", "false"), ("pre", "true")}  # LNS with Pre-LN only, as the paper (v4: no Peri-LN)
     lrs = {arm: sorted(float(c["optim.lr"]) for c in depth_combos if c["norm.depth_scaled"].lower() == arm
-                       and c["train.seed"] == "5") for arm in ("false", "true")}
-    assert lrs == {"false": [2e-3, 5e-3, 1.25e-2], "true": [2e-3, 5e-3, 1.25e-2, 3.125e-2]} and len(depth_combos) == 35
-    assert {c["train.seed"] for c in depth_combos} == {"5", "6", "7", "8", "9"}  # new seeds: v3's pilot ran 0-4
+                       and c["train.seed"] == "15") for arm in ("false", "true")}
+    assert lrs == {"false": [2e-3, 5e-3, 1.25e-2], "true": [5e-3, 1.25e-2, 3.125e-2]} and len(depth_combos) == 24
+    assert {c["train.seed"] for c in depth_combos} == {"15", "16", "17", "18"}  # new seeds: v4 ran 5-9, v3 0-4
     assert len(make_plan("curse_of_depth", smoke=True).combos()) == 4  # both arms at two lrs
     dyt = make_plan("dyt").combos()
     assert len(dyt) == 5 * (3 * 5 + 4)  # seeds × (lrs × DyT's α₀ grid, extended by 0.25 and 0.125 + RMSNorm's lrs
@@ -126,25 +126,30 @@ def probe(skip: list[float], cos: list[float]) -> dict:
                                         for i, (s, c) in enumerate(zip(skip, cos, strict=True))]}
 
 
-DEPTH_LRS = {("pre", "False"): (2e-3, 5e-3, 1.25e-2), ("pre", "True"): (2e-3, 5e-3, 1.25e-2, 3.125e-2)}
+DEPTH_LRS = {("pre", "False"): (2e-3, 5e-3, 1.25e-2), ("pre", "True"): (5e-3, 1.25e-2, 3.125e-2)}
 
 
-def depth_rows(lns_loss: float = 1.98, lns_best: float = 1.25e-2, drop: float = 0.01) -> list[dict]:
+def depth_rows(lns_loss: float = 1.98, lns_best: float = 1.25e-2, half_shift: float = 0.0) -> list[dict]:
     """Pre-LN's deep blocks are near the identity (cos 0.95, skip Δ 0.01); LNS makes them count (0.8, 0.05). Each
-    arm's loss is a V over log lr: Pre-LN lowest (2.0) at 5e-3, LNS lowest (``lns_loss``) at ``lns_best``; the
-    probe's numbers are the same at every lr (only the best lr's are read)."""
+    arm's loss is a V over log lr: Pre-LN lowest (2.0) at 5e-3, LNS lowest (``lns_loss``) at ``lns_best``, at T
+    (2000 steps) and, ``half_shift`` nats worse for LNS, at T/2; the probe's numbers are the same at every lr (only
+    the best lr's are read), and at T only."""
     early_skip, early_cos = [1.0] + [0.2] * 11, [0.5] * 12
     profiles = {("pre", "False"): probe(early_skip + [0.01] * 12, early_cos + [0.95] * 12),
                 ("pre", "True"): probe(early_skip + [0.05] * 12, early_cos + [0.8] * 12)}
     low = {("pre", "False"): (2.0, 5e-3), ("pre", "True"): (lns_loss, lns_best)}
     rows = []
-    for s in range(5, 10):
-        for arm, lrs in DEPTH_LRS.items():
-            for lr in lrs:
-                loss = low[arm][0] + 0.001 * s + 0.05 * abs(math.log(lr / low[arm][1]))
-                rows.append({"placement": arm[0], "norm.depth_scaled": arm[1], "optim.lr": str(lr),
-                             "model.n_layers": "24", "train.seed": str(s), "selection_loss": loss - 0.01,
-                             "val_quarter_drop": drop, **trained(loss), **probe_row(profiles[arm])})
+    for steps in (2000, 1000):
+        for s in range(15, 19):
+            for arm, lrs in DEPTH_LRS.items():
+                for lr in lrs:
+                    shift = half_shift if steps == 1000 and arm[1] == "True" else 0.0
+                    loss = (low[arm][0] + {"False": 0.001, "True": 0.002}[arm[1]] * s + shift
+                            + 0.05 * abs(math.log(lr / low[arm][1])))
+                    probed = probe_row(profiles[arm]) if steps == 2000 else {}
+                    rows.append({"placement": arm[0], "norm.depth_scaled": arm[1], "optim.lr": str(lr),
+                                 "model.n_layers": "24", "train.seed": str(s), "steps": steps,
+                                 "select_loss": loss - 0.01, **trained(loss), **probed})
     return rows
 
 
@@ -156,15 +161,16 @@ def test_curse_of_depth_reads_the_probe_by_halves_and_judges_each_arm_at_its_bes
     found = judged_v4(exp, depth_rows(), tmp_path)
     assert found.verdict == "reproduced" and all(outcomes(found).values())
     primary = found.role("primary")[0]
-    assert primary.rule.id == "lns_lowers_loss" and primary.conditions["L=24"]["median"] == pytest.approx(-0.02)
+    assert primary.rule.id == "lns_lowers_loss" and primary.conditions["L=24"]["median"] == pytest.approx(-0.0035)
     found = judged_v4(exp, depth_rows(lns_loss=2.01), tmp_path)  # LNS uses its deep blocks, but ends worse
     assert found.verdict == "not reproduced" and outcomes(found)["lns_deep_blocks_count"] is True
+    found = judged_v4(exp, depth_rows(half_shift=0.05), tmp_path)  # behind at T/2, ahead at T: budget-sensitive
+    assert found.verdict == "inconclusive (budget-sensitive)"
     found = judged_v4(exp, depth_rows(lns_best=3.125e-2), tmp_path)  # LNS's best lr is its grid's largest
     assert found.verdict == "inconclusive (precondition)" and outcomes(found)["best_lr_inside_grid"] is False
-    found = judged_v4(exp, depth_rows(drop=0.2), tmp_path)  # still falling 0.2 nats over the last quarter
-    assert found.verdict == "inconclusive (precondition)" and outcomes(found)["trained_to_plateau"] is False
     assert exp.keeps({"placement": "pre", "norm.depth_scaled": "true", "optim.lr": "3.125e-2"})
     assert not exp.keeps({"placement": "pre", "norm.depth_scaled": "false", "optim.lr": "3.125e-2"})
+    assert not exp.keeps({"placement": "pre", "norm.depth_scaled": "true", "optim.lr": "2e-3"})
 
 
 DYT_LRS = (2e-3, 5e-3, 1.25e-2)
