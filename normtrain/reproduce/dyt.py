@@ -10,21 +10,26 @@ at RMSNorm's best lr, seed by seed.
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any
 
 from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.runner import Experiment, Findings
 from normtrain.reproduce.writeup import markdown_table
-from normtrain.study import best_lr, plots, stats
+from normtrain.study import best_lr, plots, robustness, stats
+from normtrain.study.best_against_best import SELECT, select_or_inf
+from normtrain.study.claim import ALT, HALF
 from normtrain.study.plan import Plan
 
 REFERENCE = "rmsnorm"  # the paper's LLaMA baseline
 DEFAULT_ALPHA = 0.5  # DyT's default α init; the reference norm runs with it (it does not use it)
 ALPHA = "norm.alpha_init"
-REGISTERED_ALPHAS = (0.5, 1.0, 2.0)  # the α₀ grid registered with v4; the secondary's range is over these alone
-REFERENCE_ONLY_LR = 8e-4  # the extension below the lr grid, run for RMSNorm only (its registered best, 2e-3, the edge)
+REGISTERED_ALPHAS = (0.125, 0.25, 0.5)  # the α₀ grid registered with v5; the secondary's range is over these alone
+ARM_LRS = {"dyt": (2e-3, 5e-3, 1.25e-2), REFERENCE: (8e-4, 2e-3, 5e-3)}  # each around its v4 best (the YAML's axis)
 ARM = "arm"
+PRIMARY_QUANTITY = "dyt_minus_rms_at_best"
+CONFIG = "dyt_config"  # DyT's α₀ × lr grid as one tuned key: the index of the configuration
 
 
 def alpha_of(row: dict[str, Any]) -> float:
@@ -83,48 +88,91 @@ class DyT(Experiment):
     paper = "Zhu et al. 2025 (DyT)"
     reference = ("**Zhu et al. 2025**, *Transformers without Normalization* (CVPR 2025): the LLaMA results (DyT "
                  "on par with RMSNorm) and the α₀ ablations")
-    method = ("Pre-LN, 6 layers, d 128, 4 heads, SwiGLU, RoPE; AdamW (0.9, 0.95), a 80-step (5%) warm-up then cosine "
-              "to 10%, weight decay 0.1, clipping 1; 1600 steps of 8 × 128 bytes, evaluated every 5% on 512 fixed "
-              "windows; RMSNorm and DyT (one scalar α per norm, γ = 1, β = 0 at init) at α₀ ∈ {0.5, 1, 2} and "
-              "0.25 and 0.125 (the grid's extensions: 0.5 was the registered grid's best, at its edge, then 0.25), "
-              "each at peak lrs 2e-3, 5e-3 and 1.25e-2, RMSNorm also at 8e-4 (the extension: 2e-3 was its registered "
-              "grid's best, at its edge); seeds 5–9. Each arm is judged at its own best lr: " + best_lr.RULE
-              + "; DyT's α₀ is the one whose best lr scores lowest by the same rule.")
+    method = ("Pre-LN, 6 layers, d 128, 4 heads, SwiGLU, RoPE; AdamW (0.9, 0.95), an 80-step (5%) warm-up then WSD "
+              "(the peak to step 1280, then linearly to 10%), weight decay 0.1, clipping 1; 1600 steps of 8 × 128 "
+              "bytes, evaluated every 5% on 512 fixed windows, and again at T/2 (800 steps, a decay branch from step "
+              "640); RMSNorm at peak lrs 8e-4, 2e-3, 5e-3 and DyT (one scalar α per norm, γ = 1, β = 0 at init) at "
+              "α₀ ∈ {0.125, 0.25, 0.5}, each at 2e-3, 5e-3, 1.25e-2; seeds 10–14. Each arm is judged at its own "
+              "best lr, at each budget: " + best_lr.HELD_OUT_RULE + "; DyT's α₀ is the one whose best lr scores "
+              "lowest by the same rule.")
     gpu_recipe = Recipe()
+    half_budget = True  # protocol v5: every run at T and at T/2 (a WSD decay branch)
 
     def keeps(self, combo: dict[str, str]) -> bool:
-        if combo.get("norm", "dyt") == "dyt":
-            return float(combo.get(best_lr.LR_AXIS, "0")) != REFERENCE_ONLY_LR
-        return alpha_of(combo) == DEFAULT_ALPHA
+        norm, lr = combo.get("norm", "dyt"), combo.get(best_lr.LR_AXIS)
+        if norm != "dyt" and alpha_of(combo) != DEFAULT_ALPHA:
+            return False  # the reference does not use α₀: one of its values
+        return norm not in ARM_LRS or lr is None or any(math.isclose(float(lr), x) for x in ARM_LRS[norm])
 
     def row(self, run, combo: dict[str, str]) -> dict[str, Any]:
-        return {**super().row(run, combo), ARM: arm_of(combo), best_lr.SELECTION: best_lr.selection_of(run)}
+        return {**super().row(run, combo), ARM: arm_of(combo), best_lr.SELECTION: best_lr.selection_of(run),
+                SELECT: run.summary.get("final_select_loss")}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         for r in rows:
             r[ARM] = arm_of(r)
+        rows, half = robustness.budgets(rows)
         dyts = dyt_arms(rows)
         refs = [a for a in (REFERENCE,) if any(r[ARM] == a for r in rows)]
-        best = best_lr.best_lrs(rows, ARM, [*refs, *dyts])
+        best = best_lr.best_lrs(rows, ARM, [*refs, *dyts], select_or_inf)
         pick = best_alpha_arm(best, dyts)
         unigram = stats.unigram_of(rows)
-        measured = quantities(rows, best, refs, dyts, pick, unigram)
-        gap = measured["dyt_minus_rms_at_best"][""]
+        measured = {**quantities(rows, best, refs, dyts, pick, unigram), **again(rows, half, best, refs, dyts, pick)}
+        gap = measured[PRIMARY_QUANTITY][""]
         picked = "none" if pick is None else f"{pick} at lr {best[pick].lr:g}"
         ours = f"DyT ({picked}) − RMSNorm at its best lr: {stats.median_and_interval(gap.values())} nats"
         rng = measured["dyt_alpha_range"]
         spread = stats.median_and_interval(next(iter(rng.values())).values())
-        key = f"{ours}; DyT's α₀ range (0.5–2) at its best lr {spread}."
-        notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}. DyT's α₀: the arm whose best lr scores "
-                 "lowest by the same rule.", *(note for a in [*refs, pick] if a and (note := best[a].edge_note())),
+        key = f"{ours}; DyT's α₀ range ({REGISTERED_ALPHAS[0]:g}–{REGISTERED_ALPHAS[-1]:g}) at its best lr {spread}."
+        half_gap = measured.get(PRIMARY_QUANTITY + HALF, {}).get("", {})
+        notes = [f"Best lr rule (declared before the runs): {best_lr.HELD_OUT_RULE}. DyT's α₀: the arm whose best lr "
+                 "scores lowest by the same rule.",
+                 *(note for a in [*refs, pick] if a and (note := best[a].edge_note())),
                  *best_lr.judged_pick_notes(rows, ARM, best),
+                 *([f"At T/2 ({half[0]['steps']} steps), each arm and DyT's α₀ chosen again there: DyT − RMSNorm "
+                    f"{stats.median_and_interval(half_gap.values())} nats."] if half else []),
                  f"DyT's best α₀ and lr are chosen from {len(dyts) * len(best[dyts[0]].lrs) if dyts else 0} "
                  f"configurations, RMSNorm's lr from {len(best[REFERENCE].lrs) if refs else 0}: the larger search "
-                 "favours DyT by a little seed noise (the rule reads training batches, the judged loss the "
-                 "validation windows)."]
+                 "favours DyT by a little seed noise (the rule reads held-out windows, the judged loss others)."]
         return Findings(table=table(rows, best, refs, pick, dyts), measured=measured, key=key, ours=ours,
                         notes=notes, figures={"dyt_alpha.png": lambda path: draw(rows, best, refs, pick, unigram,
                                                                                  path)})
+
+
+def gap_at(rows, best, pick) -> dict[str, float | None]:
+    """The primary per seed: DyT at ``pick`` (an α₀ arm at its lr in ``best``) − RMSNorm at its best lr."""
+    return best_lr.paired_at_best(rows, ARM, best, pick, REFERENCE) if pick and REFERENCE in best else {}
+
+
+def again(rows, half, best, refs, dyts, pick) -> dict[str, dict[str, dict[str, float | None]]]:
+    """The primary at a near-tied RMSNorm lr, at DyT's near-tied configuration (α₀ and lr) and at T/2, keyed as
+    normtrain/study/claim.py reads them."""
+    found = {PRIMARY_QUANTITY + ALT + label: {"": gap_at(rows, moved, pick)}
+             for label, moved in best_lr.near_tied(rows, ARM, best, refs, select_or_inf).items()}
+    if (second := dyt_runner_up(rows, dyts)) is not None:
+        arm, lr = second
+        moved = {**best, arm: best_lr.BestLr(arm, best[arm].lrs, best[arm].score, lr)}
+        found[f"{PRIMARY_QUANTITY}{ALT}DyT at its runner-up {arm} lr {lr:g}"] = {"": gap_at(rows, moved, arm)}
+    if half:
+        half_best = best_lr.best_lrs(half, ARM, [*refs, *dyts], select_or_inf)
+        found[PRIMARY_QUANTITY + HALF] = {"": gap_at(half, half_best, best_alpha_arm(half_best, dyts))}
+    return found
+
+
+def dyt_runner_up(rows, dyts) -> tuple[str, float] | None:
+    """DyT's second-best configuration (α₀ arm, lr) when near-tied with its pick: best_lr.runner_up's rule over the
+    α₀ × lr grid read as one tuned key."""
+    configs = sorted({(arm_alpha(r[ARM]), best_lr.lr_of(r)) for r in rows if r[ARM] in dyts})
+    one = [{**r, ARM: "dyt", CONFIG: configs.index((arm_alpha(r[ARM]), best_lr.lr_of(r)))} for r in rows
+           if r[ARM] in dyts]
+    if not one:
+        return None
+    chosen = best_lr.choose(one, ARM, "dyt", select_or_inf, key=CONFIG)
+    second, _, _ = best_lr.runner_up(one, ARM, chosen, select_or_inf)
+    if second is None:
+        return None
+    alpha, lr = configs[int(second)]
+    return f"dyt α₀={alpha:g}", lr
 
 
 def quantities(rows, best, refs, dyts, pick, unigram) -> dict[str, dict[str, dict[str, float | None]]]:
@@ -133,7 +181,7 @@ def quantities(rows, best, refs, dyts, pick, unigram) -> dict[str, dict[str, dic
     chosen = {a: best[a] for a in [*refs, pick] if a}
     gap = best_lr.paired_at_best(rows, ARM, best, pick, REFERENCE) if pick and ref else {}
     reference = best_lr.at_best(rows, ARM, ref, stats.final_or_inf) if ref else {}
-    return {"dyt_minus_rms_at_best": {"": gap},
+    return {PRIMARY_QUANTITY: {"": gap},
             "dyt_alpha_range": {"DyT's best lr": alpha_range(rows, registered_arms(dyts), best[pick].lr if pick
                                                              else None)},
             "reference_margin": {"": stats.margin_below(unigram, reference)},
@@ -158,8 +206,8 @@ def table(rows, best, refs, pick, dyts) -> str:
         "The whole loss-vs-lr curve: final validation loss per arm (RMSNorm; DyT at each α₀) and peak lr, median "
         f"[range] over seeds (n); **bold**: the arm's best lr by the selection rule:\n\n"
         f"{best_lr.curve_table(rows, ARM, best)}",
-        "The selection loss (mean training loss over the last 10% of steps), median [range] over seeds (DyT's α₀: "
-        "the arm whose bold value is lowest):\n\n" + best_lr.curve_table(rows, ARM, best, best_lr.selection_or_inf),
+        "The selection loss (the held-out windows' loss at the run's end), median [range] over seeds (DyT's α₀: "
+        "the arm whose bold value is lowest):\n\n" + best_lr.curve_table(rows, ARM, best, select_or_inf),
         f"Each arm at its best lr ({stats.CELL_NOTE}); the rest median [range] over seeds:\n\n"
         + markdown_table(["arm", "best lr", "final val loss", "− RMSNorm at its best lr, paired by seed",
                           "val loss fall over the last quarter"], body)])

@@ -51,11 +51,11 @@ def test_the_grids_run_the_papers_arms(tmp_path):
     assert {c["train.seed"] for c in depth_combos} == {"15", "16", "17", "18"}  # new seeds: v4 ran 5-9, v3 0-4
     assert len(make_plan("curse_of_depth", smoke=True).combos()) == 4  # both arms at two lrs
     dyt = make_plan("dyt").combos()
-    assert len(dyt) == 5 * (3 * 5 + 4)  # seeds × (lrs × DyT's α₀ grid, extended by 0.25 and 0.125 + RMSNorm's lrs
-    # and 8e-4)
-    assert {float(c["optim.lr"]) for c in dyt if c["norm"] == "dyt"} == {2e-3, 5e-3, 1.25e-2}  # 8e-4: RMSNorm's
+    assert len(dyt) == 5 * (3 * 3 + 3)  # seeds × (DyT's lrs × α₀ + RMSNorm's lrs)
+    assert {float(c["optim.lr"]) for c in dyt if c["norm"] == "dyt"} == {2e-3, 5e-3, 1.25e-2}
+    assert {float(c["optim.lr"]) for c in dyt if c["norm"] != "dyt"} == {8e-4, 2e-3, 5e-3}
     assert {c["norm.alpha_init"] for c in dyt if c["norm"] != "dyt"} == {"0.5"}
-    assert {c["train.seed"] for c in dyt} == {"5", "6", "7", "8", "9"}  # new seeds: v3's pilot ran 0-4
+    assert {c["train.seed"] for c in dyt} == {"10", "11", "12", "13", "14"}  # new seeds: v4 ran 5-9, v3 0-4
     smoke = make_plan("dyt", smoke=True).combos()
     assert {c["norm"] for c in smoke} == {"dyt", "rmsnorm"} and len(smoke) == 6  # DyT at 2 α₀ and RMSNorm, 2 lrs
     gpu = make_plan("dyt", scale="gpu", device=ASSUMED_H100, out=tmp_path).grid
@@ -173,24 +173,29 @@ def test_curse_of_depth_reads_the_probe_by_halves_and_judges_each_arm_at_its_bes
     assert not exp.keeps({"placement": "pre", "norm.depth_scaled": "true", "optim.lr": "2e-3"})
 
 
-DYT_LRS = (2e-3, 5e-3, 1.25e-2)
+DYT_LRS = {"rmsnorm": (8e-4, 2e-3, 5e-3), "dyt": (2e-3, 5e-3, 1.25e-2)}
 
 
-def dyt_rows(alpha: float = 1.0, dyt_gap: float = 0.005, dyt_lr: float = 5e-3, spread: float = 0.1,
-             alphas: tuple[float, ...] = (0.5, 1.0, 2.0)) -> list[dict]:
-    """RMSNorm lowest (2.0) at 5e-3; DyT lowest (2.0 + ``dyt_gap``) at α₀ = ``alpha`` and ``dyt_lr``, its loss a V
-    over log lr and, ``spread`` per factor 2, over log α₀; DyT − RMSNorm alternates ± 0.002 around the gap over
-    seeds (a t-test needs a spread)."""
+def dyt_rows(alpha: float = 0.25, dyt_gap: float = 0.005, dyt_lr: float = 5e-3, spread: float = 0.1,
+             alphas: tuple[float, ...] = (0.125, 0.25, 0.5), half_gap: float | None = None,
+             alpha_noise: float = 0.0) -> list[dict]:
+    """RMSNorm lowest (2.0) at 2e-3; DyT lowest (2.0 + ``dyt_gap``; ``half_gap`` at T/2, default the same) at α₀ =
+    ``alpha`` and ``dyt_lr``, its loss a V over log lr and, ``spread`` per factor 2, over log α₀; DyT − RMSNorm
+    alternates ± 0.002 around the gap over seeds (an interval needs a spread), and ± ``alpha_noise`` with opposite
+    signs at neighbouring α₀ (so that two α₀ can be near-tied). Rows at T (1600) and T/2 (800)."""
     rows = []
-    for s in range(5, 10):
-        for lr in DYT_LRS:
+    for steps in (1600, 800):
+        gap = dyt_gap if steps == 1600 or half_gap is None else half_gap
+        for s in range(10, 15):
             for norm, grid in (("rmsnorm", (0.5,)), ("dyt", alphas)):
-                for a in grid:
-                    base = (2.0, 5e-3) if norm == "rmsnorm" else (2.0 + dyt_gap, dyt_lr)
-                    loss = base[0] + 0.001 * s + 0.05 * abs(math.log(lr / base[1]))
-                    loss += spread * abs(math.log2(a / alpha)) + 0.002 * (-1) ** s if norm == "dyt" else 0.0
-                    rows.append({"norm": norm, "norm.alpha_init": str(a), "optim.lr": str(lr), "train.seed": str(s),
-                                 "selection_loss": loss - 0.01, "val_quarter_drop": 0.01, **trained(loss)})
+                for lr in DYT_LRS[norm]:
+                    for a in grid:
+                        base = (2.0, 2e-3) if norm == "rmsnorm" else (2.0 + gap, dyt_lr)
+                        loss = base[0] + 0.001 * s + 0.05 * abs(math.log(lr / base[1]))
+                        loss += (spread * abs(math.log2(a / alpha)) + 0.002 * (-1) ** s
+                                 + alpha_noise * (-1) ** (s + round(math.log2(a)))) if norm == "dyt" else 0.0
+                        rows.append({"norm": norm, "norm.alpha_init": str(a), "optim.lr": str(lr), "steps": steps,
+                                     "train.seed": str(s), "select_loss": loss - 0.01, **trained(loss)})
     return rows
 
 
@@ -198,35 +203,33 @@ def test_dyt_tunes_alpha_and_lr_by_the_rule_and_compares_with_rmsnorm_at_its_bes
     exp = DyT()
     found = judged_v4(exp, dyt_rows(), tmp_path)
     assert found.verdict == "reproduced" and all(outcomes(found).values())
-    assert found.role("primary")[0].conditions[""]["per_seed"]["5"] == pytest.approx(0.003)  # α₀ 1, lr 5e-3
-    assert found.role("secondary")[0].conditions["DyT's best lr"]["per_seed"]["5"] == pytest.approx(0.1)
+    assert found.role("primary")[0].conditions[""]["per_seed"]["10"] == pytest.approx(0.007)  # α₀ 0.25, lr 5e-3
+    assert found.role("secondary")[0].conditions["DyT's best lr"]["per_seed"]["10"] == pytest.approx(0.1)
     found = judged_v4(exp, dyt_rows(dyt_gap=0.1), tmp_path)  # DyT 0.1 nats worse at its best
     assert found.verdict == "not reproduced" and outcomes(found)["dyt_alpha_sensitive"] is True
-    found = judged_v4(exp, dyt_rows(alpha=2.0), tmp_path)  # the best α₀ is the grid's largest
+    found = judged_v4(exp, dyt_rows(dyt_gap=0.1, half_gap=0.0), tmp_path)  # on par at T/2, worse at T
+    assert found.verdict == "inconclusive (budget-sensitive)"
+    found = judged_v4(exp, dyt_rows(alpha=0.5), tmp_path)  # the best α₀ is the grid's largest
     assert found.verdict == "inconclusive (precondition)" and outcomes(found)["best_alpha_inside_grid"] is False
     found = judged_v4(exp, dyt_rows(dyt_lr=2e-3), tmp_path)  # DyT's best lr is the grid's smallest
     assert outcomes(found)["best_lr_inside_grid"] is False and found.verdict == "inconclusive (precondition)"
     assert exp.keeps({"norm": "rmsnorm", "norm.alpha_init": "0.5"}) and not exp.keeps({"norm": "rmsnorm",
-                                                                                        "norm.alpha_init": "1.0"})
+                                                                                        "norm.alpha_init": "0.25"})
+    assert exp.keeps({"norm": "rmsnorm", "norm.alpha_init": "0.5", "optim.lr": "8e-4"})  # RMSNorm's grid alone
+    assert not exp.keeps({"norm": "dyt", "norm.alpha_init": "0.5", "optim.lr": "8e-4"})
+    assert not exp.keeps({"norm": "rmsnorm", "norm.alpha_init": "0.5", "optim.lr": "1.25e-2"})  # DyT's alone
 
 
-def test_dyts_alpha_grid_extended_below_brackets_the_best_and_leaves_the_secondary_on_the_registered_grid(tmp_path):
-    """The extension by 0.25 (the registered grid's best, 0.5, at its lower edge) puts 0.5 inside the grid, and the
-    secondary α₀ range is still read over the registered 0.5–2 only."""
+def test_dyts_near_tied_alpha_is_read_as_a_second_selection(tmp_path):
+    """α₀ 0.5 within the seeds' spread of the pick 0.25 (v4's near tie): the primary is read there too."""
     exp = DyT()
-    found = judged_v4(exp, dyt_rows(alpha=0.5), tmp_path)  # the registered grid: 0.5 is its edge
-    assert found.verdict == "inconclusive (precondition)" and outcomes(found)["best_alpha_inside_grid"] is False
-    found = judged_v4(exp, dyt_rows(alpha=0.5, alphas=(0.25, 0.5, 1.0, 2.0)), tmp_path)
-    assert found.verdict == "reproduced" and outcomes(found)["best_alpha_inside_grid"] is True
-    rng = found.role("secondary")[0].conditions["DyT's best lr"]["per_seed"]["5"]
-    assert rng == pytest.approx(0.2)  # α₀ 2 against 0.5: two factors of 2 at 0.1 each
-    found = judged_v4(exp, dyt_rows(alpha=1.0, alphas=(0.25, 0.5, 1.0, 2.0)), tmp_path)
-    rng = found.role("secondary")[0].conditions["DyT's best lr"]["per_seed"]["5"]
-    assert rng == pytest.approx(0.1)  # over 0.5–2 around 1; 0.25 (0.2 above the best) is not counted
-    assert exp.keeps({"norm": "rmsnorm", "norm.alpha_init": "0.5", "optim.lr": "8e-4"})  # the lr extension
-    assert not exp.keeps({"norm": "dyt", "norm.alpha_init": "0.5", "optim.lr": "8e-4"})  # RMSNorm's alone
-    assert exp.keeps({"norm": "dyt", "norm.alpha_init": "0.25", "optim.lr": "2e-3"})
-    assert exp.keeps({"norm": "dyt", "norm.alpha_init": "0.125", "optim.lr": "1.25e-2"})  # the second extension
+    rows = dyt_rows(spread=0.008, alpha_noise=0.003)
+    findings = exp.analyse(rows, Plan(exp.name, "cpu", False, [], {}, tmp_path, tmp_path))
+    alts = [k for k in findings.measured if "@alt:DyT at its runner-up" in k]
+    assert len(alts) == 1 and "α₀=" in alts[0] and findings.measured[alts[0]][""]
+    assert "dyt_minus_rms_at_best@half" in findings.measured
+    found = judged_v4(exp, dyt_rows(spread=0.008, alpha_noise=0.003), tmp_path)
+    assert found.verdict == "reproduced" and found.v5["selection"]  # the same call at the runner-up
 
 
 def test_dyts_best_alpha_is_the_arm_whose_best_lr_scores_lowest():
