@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 from normtrain.study.plan import Plan
 
 STEPS = "steps"  # a row's budget: T, or T/2 for the half-budget runs
+HALF_SUFFIX = "_half"  # the T/2 runs' folder: the T runs' folder name + this
 
 
 def half_of(steps: int, warmup: int, decay_fraction: float, branch: bool) -> tuple[int, int | None]:
@@ -62,6 +63,11 @@ class BranchPlan(Plan):
             return own
         ckpt = self.t_plan.run_dir(combo) / f"ckpt_step{self.branch_step}.pt"
         return [*own, f"train.resume={ckpt}"]
+
+
+def is_half_run(run_dir: Path) -> bool:
+    """Whether a run folder holds a T/2 run: ``branch_plan``'s runs live in the T runs' folder name + ``_half``."""
+    return Path(run_dir).parent.name.endswith(HALF_SUFFIX)
 
 
 def branch_plan(t: Plan, base: list[str], branch_step: int | None, runs_dir: Path) -> BranchPlan:

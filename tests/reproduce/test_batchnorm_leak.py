@@ -1,5 +1,6 @@
-"""batchnorm_leak's leak measurement (registration v4): the loss at a position with its own future in the batch
-against the same with that future swapped for other text, on models that cannot and that do read the future."""
+"""batchnorm_leak's leak measurements: v5's matched gain (a sequence's loss with its own half's futures swapped
+against the other half's) and v4's plain swap, on models that cannot read the future, that read their own, and
+that read only another sequence's (the false leak the matched control must not report)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from normtrain.reproduce.batchnorm_leak import (
     arm_of,
     cut_positions,
     future_swap_gain,
+    matched_swap_gain,
     measure,
 )
 
@@ -25,9 +27,17 @@ class ReadsTheNextToken(torch.nn.Module):
         return 8.0 * torch.nn.functional.one_hot(x.roll(-1, dims=1), 256).float(), None
 
 
-def batches(n: int = 3, size: int = 2, seq: int = 16, seed: int = 0):
+class ReadsTheNeighboursNextToken(torch.nn.Module):
+    """A model that reads another sequence's future, never its own: sequence i's logits at t name sequence i + 1's
+    input at t + 1 (cyclically). Where the sequences of a batch are copies, that predicts i's target too."""
+
+    def forward(self, x):
+        return 8.0 * torch.nn.functional.one_hot(x.roll(-1, dims=0).roll(-1, dims=1), 256).float(), None
+
+
+def batches(n: int = 3, size: int = 2, seq: int = 16, seed: int = 0, copies: bool = False):
     g = torch.Generator().manual_seed(seed)
-    rows = torch.randint(0, 256, (n, size, seq + 1), generator=g)
+    rows = torch.randint(0, 256, (n, 1 if copies else size, seq + 1), generator=g).expand(n, size, seq + 1)
     return [(r[:, :-1], r[:, 1:]) for r in rows]
 
 
@@ -58,35 +68,60 @@ def test_the_swap_reads_exactly_zero_on_a_causal_model_and_not_on_batchnorm():
 
 def test_one_batch_has_no_other_text_to_swap_in():
     assert future_swap_gain(ReadsTheNextToken(), batches(n=1)) == {"swap_gain": None}
+    assert matched_swap_gain(ReadsTheNextToken(), batches(n=1)) is None
+
+
+@torch.no_grad()
+def test_the_matched_gain_finds_a_model_reading_its_own_future_and_zero_on_a_causal_one():
+    assert matched_swap_gain(ReadsTheNextToken(), batches(size=4)) > 5.0  # its own future swapped: 1 in 256
+    assert matched_swap_gain(model("layernorm"), batches(size=4)) == 0.0
+    assert matched_swap_gain(model("batchnorm"), batches(size=4)) != 0.0  # untrained: a bias of either sign
+    assert matched_swap_gain(ReadsTheNextToken(), batches(size=1)) is None  # batch 1: no other half
+
+
+def test_reading_another_sequences_future_is_a_leak_to_the_plain_swap_and_not_to_the_matched_gain():
+    """The planted false leak: batches of copies, a model that reads its neighbour's future. Swapping every future
+    hurts it (v4's gain calls that a leak); the matched control does not, since its own future is never read."""
+    copies = batches(size=2, copies=True)
+    assert future_swap_gain(ReadsTheNeighboursNextToken(), copies)["swap_gain"] > 5.0
+    assert matched_swap_gain(ReadsTheNeighboursNextToken(), copies) < -5.0  # the own half intact, the other not
 
 
 def test_measure_reads_every_quantity_at_each_arms_best_lr():
-    """Synthetic per-seed values: gains 0.2 / 0.05 at batch 1 / 8; BatchNorm − LayerNorm 0.3 / 0.1 in eval mode."""
-    values = {("batchnorm", 1): {"swap_gain": 0.2, "eval_loss": 2.8, "leak": 0.2},
-              ("batchnorm", 8): {"swap_gain": 0.05, "eval_loss": 2.4, "leak": 0.3},
-              ("layernorm", 1): {"swap_gain": 0.0, "eval_loss": 2.5, "leak": 0.0},
-              ("layernorm", 8): {"swap_gain": -1e-7, "eval_loss": 2.3, "leak": 0.0}}
+    """Synthetic per-seed values: matched gains 0.04 / 0.01 at batch 2 / 8 (none at 1); BatchNorm − LayerNorm 0.3 /
+    0.1 in eval mode at batch 1 / 8."""
+    values = {("batchnorm", 1): {"matched_gain": None, "swap_gain": 0.2, "eval_loss": 2.8, "leak": 0.2},
+              ("batchnorm", 2): {"matched_gain": 0.04, "swap_gain": 0.0, "eval_loss": 2.6, "leak": 0.2},
+              ("batchnorm", 8): {"matched_gain": 0.01, "swap_gain": -0.01, "eval_loss": 2.4, "leak": 0.3},
+              ("layernorm", 1): {"matched_gain": None, "swap_gain": None, "eval_loss": 2.5, "leak": 0.0},
+              ("layernorm", 2): {"matched_gain": 0.0, "swap_gain": None, "eval_loss": 2.4, "leak": 0.0},
+              ("layernorm", 8): {"matched_gain": -1e-7, "swap_gain": None, "eval_loss": 2.3, "leak": 0.0}}
 
     def at(n, b, value):
-        return {str(s): values[(n, b)][value] + s * 1e-3 for s in range(3)}
+        v = values[(n, b)].get(value, 0.001)
+        return {str(s): None if v is None else v + s * 1e-3 for s in range(3)}
 
     from normtrain.study.best_lr import BestLr
-    best = {"batchnorm, batch 1": BestLr("batchnorm, batch 1", (1e-3, 4e-3, 1.6e-2), {}, 4e-3),
-            "batchnorm, batch 8": BestLr("batchnorm, batch 8", (1e-3, 4e-3, 1.6e-2), {}, 1.6e-2),
-            "layernorm, batch 1": BestLr("layernorm, batch 1", (1e-3, 4e-3, 1.6e-2), {}, 1e-3)}
-    found = measure(at, [1, 8], best, unigram=3.3)
-    assert found["leak_gain_at_best"]["batch 1"]["0"] == pytest.approx(0.2)
-    assert found["leak_gain_small_minus_large"][""]["2"] == pytest.approx(0.15)
+    grid = (1e-3, 4e-3, 1.6e-2, 6.4e-2)
+    best = {"batchnorm, batch 1": BestLr("batchnorm, batch 1", grid, {}, 4e-3),
+            "batchnorm, batch 8": BestLr("batchnorm, batch 8", grid, {}, 6.4e-2),
+            "layernorm, batch 1": BestLr("layernorm, batch 1", grid, {}, 1.6e-2)}
+    found = measure(at, [1, 2, 8], best, unigram=3.3)
+    assert set(found["matched_leak_gain_at_best"]) == {"batch 2", "batch 8"}  # batch 1: no matched control
+    assert found["matched_leak_gain_at_best"]["batch 2"]["0"] == pytest.approx(0.04)
+    assert found["plain_swap_gain_at_best"]["batch 1"]["0"] == pytest.approx(0.2)
+    assert found["matched_gain_small_minus_large"][""]["2"] == pytest.approx(0.03)
     assert found["bn_gap_small_minus_large"][""]["1"] == pytest.approx(0.3 - 0.1)
     assert found["ln_swap_gain_abs"]["batch 8"]["0"] == pytest.approx(1e-7)
     assert found["reference_margin"]["layernorm, batch 1"]["0"] == pytest.approx(0.8)
-    # only BatchNorm's arms decide the precondition: inside at batch 1, at the grid's edge at batch 8
+    # v5: every arm a check reads decides the precondition (LayerNorm's too)
     assert found["best_lr_inside_grid"] == {"batchnorm, batch 1": {"all seeds": 1.0},
-                                            "batchnorm, batch 8": {"all seeds": 0.0}}
+                                            "batchnorm, batch 8": {"all seeds": 0.0},
+                                            "layernorm, batch 1": {"all seeds": 1.0}}
     assert arm_of({"norm": "batchnorm", "train.batch_size": "8"}) == "batchnorm, batch 8"
 
 
-def test_the_cpu_grid_is_the_registered_one_plus_its_extension_at_batch_8_only():
+def test_the_cpu_grid_is_the_registered_lrs_at_every_batch_size():
     from normtrain.reproduce.cli import make_plan
 
     cpu = [dict(c) for c in make_plan("batchnorm_leak", scale="cpu").combos()]
@@ -94,12 +129,10 @@ def test_the_cpu_grid_is_the_registered_one_plus_its_extension_at_batch_8_only()
     def lrs(batch: str) -> list[float]:
         return sorted({float(c["optim.lr"]) for c in cpu if c["train.batch_size"] == batch})
 
-    assert lrs("1") == lrs("2") == sorted(LRS)
-    assert lrs("8") == sorted((*LRS, *CPU_EXTENSION["8"]))
-    assert {c["norm"] for c in cpu if float(c["optim.lr"]) == CPU_EXTENSION["8"][0]} == {"batchnorm", "layernorm"}
-    assert len(cpu) == 90 + 10  # the registered grid, then the extension: 2 norms x 5 seeds
-    at_edge = {"norm": "batchnorm", "train.batch_size": "8", "optim.lr": "0.064", "train.seed": "5"}
-    assert BatchNormLeak().keeps_at("cpu")(at_edge) and not BatchNormLeak().keeps_at("gpu")(at_edge)
+    assert lrs("1") == lrs("2") == lrs("8") == sorted(LRS) and len(LRS) == 4 and CPU_EXTENSION == {}
+    assert len(cpu) == 2 * 3 * 4 * 5  # norms × batch sizes × lrs × seeds
+    assert {c["train.seed"] for c in cpu} == {"10", "11", "12", "13", "14"}  # v4 ran 5-9
+    assert BatchNormLeak().keeps_at("cpu")({"norm": "batchnorm", "train.batch_size": "8", "optim.lr": "0.064"})
 
 
 def test_a_models_scores_are_kept_and_reread_until_its_checkpoint_changes(text_corpus, tiny_base, tmp_path,
@@ -119,6 +152,7 @@ def test_a_models_scores_are_kept_and_reread_until_its_checkpoint_changes(text_c
     run = load_run(run_dir)
     first = batchnorm_leak.score_two_ways(run)
     assert (run_dir / batchnorm_leak.SCORES).is_file() and first["swap_gain"] is not None
+    assert first["matched_gain"] is not None and first["matched_gain_init"] is not None
 
     calls = []
     real = batchnorm_leak._score_two_ways
