@@ -1,4 +1,5 @@
-"""HybridNorm past 16 layers (issue 39): does HybridNorm (and HybridNorm*, block 0 Pre-LN) train at 24 and 48
+"""HybridNorm past 16 layers (issue 39; v5, issue 59): once HybridNorm reproduces the paper's ordering at 12 layers
+(inside its depths, with the reference's init and a warm-up a Post-LN FFN needs), does it train at 24 (and 48)
 layers where Pre-LN does, each at its own best learning rate?
 
 Zhuo et al. 2025 trained HybridNorm at most 16 layers deep; a reimplementation reports divergence deeper. Every arm
@@ -7,7 +8,7 @@ best a factor 10 below Pre-LN's: ``ARM_LRS``); at each depth each arm's best lr 
 normtrain/study/best_lr.py, and the arms are compared there seed by seed. Beside the best-against-best losses
 the analysis counts, per seed, the learning rates at which HybridNorm diverged while Pre-LN at the same lr and seed
 did not ("diverges where Pre-LN trains"), and how HybridNorm's gap to Pre-LN moves from 12 layers to the deeper
-ones. At the CPU scale HybridNorm* (a secondary arm) runs at 24 layers only (``keeps_at``).
+ones. At the CPU scale HybridNorm* (a secondary arm) does not run, and 48 layers run 3 seeds (``keeps_at``).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from typing import Any
 from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.runner import Experiment, Findings
 from normtrain.reproduce.writeup import markdown_table
-from normtrain.study import best_lr, plots, stats
-from normtrain.study.plan import Plan
+from normtrain.study import best_lr, plots, robustness, stats
+from normtrain.study.best_against_best import SELECT, select_or_inf
+from normtrain.study.claim import ALT, HALF
+from normtrain.study.plan import SEED_AXIS, Plan, sweep_axes
 
 ARM = "arm"  # the runs.csv column naming the arm (from placement and placement.first_pre)
 FIRST_PRE = "placement.first_pre"
@@ -28,12 +31,13 @@ DEPTH = "model.n_layers"
 ARMS = ("pre", "hybrid", "hybrid*")
 PRIMARY = ("pre", "hybrid")  # the primary check's arms: the preconditions read these
 PAPER_MAX_DEPTH = 16  # the deepest model the paper trained: deeper is what the claim is about
-ARM_LRS = {"pre": (1e-3, 3e-3, 1e-2),  # each arm's peak lrs (the YAML's optim.lr axis is their union)
+ARM_LRS = {"pre": (3e-3, 1e-2, 3e-2),  # each arm's peak lrs around its v4 bests (the YAML's axis is their union)
            "hybrid": (3e-4, 1e-3, 3e-3), "hybrid*": (3e-4, 1e-3, 3e-3)}
-CPU_STAR_DEPTHS = (24,)  # HybridNorm*'s depths at the CPU scale (--scale gpu: every depth)
-# The registered grid-extension rule applied to the CPU scale's registered grid (CHECK_HISTORY entry 4): one lr
-# more on the edge's side where an arm's best sat at its grid's edge; (arm, depth) -> the added lrs.
-CPU_EXTENSION = {("pre", 12): (3e-2,), ("hybrid", 24): (1e-4,), ("hybrid*", 24): (1e-4,)}
+CPU_STAR_DEPTHS: tuple[int, ...] = ()  # HybridNorm*'s depths at the CPU scale (v5: none; --scale gpu: every depth)
+CPU_FEW_SEEDS = {48: 3}  # depth -> how many of the grid's seeds run there at the CPU scale (the budget)
+# The registered edge rule's extensions at the CPU scale, (arm, depth) -> the added lrs (CHECK_HISTORY.md).
+CPU_EXTENSION: dict[tuple[str, int], tuple[float, ...]] = {}
+PRIMARY_QUANTITY, PRIMARY_DEPTH, DEEPER_DEPTH = "hybrid_minus_pre_24", 24, 48
 COLORS = {"pre": plots.PLACEMENT_COLORS["pre"], "hybrid": "#8c564b", "hybrid*": "#e377c2"}
 
 
@@ -80,20 +84,21 @@ def listed(conditions: dict[str, dict[str, float | None]]) -> str:
 
 
 class Depth:
-    """One depth's rows, its arms' best lrs and the values at them."""
+    """One depth's rows, its arms' best lrs (the held-out score) and the values at them."""
 
     def __init__(self, rows: list[dict[str, Any]], layers: int, unigram: float | None):
         self.layers, self.unigram = layers, unigram
         self.rows = stats.select(rows, model__n_layers=layers)
         self.arms = [a for a in ARMS if any(r[ARM] == a for r in self.rows)]
-        self.best = best_lr.best_lrs(self.rows, ARM, self.arms)
+        self.best = best_lr.best_lrs(self.rows, ARM, self.arms, select_or_inf)
 
     @property
     def deep(self) -> bool:
         return self.layers > PAPER_MAX_DEPTH
 
-    def minus_pre(self, arm: str) -> dict[str, float | None]:
-        return best_lr.paired_at_best(self.rows, ARM, self.best, arm, "pre")
+    def minus_pre(self, arm: str, best: dict[str, best_lr.BestLr] | None = None) -> dict[str, float | None]:
+        best = best or self.best
+        return best_lr.paired_at_best(self.rows, ARM, best, arm, "pre") if {arm, "pre"} <= set(best) else {}
 
     def loss(self, arm: str) -> dict[str, float | None]:
         return best_lr.at_best(self.rows, ARM, self.best[arm], stats.final_or_inf) if arm in self.best else {}
@@ -103,8 +108,12 @@ def measured_of(depths: list[Depth]) -> dict[str, dict[str, dict[str, float | No
     """Every quantity the registration names, per condition (a depth, or an arm at a depth) and seed."""
     deep, shallow = [d for d in depths if d.deep], [d for d in depths if not d.deep]
     base = shallow[0].minus_pre("hybrid") if shallow else {}
-    primary = [(d, a) for d in deep for a in PRIMARY if a in d.best]
+    at = {d.layers: d for d in depths}
     return {
+        PRIMARY_QUANTITY: {f"{PRIMARY_DEPTH} layers": at[PRIMARY_DEPTH].minus_pre("hybrid")} if PRIMARY_DEPTH in at
+        else {},
+        "hybrid_minus_pre_deeper": {f"{DEEPER_DEPTH} layers": at[DEEPER_DEPTH].minus_pre("hybrid")
+                                    if DEEPER_DEPTH in at else {}},  # a smoke run's grid stops at 24
         "hybrid_minus_pre_deep": {f"{d.layers} layers": d.minus_pre("hybrid") for d in deep},
         "hybrid_minus_pre_shallow": {f"{d.layers} layers": d.minus_pre("hybrid") for d in shallow},
         "hybrid_gap_growth_deep": {f"{d.layers} − {shallow[0].layers} layers": stats.paired(
@@ -115,11 +124,24 @@ def measured_of(depths: list[Depth]) -> dict[str, dict[str, dict[str, float | No
         "reference_margin": {f"Pre-LN, {d.layers} layers": stats.margin_below(d.unigram, d.loss("pre"))
                              for d in depths},
         "best_lr_inside_grid": {f"{a}, {d.layers} layers": best_lr.inside_grid({a: d.best[a]})[a]
-                                for d, a in primary},
+                                for d in depths for a in PRIMARY if a in d.best},
         "val_quarter_drop_at_best": {f"{a}, {d.layers} layers": best_lr.at_best(d.rows, ARM, d.best[a],
                                                                                  "val_quarter_drop")
-                                     for d, a in primary},
+                                     for d in depths for a in PRIMARY if a in d.best},
     }
+
+
+def primary_again(depths: list[Depth], half: list[Depth]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """The primary (HybridNorm − Pre-LN at 24 layers) with each near-tied runner-up lr and at T/2 (claim.py)."""
+    where = f"{PRIMARY_DEPTH} layers"
+    found: dict[str, dict[str, dict[str, float | None]]] = {}
+    for d in (d for d in depths if d.layers == PRIMARY_DEPTH):
+        for label, moved in best_lr.near_tied(d.rows, ARM, d.best, [a for a in PRIMARY if a in d.best],
+                                              select_or_inf).items():
+            found[PRIMARY_QUANTITY + ALT + label] = {where: d.minus_pre("hybrid", moved)}
+    for d in (d for d in half if d.layers == PRIMARY_DEPTH):
+        found[PRIMARY_QUANTITY + HALF] = {where: d.minus_pre("hybrid")}
+    return found
 
 
 class HybridDepth(Experiment):
@@ -129,43 +151,52 @@ class HybridDepth(Experiment):
     reference = ("**Zhuo et al. 2025**, *HybridNorm: Towards Stable and Efficient Transformer Training via Hybrid "
                  "Normalization* (NeurIPS 2025, arXiv 2503.04598; code BryceZhuo/HybridNorm): dense models of at "
                  "most 16 layers")
-    method = ("RMSNorm; Pre-LN, HybridNorm (per-head QKV-norm, Post-LN around the FFN) and HybridNorm* (block 0 "
-              "Pre-LN) at 12, 24 and 48 layers of a narrow model (d 64, 4 heads, GELU FFN 128, RoPE); AdamW (0.9, "
-              "0.95), weight decay 0.1, clipping 1, a 5% warm-up then cosine decay to 10%; 600 steps of 8 × 128 "
-              "bytes, evaluated every 5% on 128 fixed windows; Pre-LN at peak lr 1e-3, 3e-3 and 1e-2, HybridNorm "
-              "and HybridNorm* at 3e-4, 1e-3 and 3e-3 (a pilot's best a factor 10 lower), seeds 0–2, and, by the "
-              "registered grid-extension rule where a best sat at an edge, Pre-LN at 3e-2 at 12 layers and "
-              "HybridNorm and HybridNorm* at 1e-4 at 24 layers; at this "
-              "scale HybridNorm* at 24 layers only (`--scale gpu`: every depth, wider, more tokens, up to 6 seeds). "
-              "At each depth each arm is judged at its own best lr: " + best_lr.RULE + ".")
+    method = ("RMSNorm; Pre-LN and HybridNorm (per-head QKV-norm, Post-LN around the FFN) at 12, 24 and 48 layers "
+              "of a narrow model (d 64, 4 heads, GELU FFN 128, RoPE), the reference's init (`model.init=gpt2`: "
+              "N(0, 0.02²), each block's output projections ÷ √(2L)); AdamW (0.9, 0.95), weight decay 0.1, clipping "
+              "1, a 100-step warm-up then WSD (the peak to step 480, then linearly to 10%); 600 steps of 8 × 128 "
+              "bytes, evaluated every 5% on 128 fixed windows, and again at T/2 (300 steps, a decay branch from "
+              "step 240); Pre-LN at peak lr 3e-3, 1e-2 and 3e-2, HybridNorm at 3e-4, 1e-3 and 3e-3 (each around its "
+              "v4 bests); seeds 10–14 (48 layers: 10–12); HybridNorm* (block 0 Pre-LN) at `--scale gpu` only. At "
+              "each depth and budget each arm is judged at its own best lr: " + best_lr.HELD_OUT_RULE + ".")
     gpu_recipe = Recipe(depth=1.0)  # width × 2 and tokens × 2 (the defaults); depth is the axis compared
+    half_budget = True  # protocol v5: every run at T and at T/2 (a WSD decay branch)
 
     def keeps(self, combo: dict[str, str]) -> bool:
         return in_design(combo)
 
     def keeps_at(self, scale: str) -> Callable[[dict[str, str]], bool]:
-        """At the CPU scale HybridNorm* (secondary) runs at ``CPU_STAR_DEPTHS`` only, and the registered grid has
-        its extension (``CPU_EXTENSION``); --scale gpu runs the registered grid at every depth (its own edges are
-        its own to extend)."""
+        """At the CPU scale HybridNorm* (secondary) runs at ``CPU_STAR_DEPTHS`` only (none), 48 layers run their
+        first seeds only (``CPU_FEW_SEEDS``), and the registered grid has its extension (``CPU_EXTENSION``);
+        --scale gpu runs the registered grid at every depth."""
         if scale != "cpu":
             return self.keeps
-        return lambda combo: in_design(combo, CPU_EXTENSION) and (arm_of(combo) != "hybrid*" or DEPTH not in combo
-                                                                 or int(combo[DEPTH]) in CPU_STAR_DEPTHS)
+        seeds = [int(s) for s in sweep_axes(self.name).get(SEED_AXIS, [])]
+
+        def keep(combo: dict[str, str]) -> bool:
+            depth = int(combo[DEPTH]) if DEPTH in combo else None
+            few = CPU_FEW_SEEDS.get(depth)
+            return (in_design(combo, CPU_EXTENSION) and (arm_of(combo) != "hybrid*" or depth in CPU_STAR_DEPTHS)
+                    and (few is None or SEED_AXIS not in combo or int(combo[SEED_AXIS]) in seeds[:few]))
+        return keep
 
     def row(self, run, combo: dict[str, str]) -> dict[str, Any]:
-        return {**super().row(run, combo), ARM: arm_of(combo), best_lr.SELECTION: best_lr.selection_of(run)}
+        return {**super().row(run, combo), ARM: arm_of(combo), best_lr.SELECTION: best_lr.selection_of(run),
+                SELECT: run.summary.get("final_select_loss")}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
+        rows, half_rows = robustness.budgets(rows)
         unigram = stats.unigram_of(rows)
         depths = [Depth(rows, n, unigram) for n in sorted({int(r[DEPTH]) for r in rows})]
-        measured = measured_of(depths)
-        gaps = measured["hybrid_minus_pre_deep"] or measured["hybrid_minus_pre_shallow"]
-        ours = f"HybridNorm − Pre-LN at each one's best lr: {listed(gaps)} nats"
+        half = [Depth(half_rows, n, unigram) for n in sorted({int(r[DEPTH]) for r in half_rows})]
+        measured = {**measured_of(depths), **primary_again(depths, half)}
+        ours = (f"HybridNorm − Pre-LN at each one's best lr: {listed(measured['hybrid_minus_pre_shallow'])} (the "
+                f"control); {listed(measured['hybrid_minus_pre_deep'])} nats")
         diverged = sum(r.get("status") == "diverged" for r in rows if r[ARM] != "pre")
-        key = (f"{ours}; HybridNorm* − Pre-LN: {listed(measured['star_minus_pre_deep'])}; the HybridNorm gap's "
-               f"growth with depth: {listed(measured['hybrid_gap_growth_deep'])}; {diverged} HybridNorm(*) runs "
-               "diverged in all.")
-        notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
+        key = (f"{ours}; the HybridNorm gap's growth with depth: {listed(measured['hybrid_gap_growth_deep'])}; "
+               f"at T/2, 24 layers: {listed(measured.get(PRIMARY_QUANTITY + HALF, {}))}; {diverged} HybridNorm(*) "
+               "runs diverged in all.")
+        notes = [f"Best lr rule (declared before the runs): {best_lr.HELD_OUT_RULE}.",
                  *(n for d in depths for n in best_lr.rule_notes(d.rows, ARM, d.best, f"{d.layers} layers: "))]
         return Findings(table=self.table(depths), measured=measured, key=key, ours=ours, notes=notes,
                         figures={"hybrid_depth.png": lambda path: self.draw(depths, path)})

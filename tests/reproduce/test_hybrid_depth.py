@@ -1,5 +1,6 @@
 """hybrid_depth's quantities (normtrain/reproduce/hybrid_depth.py) on synthetic rows: the arms, the divergence count,
-and every quantity the registration names, each arm at its own best lr per depth."""
+every quantity the registration names, each arm at its own best lr per depth, and the v5 verdict: the 12-layer
+control first, then 24 layers at T and T/2."""
 
 from __future__ import annotations
 
@@ -25,15 +26,15 @@ LRS = (1e-3, 3e-3, 1e-2)
 UNIGRAM = 3.3
 
 
-def rows_of(losses: dict[tuple[str, int, float], list[float | None]]) -> list[dict]:
+def rows_of(losses: dict[tuple[str, int, float], list[float | None]], steps: int | None = None) -> list[dict]:
     """``losses[(arm, layers, lr)]``: the final loss per seed 0, 1, 2 (None: diverged); selection = loss + 0.1."""
     rows = []
     for (arm, layers, lr), vals in losses.items():
         for seed, v in enumerate(vals):
             rows.append({ARM: arm, "model.n_layers": str(layers), "optim.lr": str(lr), "train.seed": str(seed),
                          "status": "diverged" if v is None else "completed", "final_val_loss": v,
-                         best_lr.SELECTION: None if v is None else v + 0.1, "val_quarter_drop": 0.01,
-                         "unigram_val_loss": UNIGRAM})
+                         "select_loss": None if v is None else v + 0.1, "val_quarter_drop": 0.01,
+                         "unigram_val_loss": UNIGRAM, **({"steps": steps} if steps else {})})
     return rows
 
 
@@ -52,21 +53,20 @@ def test_the_arms_come_from_placement_and_first_pre():
     assert keeps({"placement": "hybrid", "placement.first_pre": "True"})
 
 
-def test_each_arm_runs_its_own_lrs_and_the_cpu_scale_runs_hybridnorm_star_at_24_layers_only():
+def test_each_arm_runs_its_own_lrs_and_the_cpu_scale_runs_three_seeds_at_48_layers_and_no_star():
     cpu = [dict(c) for c in make_plan("hybrid_depth", scale="cpu").combos()]
+
     def lrs(arm: str, layers: str) -> list[float]:
         return sorted({float(c["optim.lr"]) for c in cpu if arm_of(c) == arm and c["model.n_layers"] == layers})
 
-    for (arm, layers), added in CPU_EXTENSION.items():  # the registered rule's extension at the edge
-        assert lrs(arm, str(layers)) == sorted((*ARM_LRS[arm], *added))
-    assert lrs("pre", "24") == lrs("pre", "48") == sorted(ARM_LRS["pre"])  # inside: not extended
+    assert CPU_EXTENSION == {}  # v5: no edge extension yet
+    assert lrs("pre", "12") == lrs("pre", "24") == lrs("pre", "48") == sorted(ARM_LRS["pre"])
     assert lrs("hybrid", "12") == lrs("hybrid", "48") == sorted(ARM_LRS["hybrid"])
     assert ARM_LRS["hybrid"][-1] < ARM_LRS["pre"][-1]  # the pilot's finding: HybridNorm's best lies lower
-    assert {c["model.n_layers"] for c in cpu if arm_of(c) == "hybrid*"} == {"24"}
-    assert {c["model.n_layers"] for c in cpu if arm_of(c) == "hybrid"} == {"12", "24", "48"}
-    assert len(cpu) == 63 + 9  # the YAML's estimates count these: the registered grid, then its extension
-    pre12 = {"placement": "pre", "placement.first_pre": "null", "model.n_layers": "12", "optim.lr": "0.03"}
-    assert HybridDepth().keeps_at("cpu")(pre12) and not HybridDepth().keeps_at("gpu")(pre12)  # the CPU's extension
+    assert not [c for c in cpu if arm_of(c) == "hybrid*"]  # HybridNorm* at --scale gpu only
+    assert {c["train.seed"] for c in cpu if c["model.n_layers"] == "48"} == {"10", "11", "12"}
+    assert {c["train.seed"] for c in cpu if c["model.n_layers"] == "24"} == {"10", "11", "12", "13", "14"}
+    assert len(cpu) == 2 * 3 * (5 + 5 + 3)  # arms × lrs × the seeds at 12, 24 and 48 layers
     gpu_keeps, star48 = HybridDepth().keeps_at("gpu"), {"placement": "hybrid", "placement.first_pre": "true",
                                                         "model.n_layers": "48", "optim.lr": "0.001"}
     assert gpu_keeps(star48) and not HybridDepth().keeps_at("cpu")(star48)
@@ -94,10 +94,13 @@ def test_each_arm_is_compared_at_its_own_best_lr_per_depth():
     assert deep == pytest.approx({"0": 1.98 - 2.00, "1": 1.99 - 2.01, "2": 2.00 - 2.02})
     assert m["hybrid_minus_pre_shallow"]["12 layers"] == pytest.approx({"0": -0.05, "1": -0.04, "2": -0.03})
     assert m["hybrid_diverged_where_pre_trains"]["24 layers"] == {"0": 1.0, "1": 1.0, "2": 1.0}
-    assert m["best_lr_inside_grid"] == {"pre, 24 layers": {best_lr.ALL_SEEDS: 1.0},
+    assert m["best_lr_inside_grid"] == {"pre, 12 layers": {best_lr.ALL_SEEDS: 1.0},  # v5: every depth, both arms
+                                        "hybrid, 12 layers": {best_lr.ALL_SEEDS: 1.0},
+                                        "pre, 24 layers": {best_lr.ALL_SEEDS: 1.0},
                                         "hybrid, 24 layers": {best_lr.ALL_SEEDS: 0.0}}
+    assert m["hybrid_minus_pre_24"] == {"24 layers": m["hybrid_minus_pre_deep"]["24 layers"]}
     assert m["reference_margin"]["Pre-LN, 12 layers"] == pytest.approx({"0": 1.5, "1": 1.5, "2": 1.5})
-    assert set(m["val_quarter_drop_at_best"]) == {"pre, 24 layers", "hybrid, 24 layers"}
+    assert len(m["val_quarter_drop_at_best"]) == 4
     assert m["star_minus_pre_deep"] == {}  # no HybridNorm* rows
     growth = m["hybrid_gap_growth_deep"]["24 − 12 layers"]  # the deep gap minus the 12-layer gap, seed by seed
     assert growth == pytest.approx({"0": -0.02 + 0.05, "1": -0.02 + 0.04, "2": -0.02 + 0.03})
@@ -125,16 +128,45 @@ def test_every_quantity_the_registration_names_is_measured():
     measured = measured_of([Depth(rows, n, UNIGRAM) for n in (12, 24)])
     named = {r.quantity for _, r in REGISTRATION.checks()} | {REGISTRATION.guard.quantity}
     assert named <= set(measured)
-    assert REGISTRATION.label == "after_pilot" and REGISTRATION.infeasible_at("cpu") and not \
-        REGISTRATION.infeasible_at("gpu")
-    assert REGISTRATION.pilot.seeds == (100,)  # the registered seeds 0-2 are new evidence
+    assert REGISTRATION.label == "after_pilot" and not REGISTRATION.infeasible_at("cpu")
+    assert REGISTRATION.pilot.seeds == (0, 1, 2, 100)  # v4's seeds and its pilot's: v5 runs 10-14
 
 
-def test_the_key_result_names_the_deep_gaps_and_their_growth():
-    pre = {1e-3: [2.1] * 3, 3e-3: [2.0] * 3, 1e-2: [2.2] * 3}
-    rows = rows_of({**grid(12, pre, {1e-3: [2.3] * 3, 3e-3: [2.1] * 3, 1e-2: [2.4] * 3}),
-                    **grid(48, pre, {1e-3: [2.5] * 3, 3e-3: [2.3] * 3, 1e-2: [None] * 3})})
+def test_the_key_result_names_the_control_the_deep_gaps_and_their_growth():
+    pre = {lr: v for lr, v in zip(ARM_LRS["pre"], ([2.1] * 3, [2.0] * 3, [2.2] * 3), strict=True)}
+    hyb = ARM_LRS["hybrid"]
+    rows = rows_of({**grid(12, pre, dict(zip(hyb, ([2.3] * 3, [2.1] * 3, [2.4] * 3), strict=True))),
+                    **grid(48, pre, dict(zip(hyb, ([2.5] * 3, [2.3] * 3, [None] * 3), strict=True)))})
     found = HybridDepth().analyse(rows, plan=None)
     assert "48 layers median 0.300" in found.key  # HybridNorm 2.3 − Pre-LN 2.0 at each one's best lr
-    assert "48 − 12 layers median 0.200" in found.key  # 0.3 deep − 0.1 at 12 layers
-    assert "HybridNorm* − Pre-LN: –" in found.key and "3 HybridNorm(*) runs diverged" in found.key
+    assert "12 layers median 0.100" in found.key  # the control
+    assert "48 − 12 layers median 0.200" in found.key and "3 HybridNorm(*) runs diverged" in found.key
+
+
+def v5_rows(control: float, gap24: float, half_gap24: float) -> list[dict]:
+    """Pre-LN at its best (the middle lr) 2.0 (+0.01 per seed); HybridNorm ``control`` above it at 12 layers and
+    ``gap24`` at 24 (``half_gap24`` at T/2), HybridNorm's seeds spread ±0.004 so an interval has a width."""
+    rows = []
+    for steps, gap in ((600, gap24), (300, half_gap24)):
+        for layers, g in ((12, control), (24, gap)):
+            pre = {lr: [2.0 + abs(i - 1) * 0.2 + 0.01 * s for s in range(3)] for i, lr in enumerate(ARM_LRS["pre"])}
+            hyb = {lr: [2.0 + g + abs(i - 1) * 0.2 + 0.01 * s + 0.004 * (s - 1) for s in range(3)]
+                   for i, lr in enumerate(ARM_LRS["hybrid"])}
+            rows += rows_of(grid(layers, pre, hyb), steps)
+    return rows
+
+
+@pytest.mark.parametrize(("control", "gap24", "half", "verdict"), [
+    (-0.05, 0.0, 0.0, "reproduced"),  # the control passes; at 24 layers within the margin at T and T/2
+    (-0.05, 0.3, 0.3, "not reproduced"),  # the control passes; 0.3 nats behind at 24 layers
+    (-0.05, 0.0, 0.3, "inconclusive (budget-sensitive)"),  # behind at T/2, on par at T
+    (0.7, 0.0, 0.0, "inconclusive (precondition)"),  # v4's failure: 0.7 behind at 12 layers, the method not reproduced
+])
+def test_the_control_at_12_layers_comes_before_depth(control, gap24, half, verdict, tmp_path):
+    from normtrain.study.plan import Plan
+    from normtrain.study.verdicts import decide
+
+    exp = HybridDepth()
+    findings = exp.analyse(v5_rows(control, gap24, half), Plan(exp.name, "cpu", False, [], {}, tmp_path, tmp_path))
+    found = decide(exp.registration, findings.measured, findings.unit)
+    assert found.verdict == verdict
