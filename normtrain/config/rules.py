@@ -37,4 +37,5 @@ def at_least(key: str, value: int | None, low: int, problems: list[str], means: 
 
 def one_of(value: Any, key: str, allowed, problems: list[str]) -> None:
     if value not in allowed:
-        problems.append(f"{key}={value!r} is not known; allowed: {', '.join(sorted(allowed))}")
+        names = sorted("null" if a is None else str(a) for a in allowed)
+        problems.append(f"{key}={value!r} is not known; allowed: {', '.join(names)}")

@@ -23,6 +23,7 @@ OPTIMIZERS = ("adamw", "sgd", "muon")
 ON_DIVERGENCE = ("stop", "rollback")
 CKPT_FORMATS = ("auto", "full", "dcp")  # auto: dcp under torchrun (world size > 1), full on one process
 PARAM_DTYPES = ("float32", "bfloat16")  # train.param_dtype: the parameters' and optimizer states' storage
+PARAM_ROUNDINGS = (None, "bfloat16")  # train.param_rounding: fp32 tensors rounded to this precision after each step
 MAX_SEED = 2**32 - 1  # numpy's seed range
 ZERO_MEANS = {"eval_every": "only at the end", "ckpt_every": "only at the end",
               "eval_windows": "train.batch_size × train.eval_batches", "select_windows": "no selection windows"}
@@ -155,6 +156,7 @@ class TrainSchema:
     device: str = "auto"
     autocast: bool = True  # bf16 autocast on CUDA
     param_dtype: str = "float32"  # float32 | bfloat16: the stored parameters and optimizer states (not autocast)
+    param_rounding: str | None = None  # bfloat16: bf16 storage with fp32 compute (normtrain/training/rounding.py)
     ckpt_every: int = 0  # 0 = only at the end
     keep_ckpt_at: list[int] = field(default_factory=list)  # steps whose checkpoint stays as ckpt_step{k}.pt (branches)
     ckpt_format: str = "auto"  # full (one file, ckpt.pt) | dcp (sharded, ckpt.dcp/) | auto: dcp under torchrun

@@ -30,6 +30,7 @@ from normtrain.config.schema import (
     ON_DIVERGENCE,
     OPTIMIZERS,
     PARAM_DTYPES,
+    PARAM_ROUNDINGS,
     SCHEDULES,
     WANDB_MODES,
     ZERO_MEANS,
@@ -151,6 +152,10 @@ def run_problems(t: DictConfig, mon: DictConfig, on_this_machine: bool = True) -
         p.append(f"train.seed={t.seed}: must lie in [0, 2**32 - 1]")
     one_of(t.device, "train.device", DEVICES, p)
     one_of(t.param_dtype, "train.param_dtype", PARAM_DTYPES, p)
+    one_of(t.param_rounding, "train.param_rounding", PARAM_ROUNDINGS, p)
+    if t.param_rounding is not None and t.param_dtype != "float32":
+        p.append(f"train.param_rounding={t.param_rounding} rounds fp32 parameters; with train.param_dtype="
+                 f"{t.param_dtype} they are stored that way already: set one of the two")
     one_of(t.strategy, "train.strategy", STRATEGIES, p)
     if t.device == "cuda" and on_this_machine:
         import torch

@@ -19,6 +19,7 @@ from normtrain.training.monitor import Monitor
 from normtrain.training.optim import lr_at, set_lr
 from normtrain.training.qk_clip import QKClip
 from normtrain.training.rollback import RollbackPolicy
+from normtrain.training.rounding import round_storage
 from normtrain.training.zloss import log_partition, z_loss
 
 
@@ -33,6 +34,9 @@ class TrainStep:
         self.cfg, self.model, self.compiled, self.raw, self.params = cfg, model, compiled, raw, params
         self.optimizer, self.qk_clip, self.sampler, self.monitor = optimizer, qk_clip, sampler, monitor
         self.faults, self.autocast = faults, autocast
+        rounding = cfg.train.get("param_rounding")
+        self.rounding = getattr(torch, rounding) if rounding else None  # bf16 storage, fp32 compute
+        self.round_storage()  # the initial weights, as a cast to the storage dtype would leave them
 
     def set_lr(self, step: int, policy: RollbackPolicy) -> float:
         """The schedule's lr at ``step``, lowered for a while after a rollback (``train.rollback.lr_factor``)."""
@@ -60,8 +64,14 @@ class TrainStep:
         self.keep_weight_constraints()
         if self.qk_clip is not None:
             self.qk_clip.apply()  # part of the update: after the step, before the monitor measures it
+        self.round_storage()
         self.monitor.after_update(step)
         self.optimizer.zero_grad(set_to_none=True)
+
+    def round_storage(self) -> None:
+        """``train.param_rounding``: the stored values rounded to its precision (normtrain/training/rounding.py)."""
+        if self.rounding is not None:
+            round_storage(self.params, self.optimizer, self.rounding)
 
     def keep_weight_constraints(self) -> None:
         """The model's own rule for its weights wherever they change outside a forward pass (after each optimizer
