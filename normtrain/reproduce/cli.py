@@ -350,7 +350,7 @@ def show_cpu_plan(name: str, args: argparse.Namespace) -> CpuEstimate | None:
         runs, half_plan, full = exp.budgets(runs)
         branch = half_plan.branch_step or 0
         half = (half_plan, (full // 2 - branch) / full)
-    found = estimate(runs, committed_runs(plan), rest, exp.keep_checkpoints, half)
+    found = estimate(runs, committed_runs(plan), rest, exp.keep_checkpoints, half, exp.committed_row)
     if plan.quick is not None:
         found.name = f"{name} --quick ({plan.quick.text()})"
     print(found.text())

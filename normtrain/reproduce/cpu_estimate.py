@@ -14,14 +14,17 @@ between a re-registration and its result they time the earlier design.
 from __future__ import annotations
 
 import csv
+import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from normtrain.study.plan import SEED_AXIS, Plan
+from normtrain.study.plan import SEED_AXIS, STEPS_AXIS, Plan
 
 RUNS_CSV = "runs.csv"
-COST_FREE = ("optim.lr", "optim.warmup_steps")  # axes a step's cost does not depend on
+COST_FREE = ("optim.lr", "optim.warmup_steps", "train.param_rounding")  # axes a step's cost barely depends on
+# (rounding the stored values is one copy of the parameters and moments a step)
 NOT_COUNTED = ("The runs alone: what runs after the grid (curse_of_depth's probes, batchnorm_leak's scoring, "
                "norm_types' step timing) and the analysis add minutes")
 
@@ -79,32 +82,52 @@ def point(combo: dict[str, str], axes: list[str]) -> tuple[str, ...]:
     return tuple(normal(combo.get(a)) for a in axes if a != SEED_AXIS)
 
 
-def committed_times(path: Path, axes: list[str]) -> dict[tuple[str, ...], float]:
-    """Each grid point's median own wall time (seconds) over its committed runs; {} without a runs.csv."""
-    return {k: statistics.median(v) for k, v in _committed(path, axes).items()}
+Translate = Callable[[dict[str, str]], "dict[str, str] | None"]  # an earlier design's row in today's axes
 
 
-def _committed(path: Path, axes: list[str]) -> dict[tuple[str, ...], list[float]]:
+def committed_times(path: Path, axes: list[str], steps: int | None = None,
+                    translate: Translate | None = None) -> dict[tuple[str, ...], float]:
+    """Each grid point's median own wall time (seconds) over its committed runs; {} without a runs.csv. ``steps``:
+    today's run length, to which each committed run's time is scaled from its own (the last step of its
+    validation curve; a run's time is about linear in its steps); ``translate``: an experiment's mapping of an
+    earlier design's row onto today's axes (None drops the row)."""
+    return {k: statistics.median(v) for k, v in _committed(path, axes, steps, translate).items()}
+
+
+def _committed(path: Path, axes: list[str], steps: int | None = None, translate: Translate | None = None
+               ) -> dict[tuple[str, ...], list[float]]:
     if not path.is_file():
         return {}
     times: dict[tuple[str, ...], list[float]] = {}
     with path.open(newline="") as f:
-        for row in csv.DictReader(f):
+        for found in csv.DictReader(f):
+            row = translate(found) if translate else found
             try:
-                seconds = float(row.get("wall_time_s") or "")
+                seconds = float(row.get("wall_time_s") or "") if row else math.nan
             except ValueError:
                 continue
-            if all(a in row for a in axes):
-                times.setdefault(point(row, axes), []).append(seconds)
+            if math.isfinite(seconds) and all(a in row for a in axes):
+                times.setdefault(point(row, axes), []).append(seconds * _length_ratio(row, steps))
     return times
 
 
-def neighbour_times(path: Path, axes: list[str]) -> dict[tuple[str, ...], float]:
+def _length_ratio(row: dict[str, str], steps: int | None) -> float:
+    """Today's steps over the committed run's (1 when either is unknown)."""
+    last = (row.get("val_curve") or "").split()[-1:]
+    try:
+        ran = float(last[0].split(":")[0]) if last else 0.0
+    except ValueError:
+        ran = 0.0
+    return steps / ran if steps and ran > 0 else 1.0
+
+
+def neighbour_times(path: Path, axes: list[str], steps: int | None = None,
+                    translate: Translate | None = None) -> dict[tuple[str, ...], float]:
     """The median own time of the committed runs that share a point's values on every axis but the learning rate
     and the warm-up (neither changes what a step costs): the time of a grid point that a re-registration added."""
     free = [a for a in axes if a not in COST_FREE]
     pooled: dict[tuple[str, ...], list[float]] = {}
-    for p, seconds in _committed(path, axes).items():
+    for p, seconds in _committed(path, axes, steps, translate).items():
         pooled.setdefault(_without_free(p, axes, free), []).extend(seconds)
     return {k: statistics.median(v) for k, v in pooled.items()}
 
@@ -122,11 +145,14 @@ def finished(plan: Plan, combo: dict[str, str], keep_checkpoints: bool) -> bool:
 
 
 def estimate(plan: Plan, committed: Path, extra_overrides: list[str], keep_checkpoints: bool = False,
-             half: tuple[Plan, float] | None = None) -> CpuEstimate:
+             half: tuple[Plan, float] | None = None, translate: Translate | None = None) -> CpuEstimate:
     """The estimate for ``plan`` (the experiment's ``runs_plan``) from the runs.csv at ``committed``; ``half``: the
-    T/2 plan of a ``half_budget`` experiment and the share of a T run's steps each of its runs trains."""
+    T/2 plan of a ``half_budget`` experiment and the share of a T run's steps each of its runs trains;
+    ``translate``: the experiment's mapping of an earlier design's rows (``committed_times``)."""
     axes = list(plan.grid)
-    times, neighbours = committed_times(committed, axes), neighbour_times(committed, axes)
+    steps = None if STEPS_AXIS in axes or not plan.combos() else int(plan.compose(plan.combos()[0]).train.max_steps)
+    times = committed_times(committed, axes, steps, translate)
+    neighbours = neighbour_times(committed, axes, steps, translate)
     free = [a for a in axes if a not in COST_FREE]
     combos = plan.combos()
 

@@ -1,8 +1,11 @@
 """nGPT (Loshchilov et al., ICLR 2025) against Pre-LN, each with fp32 and with bf16 parameter storage: how much of
 nGPT's lead over the baseline does bf16 storage explain?
 
-Four arms, ``placement/param_dtype``: ``pre/float32``, ``pre/bfloat16``, ``ngpt/float32``, ``ngpt/bfloat16``, each
-trained at three learning rates (its own grid) and compared at its own best lr (normtrain/study/best_lr.py).
+Four arms, ``placement/storage``: ``pre/float32``, ``pre/bfloat16``, ``ngpt/float32``, ``ngpt/bfloat16``, each
+trained at three learning rates (its own grid) and compared at its own best lr (normtrain/study/best_lr.py). v5's
+bf16 storage computes in fp32 (``train.param_rounding=bfloat16``: the values rounded after each step,
+normtrain/training/rounding.py), so storage is not confounded with compute; v4's ``train.param_dtype`` rows are read
+too, as the arm of their storage.
 The gap of a storage is Pre-LN's final loss − nGPT's at that storage (positive: nGPT ahead), seed by seed; the
 primary quantity is how much the gap grows when both are stored in bf16:
 
@@ -23,20 +26,25 @@ from typing import Any
 from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.runner import Experiment, Findings, curve_points
 from normtrain.reproduce.writeup import markdown_table
-from normtrain.study import best_lr, plots, significance, stats
+from normtrain.study import best_lr, plots, robustness, significance, stats
+from normtrain.study.best_against_best import SELECT, select_or_inf
 from normtrain.study.plan import Plan
 from normtrain.util.numbers import number
 
 ARMS = ("pre/float32", "pre/bfloat16", "ngpt/float32", "ngpt/bfloat16")
 STORAGES = ("float32", "bfloat16")
-RECIPE = {"pre": {"optim.weight_decay": 0.1, "optim.warmup_steps": 50},  # the project's AdamW, a 5% warm-up
+RECIPE = {"pre": {"optim.weight_decay": 0.1, "optim.warmup_steps": 80},  # the project's AdamW, a 5% warm-up
           "ngpt": {"optim.weight_decay": 0.0, "optim.warmup_steps": 0}}  # the paper's: neither (§2.6)
-LRS = {"pre": (3e-3, 1e-2, 3e-2), "ngpt": (3e-3, 1e-2, 3e-2, 1e-1)}  # nGPT's 3e-3: the registration's EXTENSION
+LRS = {"pre": (3e-3, 1e-2, 3e-2), "ngpt": (1e-2, 3e-2, 1e-1)}  # each around its v4 best (v5)
+ROUNDING = "train.param_rounding"
+PRIMARY_QUANTITY = "storage_gap_change"
 COLORS = {"pre/float32": "#1f77b4", "pre/bfloat16": "#9ecae1", "ngpt/float32": "#d62728", "ngpt/bfloat16": "#fc9272"}
 
 
 def arm_of(combo: dict[str, Any]) -> str:
-    return f"{combo['placement']}/{combo['train.param_dtype']}"
+    """``placement/storage``: v5's rounded storage (``train.param_rounding``) or v4's ``train.param_dtype``."""
+    rounded = str(combo.get(ROUNDING, "null")).lower() not in ("null", "none", "")
+    return f"{combo['placement']}/{'bfloat16' if rounded else combo.get('train.param_dtype', 'float32')}"
 
 
 def in_recipe(combo: dict[str, str]) -> bool:
@@ -67,6 +75,12 @@ def step_speedup(ngpt_curve: list[tuple[float, float]], baseline_final: float | 
     return steps / reached if reached else None
 
 
+def gaps(rows: list[dict[str, Any]], best: dict[str, best_lr.BestLr]) -> dict[str, dict[str, float | None]]:
+    """Per storage, per seed: Pre-LN − nGPT, each at its arm's best lr (positive: nGPT ahead)."""
+    return {s: best_lr.paired_at_best(rows, "arm", best, f"pre/{s}", f"ngpt/{s}") if {f"pre/{s}", f"ngpt/{s}"}
+            <= set(best) else {} for s in STORAGES}
+
+
 def gap_change(gap_bf16: dict[str, float | None], gap_fp32: dict[str, float | None]) -> dict[str, float | None]:
     """The primary quantity per seed: the bf16 gap minus the fp32 gap (None where either is missing)."""
     return stats.paired(gap_bf16, gap_fp32, stats.minus)
@@ -80,42 +94,55 @@ class NgptStorage(Experiment):
                  "Learning on the Hypersphere* (ICLR 2025), Fig. 1 and §4; and the caveat in the README of "
                  "NVIDIA's reimplementation (github.com/NVIDIA/ngpt)")
     method = ("Pre-LN (RMSNorm; AdamW (0.9, 0.95), weight decay 0.1, a 5% warm-up) and nGPT (its paper's AdamW: no "
-              "weight decay, no warm-up), both cosine to 0, clip 1, a 4-layer model (d 64, 4 heads, SwiGLU, RoPE), "
-              "1000 steps of 16 × 128 bytes (the same steps and tokens for every arm), evaluated every 5% on 512 "
-              "fixed windows; each with fp32 and with bf16 parameter storage (`train.param_dtype`: parameters and "
-              "AdamW's moments in bf16, no fp32 master copy); Pre-LN at lr 3e-3, 1e-2, 3e-2, nGPT at 1e-2, 3e-2, "
-              "1e-1 and (the grid extended at its edge during the runs) 3e-3, seeds 0–4. Each arm is judged at its "
-              "own best lr: " + best_lr.RULE + ".")
+              "weight decay, no warm-up), both WSD to 0 (the peak to step 1280, then linearly to 0), clip 1, a "
+              "4-layer model (d 64, 4 heads, SwiGLU, RoPE), 1600 steps of 16 × 128 bytes (the same steps and tokens "
+              "for every arm), evaluated every 10% on 512 fixed windows, and again at T/2 (800 steps, a decay "
+              "branch from step 640); each with fp32 storage and with bf16 storage computed in fp32 "
+              "(`train.param_rounding=bfloat16`: parameters and AdamW's moments rounded to bf16 after each step); "
+              "Pre-LN at lr 3e-3, 1e-2, 3e-2, nGPT at 1e-2, 3e-2, 1e-1, seeds 10–14. Each arm is judged at its own "
+              "best lr, at each budget: " + best_lr.HELD_OUT_RULE + ".")
     gpu_recipe = Recipe(width=4.0)  # d 256 (4 heads of 64), batch × 2: the claim is about scale
+    half_budget = True  # protocol v5: every run at T and at T/2 (a WSD decay branch)
 
     def keeps(self, combo: dict[str, str]) -> bool:
         return in_recipe(combo)
 
     def row(self, run, combo: dict[str, str]) -> dict[str, Any]:
-        return {**super().row(run, combo), "arm": arm_of(combo), best_lr.SELECTION: best_lr.selection_of(run)}
+        return {**super().row(run, combo), "arm": arm_of(combo), best_lr.SELECTION: best_lr.selection_of(run),
+                SELECT: run.summary.get("final_select_loss")}
+
+    def committed_row(self, row: dict[str, str]) -> dict[str, str] | None:
+        """v4's rows stored in bf16 computed in bf16 too (about twice a step's time on a CPU): only its fp32 rows
+        time today's runs, as the arm of no rounding."""
+        if row.get("train.param_dtype", "float32") != "float32":
+            return None
+        return {**row, ROUNDING: row.get(ROUNDING, "null")}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         for r in rows:
             r["arm"] = arm_of(r)
+        rows, half = robustness.budgets(rows)
         arms = [a for a in ARMS if any(r["arm"] == a for r in rows)]
-        best = best_lr.best_lrs(rows, "arm", arms)
+        best = best_lr.best_lrs(rows, "arm", arms, select_or_inf)
         unigram = stats.unigram_of(rows)
-        gap = {s: best_lr.paired_at_best(rows, "arm", best, f"pre/{s}", f"ngpt/{s}") for s in STORAGES}
+        gap = gaps(rows, best)
         cost = {p: best_lr.paired_at_best(rows, "arm", best, f"{p}/bfloat16", f"{p}/float32") for p in RECIPE}
         speedup = {s: self.speedups(rows, best, s) for s in STORAGES}
         ref = best_lr.at_best(rows, "arm", best["pre/float32"], stats.final_or_inf) if "pre/float32" in best else {}
-        measured = {"storage_gap_change": {"": gap_change(gap["bfloat16"], gap["float32"])},
+        measured = {PRIMARY_QUANTITY: {"": gap_change(gap["bfloat16"], gap["float32"])},
                     "ngpt_gain_fp32": {"": gap["float32"]}, "ngpt_gain_bf16": {"": gap["bfloat16"]},
                     "bf16_cost_pre": {"": cost["pre"]}, "bf16_cost_ngpt": {"": cost["ngpt"]},
                     "step_speedup": {s: v for s, v in speedup.items()},
                     "reference_margin": {"Pre-LN (fp32)": stats.margin_below(unigram, ref)},
-                    "best_lr_inside_grid": best_lr.inside_grid(best)}
-        change = stats.median_and_interval(measured["storage_gap_change"][""].values())
+                    "best_lr_inside_grid": best_lr.inside_grid(best),
+                    **robustness.primary_again(PRIMARY_QUANTITY, lambda rs, bs: {"": gap_change(
+                        *(gaps(rs, bs)[s] for s in ("bfloat16", "float32")))}, rows, half, "arm", arms)}
+        change = stats.median_and_interval(measured[PRIMARY_QUANTITY][""].values())
         ours = (f"gap Pre-LN − nGPT, bf16 − fp32 storage, each arm at its best lr: {change} nats; the fp32 gap "
                 f"{stats.median_and_interval(gap['float32'].values())}, the bf16 gap "
                 f"{stats.median_and_interval(gap['bfloat16'].values())}")
         table = self.tables(rows, best, gap, cost, speedup)
-        notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
+        notes = [f"Best lr rule (declared before the runs): {best_lr.HELD_OUT_RULE}.",
                  *best_lr.rule_notes(rows, "arm", best)]
         return Findings(table=table, measured=measured, key=ours + ".", ours=ours, notes=notes,
                         figures={"ngpt_storage.png": lambda path: self.draw(rows, best, unigram, path)})
