@@ -52,7 +52,7 @@ class CurseOfDepth(Experiment):
                  "perplexity tables of LayerNorm Scaling")
     method = ("d 64, 4 heads, SwiGLU, RoPE, RMSNorm, Xavier init (no depth-scaled init); 24 layers; AdamW (0.9, "
               "0.95), a 100-step (5%) warm-up then WSD (the peak to step 1600, then linearly to 10%), weight decay "
-              "0.1, clipping 1; 2000 steps of 8 × 128 bytes, evaluated every 10% on 512 fixed windows, and again at "
+              "0.1, clipping 1; 2000 steps of 8 × 128 bytes, evaluated every 5% on 512 fixed windows, and again at "
               "T/2 (1000 steps, a decay branch from step 800); Pre-LN at peak lrs 2e-3, 5e-3, 1.25e-2 and Pre-LN "
               "with LayerNorm Scaling (`norm.depth_scaled=true`: both sublayer-input norms of block ℓ times 1/√ℓ, "
               "the final norm unscaled, as the authors' code) at 5e-3, 1.25e-2, 3.125e-2; seeds 15–18. Each arm is "

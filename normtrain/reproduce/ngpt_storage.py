@@ -96,7 +96,7 @@ class NgptStorage(Experiment):
     method = ("Pre-LN (RMSNorm; AdamW (0.9, 0.95), weight decay 0.1, a 5% warm-up) and nGPT (its paper's AdamW: no "
               "weight decay, no warm-up), both WSD to 0 (the peak to step 1280, then linearly to 0), clip 1, a "
               "4-layer model (d 64, 4 heads, SwiGLU, RoPE), 1600 steps of 16 × 128 bytes (the same steps and tokens "
-              "for every arm), evaluated every 10% on 512 fixed windows, and again at T/2 (800 steps, a decay "
+              "for every arm), evaluated every 5% on 512 fixed windows, and again at T/2 (800 steps, a decay "
               "branch from step 640); each with fp32 storage and with bf16 storage computed in fp32 "
               "(`train.param_rounding=bfloat16`: parameters and AdamW's moments rounded to bf16 after each step); "
               "Pre-LN at lr 3e-3, 1e-2, 3e-2, nGPT at 1e-2, 3e-2, 1e-1, seeds 10–14. Each arm is judged at its own "

@@ -16,7 +16,7 @@ from normtrain.study.plan import Plan
 NORM_ORDER = ("layernorm", "rmsnorm")
 JUDGED_NORM = "layernorm"  # the paper's; the checks read it alone
 BATCHES = 8  # the gradient is that of the mean loss over this many training batches
-VARIANT_BELOW = 13  # the RMSNorm variant runs the seeds below this: the first 3 of the YAML's v4 seeds (10-19)
+VARIANT_BELOW = 23  # the RMSNorm variant runs the seeds below this: the first 3 of the YAML's v5 seeds (20-29)
 
 
 def profile_slope(profile: list[float]) -> float | None:
@@ -36,7 +36,7 @@ class GradInit(Experiment):
               "learned positions, Xavier-normal init, unit-variance embeddings), and we read ‖∇W‖ of every block's "
               f"FFN down-projection for the mean loss over {BATCHES} training batches of 4 × 128 bytes (4096 tokens, "
               "as fairseq's IWSLT batches) that its seed draws. Post-LN and Pre-LN (judged) and DeepNorm (shown) at "
-              "6, 12 and 24 layers, 10 seeds; RMSNorm as a labelled variant at 3 seeds. With Pre-LN we also read "
+              "6, 12, 24 and 48 layers, 10 seeds; RMSNorm as a labelled variant at 3 seeds. With Pre-LN we also read "
               "the residual stream that enters the final norm, E‖x_L‖²/d per token (Xiong's Lemma 1: it grows "
               "linearly with L, which is why Pre-LN's last-layer gradient shrinks). The models are measured at "
               "initialization and nothing is trained, so no learning-rate grid is needed: comparing arms each at "

@@ -135,8 +135,8 @@ EDGE_RULE = ("**Edges, a rule fixed now.** Both arms' best lr must lie strictly 
              "an edge after two points fails the precondition")
 BUDGET = ("Budget (≤ 3 h at --jobs 2, --plan-only): 24 runs at T (2 arms × 3 lrs × 4 seeds), 24 decay branches "
           "at T/2 and 8 probes. v4's 2000-step runs took 598–775 s each (median per grid point, "
-          "experiments/curse_of_depth/runs.csv at f6f5fa0, 21 evaluations and the loss logged every 5 steps; here "
-          "11 evaluations, ≈ 40 s less); a branch trains 200 of the 2000 steps, ≈ 68 s: ≈ 290 min of their own, "
+          "experiments/curse_of_depth/runs.csv at f6f5fa0, with the same 21 evaluations); a branch trains 200 of "
+          "the 2000 steps, ≈ 68 s: ≈ 290 min of their own, "
           "≈ 145 min at --jobs 2, and the probes ≈ 10 min. Four seeds, not five, keep it under 3 h (five: ≈ 190 "
           "min); an edge extension adds 4 runs and 4 branches, ≈ 25 min at --jobs 2")
 
@@ -151,7 +151,7 @@ REGISTRATION = Registration(
     paper_number=REGISTRATION_V4.paper_number,
     metric=(f"Final validation loss (nats per byte, 512 fixed windows = 64 KB, a diverged run +∞) of 24-layer Pre-LN "
             f"models (d 64, RMSNorm) with and without LNS after {STEPS} steps of WSD (a 100-step warm-up, the peak "
-            f"lr until step 1600, then linearly to 10% of it), evaluated every 200 steps; Pre-LN at peak learning "
+            f"lr until step 1600, then linearly to 10% of it), evaluated every 100 steps; Pre-LN at peak learning "
             f"rates {LRS['Pre-LN']}, LNS at {LRS['LNS']}; seeds {SEEDS}. **Best lr, a rule fixed before the runs** "
             "(normtrain/study/best_lr.py, the held-out score of normtrain/study/best_against_best.py): per arm and "
             "budget, the lr whose runs have the lowest median over seeds of the *selection loss*, the loss at the "
@@ -183,7 +183,7 @@ REGISTRATION = Registration(
                 f"call at T/2; trained_to_plateau is dropped, budget stability replaces it. (2) WSD in place of the "
                 f"cosine, so that T/2 is a decay branch of a tenth of a run. (3) The best lr on held-out windows; "
                 f"the training loss logged every 20 steps (v4's every 5 fed the training-tail selection), "
-                f"evaluations every 200 steps. (4) Each arm at 3 lrs around its v4 best (Pre-LN {LRS['Pre-LN']}, "
+                f"evaluations every 5% as v4. (4) Each arm at 3 lrs around its v4 best (Pre-LN {LRS['Pre-LN']}, "
                 f"LNS {LRS['LNS']}: LNS's 2e-3 dropped, far below its best), with a registered edge rule. (5) The "
                 f"secondary checks are read from t intervals (4 seeds leave a sign test no way to pass: 1/16 > "
                 f"5%). (6) New seeds {SEEDS}, four of them, to fit the 3 h.",

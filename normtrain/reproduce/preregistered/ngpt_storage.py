@@ -148,7 +148,7 @@ REGISTRATION = Registration(
                 f"storage' is a precondition (its interval above 0). (3) The primary by the 90% t interval, "
                 f"refuted only where it excludes a widening of 0.01 nats, at T and at T/2, read at every near-tied "
                 f"runner-up lr; its source the README's (secondary). (4) {STEPS} steps (v4: 1000) of WSD to 0, "
-                f"evaluated every 10%; the best lr on held-out windows. (5) Grids around v4's bests ({LRS}) with an "
+                f"evaluated every 5%; the best lr on held-out windows. (5) Grids around v4's bests ({LRS}) with an "
                 f"edge rule. (6) New seeds {SEEDS}.",
         seeds=(0, 1, 2, 3, 4),
     ),
