@@ -18,6 +18,7 @@ from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.runner import Experiment, Findings, curve_points, present
 from normtrain.reproduce.writeup import markdown_table
 from normtrain.study import best_lr, plots, stats
+from normtrain.study.best_against_best import SELECT, select_or_inf
 from normtrain.study.plan import STEPS_AXIS, Plan
 
 NORMS = ("rmsnorm", "dyt")
@@ -54,7 +55,7 @@ class Budget:
         self.steps, self.unigram = steps, unigram
         self.rows = [r for r in rows if int(r[STEPS_AXIS]) == steps]
         self.norms = present(self.rows, "norm", NORMS)
-        self.best = best_lr.best_lrs(self.rows, "norm", self.norms)
+        self.best = best_lr.best_lrs(self.rows, "norm", self.norms, select_or_inf)
 
     def loss(self, norm: str) -> dict[str, float | None]:
         return best_lr.at_best(self.rows, "norm", self.best[norm], stats.final_or_inf) if norm in self.best else {}
@@ -100,8 +101,8 @@ class DyTTokens(Experiment):
               "weight decay 0.1, clipping 1, a 5% warm-up then cosine decay to 10%; 500 and 4000 steps of 8 × 128 "
               "bytes (0.51M and 4.10M tokens), evaluated every 5% on 256 fixed windows; RMSNorm and DyT (α₀ = 1, "
               "the dyt experiment's best at d 64) at peak lr 1e-3, 3e-3, 1e-2 and 3e-2 (3e-2 added after the "
-              "registered grid's RMSNorm runs put its best at the top edge), seeds 0–4. At each budget each norm is "
-              "judged at its own best lr: " + best_lr.RULE + ".")
+              "registered grid's RMSNorm runs put its best at the top edge), seeds 5–9. At each budget each norm is "
+              "judged at its own best lr: " + best_lr.HELD_OUT_RULE + ".")
     gpu_recipe = Recipe(width=1.0, batch=2.0, seq=2.0)  # α₀ was tuned at this width: tokens grow, width does not
 
     def runs_plan(self, plan: Plan) -> Plan:
@@ -111,7 +112,7 @@ class DyTTokens(Experiment):
         cfg = (run.summary.get("config") or {})
         per_step = ((cfg.get("train") or {}).get("batch_size") or 0) * ((cfg.get("model") or {}).get("seq_len") or 0)
         return {**super().row(run, combo), best_lr.SELECTION: best_lr.selection_of(run),
-                "tokens": int(combo.get(STEPS_AXIS, 0)) * per_step}
+                SELECT: run.summary.get("final_select_loss"), "tokens": int(combo.get(STEPS_AXIS, 0)) * per_step}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         unigram = stats.unigram_of(rows)
@@ -125,7 +126,7 @@ class DyTTokens(Experiment):
         key = (f"{ours}; the gap's growth from the smaller budget to the larger "
                f"{stats.median_and_interval(growth.values())} nats (relative gaps: " + "; ".join(
                    f"{b.steps} steps {stats.median_and_interval(b.gap(relative).values())}" for b in budgets) + ").")
-        notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
+        notes = [f"Best lr rule (declared before the runs): {best_lr.HELD_OUT_RULE}.",
                  *(n for b in budgets for n in best_lr.rule_notes(b.rows, "norm", b.best, f"{b.steps} steps: "))]
         return Findings(table=self.table(budgets, tokens), measured=measured, key=key, ours=ours, notes=notes,
                         figures={"dyt_tokens.png": lambda path: self.draw(budgets, path)})

@@ -24,7 +24,7 @@ def rows_of(losses: dict[tuple[str, int, float], list[float | None]]) -> list[di
         for seed, v in enumerate(vals):
             rows.append({"norm": norm, "train.max_steps": str(steps), "optim.lr": str(lr), "train.seed": str(seed),
                          "status": "diverged" if v is None else "completed", "final_val_loss": v,
-                         best_lr.SELECTION: None if v is None else v + 0.1, "unigram_val_loss": UNIGRAM})
+                         "select_loss": None if v is None else v + 0.1, "unigram_val_loss": UNIGRAM})
     return rows
 
 
@@ -82,7 +82,8 @@ def test_every_quantity_the_registration_names_is_measured():
     measured = measured_of([Budget(rows, s, UNIGRAM) for s in (500, 4000)])
     named = {r.quantity for _, r in REGISTRATION.checks()} | {REGISTRATION.guard.quantity}
     assert named <= set(measured) and all(measured[q] for q in named)
-    assert REGISTRATION.label == "before_runs" and not REGISTRATION.infeasible
+    assert REGISTRATION.label == "after_pilot" and REGISTRATION.infeasible_at("cpu")
+    assert not REGISTRATION.infeasible_at("gpu")
 
 
 def test_the_write_up_states_each_budgets_evaluation_interval():
