@@ -13,13 +13,17 @@ from typing import Any
 from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, present
 from normtrain.reproduce.writeup import markdown_table
-from normtrain.study import best_lr, plots, stats
+from normtrain.study import best_lr, plots, robustness, stats
+from normtrain.study.best_against_best import SELECT, select_or_inf
 from normtrain.study.plan import Plan
 
 DEEP_FROM = 18  # the primary check's depths: these and deeper (a narrowed grid without them: its deepest)
-LR_RANGE = {"post": (1.25e-4, 1e-3), "deepnorm": (5e-4, 4e-3), "pre": (5e-4, 4e-3)}  # each placement's lr grid
-# Added at the grid's top edge during the v4 runs (the registration's EXTENSION): placement -> depths -> lrs
-EXTENDED = {"post": {6: (2e-3, 4e-3, 8e-3)}, "deepnorm": {6: (8e-3, 1.6e-2), 18: (8e-3, 1.6e-2), 24: (8e-3, 1.6e-2)}}
+DEEP_GRID = (6.25e-5, 1.25e-4, 2.5e-4, 5e-4)  # Post-LN's deep grid: v4's best 2.5e-4 at 18 layers, and below
+ARM_LRS = {"post": {6: (2e-3, 4e-3, 8e-3), 18: DEEP_GRID, 24: DEEP_GRID},  # placement -> depth -> its lrs (v5)
+           "deepnorm": {d: (2e-3, 4e-3, 8e-3) for d in (6, 18, 24)}}
+EXTENDED: dict[str, dict[int, tuple[float, ...]]] = {}  # the registered edge rule's extensions (CHECK_HISTORY.md)
+FLAT = 0.05  # a curve whose median final losses span less than this is flat: no lr trains it (the edge rule)
+PRIMARY_QUANTITY = "post_gap_growth_with_depth"
 
 
 def arm_of(row: dict[str, Any]) -> str:
@@ -30,28 +34,48 @@ def deep_depths(depths: list[int]) -> list[int]:
     return [d for d in depths if d >= DEEP_FROM] or depths[-1:]
 
 
+def gap_of(rows: list[dict[str, Any]], best: dict[str, best_lr.BestLr], a: str, b: str) -> dict[str, float | None]:
+    return best_lr.paired_at_best(rows, "arm", best, a, b) if a in best and b in best else {}
+
+
+def growth(rows: list[dict[str, Any]], best: dict[str, best_lr.BestLr], depths: list[int]
+           ) -> dict[str, dict[str, float | None]]:
+    """The primary per deep depth L and seed: [Post-LN − DeepNorm](L) − [Post-LN − DeepNorm](6)."""
+    shallow = gap_of(rows, best, f"post, L={depths[0]}", f"deepnorm, L={depths[0]}")
+    return {f"L={d}": stats.paired(gap_of(rows, best, f"post, L={d}", f"deepnorm, L={d}"), shallow,
+                                   stats.difference) for d in deep_depths(depths)}
+
+
+def inside_or_flat(best: dict[str, best_lr.BestLr], deep: list[int]) -> dict[str, dict[str, float | None]]:
+    """The edge precondition: every arm's best inside its grid; deep Post-LN's may sit at an edge of a flat curve."""
+    found = best_lr.inside_grid(best)
+    for d in deep:
+        b = best.get(f"post, L={d}")
+        scores = [v for v in (b.score.values() if b else ()) if v is not None and math.isfinite(v)]
+        if b is not None and b.at_edge and scores and max(scores) - min(scores) < FLAT:
+            found[b.arm] = {best_lr.ALL_SEEDS: 1.0}
+    return found
+
+
 def measure_checks(rows: list[dict[str, Any]], best: dict[str, best_lr.BestLr], depths: list[int],
                    unigram: float | None) -> dict[str, dict[str, dict[str, float | None]]]:
     """Every quantity the registration's rules name, per condition (a depth) and seed."""
-    def gap(a: str, b: str) -> dict[str, float | None]:
-        return best_lr.paired_at_best(rows, "arm", best, a, b)
-
     def loss(a: str) -> dict[str, float | None]:
         return best_lr.at_best(rows, "arm", best[a], stats.final_or_inf) if a in best else {}
 
     shallow, deep = depths[0], deep_depths(depths)
     return {
-        "post_minus_deepnorm_at_best": {f"L={d}": gap(f"post, L={d}", f"deepnorm, L={d}") for d in deep},
-        "post_deep_minus_shallow_at_best": {f"L={d}": gap(f"post, L={d}", f"post, L={shallow}") for d in deep},
-        "deepnorm_deep_minus_shallow_at_best": {f"L={d}": gap(f"deepnorm, L={d}", f"deepnorm, L={shallow}")
-                                                for d in depths[1:]},
-        "post_minus_deepnorm_shallow": {f"L={shallow}": gap(f"post, L={shallow}", f"deepnorm, L={shallow}")},
+        PRIMARY_QUANTITY: growth(rows, best, depths),
+        "post_minus_deepnorm_at_best": {f"L={d}": gap_of(rows, best, f"post, L={d}", f"deepnorm, L={d}") for d in deep},
+        "post_deep_minus_shallow_at_best": {f"L={d}": gap_of(rows, best, f"post, L={d}", f"post, L={shallow}")
+                                            for d in deep},
+        "deepnorm_deep_minus_shallow_at_best": {f"L={d}": gap_of(rows, best, f"deepnorm, L={d}",
+                                                                 f"deepnorm, L={shallow}") for d in depths[1:]},
+        "post_minus_deepnorm_shallow": {f"L={shallow}": gap_of(rows, best, f"post, L={shallow}",
+                                                               f"deepnorm, L={shallow}")},
         "reference_margin": {f"deepnorm, L={d}": stats.margin_below(unigram, loss(f"deepnorm, L={d}"))
                              for d in depths},
-        "best_lr_inside_grid": best_lr.inside_grid({a: best[a] for d in deep if (a := f"deepnorm, L={d}") in best}),
-        "best_lr_not_smallest": {a: {best_lr.ALL_SEEDS: None if best[a].lr is None else
-                                     float(best[a].lr != best[a].lrs[0])}
-                                 for d in deep if (a := f"post, L={d}") in best},
+        "best_lr_inside_grid": inside_or_flat(best, deep),
     }
 
 
@@ -63,37 +87,41 @@ class Depth(Experiment):
     reference = "**Wang et al. 2022**, *DeepNet*, Fig. 1 and Table 1; **Liu et al. 2020**, *Admin*, Table 1"
     method = ("The 64-128-2 model (d 64, GELU FFN 128, 2 heads; DeepNet Fig. 5), learned positions, LayerNorm, Adam "
               "β = (0.9, 0.98), no clipping, 1000 steps of 8 × 128 bytes, a 100-step linear warm-up (10%) multiplying "
-              "a cosine to 10% counted from step 0, evaluated every 5% on 512 fixed windows, at 6, 18 and 24 "
-              "layers, seeds 3–7. Post-LN at peak learning rates 1.25e-4, 2.5e-4, 5e-4, 1e-3; DeepNorm at 5e-4, "
-              "1e-3, 2e-3, 4e-3; the grids extended at their top edge during the runs: Post-LN at 6 layers by 2e-3, "
-              "4e-3 and 8e-3, DeepNorm at every depth by 8e-3 and 1.6e-2. Each placement is judged at its own best "
-              "lr at each depth: " + best_lr.RULE + ".")
+              "WSD (the peak to step 800, then linearly to 10%), evaluated every 5% on 512 fixed windows, and again "
+              "at T/2 (500 steps, a decay branch from step 400), at 6, 18 and 24 layers, seeds 8–12. DeepNorm at "
+              "peak learning rates 2e-3, 4e-3, 8e-3 at every depth; Post-LN at 2e-3, 4e-3, 8e-3 at 6 layers and "
+              "6.25e-5, 1.25e-4, 2.5e-4, 5e-4 at 18 and 24. Each placement is judged at its own best lr at each "
+              "depth and budget: " + best_lr.HELD_OUT_RULE + ".")
     gpu_recipe = Recipe()
+    half_budget = True  # protocol v5: every run at T and at T/2 (a WSD decay branch)
 
     def keeps(self, combo: dict[str, str]) -> bool:
-        placement = combo.get("placement", "post")
-        low, high = LR_RANGE.get(placement, (0.0, 1.0))
-        if "optim.lr" not in combo or low <= (lr := float(combo["optim.lr"])) <= high:
-            return True
-        added = EXTENDED.get(placement, {}).get(int(combo.get("model.n_layers", 0)), ())
-        return any(math.isclose(lr, a) for a in added)
+        placement, depth = combo.get("placement", "post"), int(combo.get("model.n_layers", 0))
+        lrs = (*ARM_LRS.get(placement, {}).get(depth, ()), *EXTENDED.get(placement, {}).get(depth, ()))
+        return "optim.lr" not in combo or not lrs or any(math.isclose(float(combo["optim.lr"]), x) for x in lrs)
 
     def row(self, run, combo: dict[str, str]) -> dict[str, Any]:
-        return {**super().row(run, combo), best_lr.SELECTION: best_lr.selection_of(run)}
+        return {**super().row(run, combo), best_lr.SELECTION: best_lr.selection_of(run),
+                SELECT: run.summary.get("final_select_loss")}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         for r in rows:
             r["arm"] = arm_of(r)
+        rows, half = robustness.budgets(rows)
         depths = sorted({int(r["model.n_layers"]) for r in rows})
         places = present(rows, "placement", PLACEMENT_ORDER)
         unigram = stats.unigram_of(rows)
-        arms = [f"{p}, L={d}" for p in places for d in depths]
-        best = best_lr.best_lrs(rows, "arm", arms)
-        measured = measure_checks(rows, best, depths, unigram)
+        arms = [a for p in places for d in depths if any(r["arm"] == (a := f"{p}, L={d}") for r in rows)]
+        best = best_lr.best_lrs(rows, "arm", arms, select_or_inf)
+        measured = {**measure_checks(rows, best, depths, unigram),
+                    **robustness.primary_again(PRIMARY_QUANTITY, lambda rs, bs: growth(rs, bs, depths), rows, half,
+                                               "arm", arms)}
         gaps = measured["post_minus_deepnorm_at_best"]
         ours = "Post-LN − DeepNorm, each at its best lr: " + "; ".join(
-            f"{stats.median_and_interval(v.values())} nats at {c}" for c, v in gaps.items())
-        notes = [f"Best lr rule (declared before the runs): {best_lr.RULE}.",
+            f"{stats.median_and_interval(v.values())} nats at {c}" for c, v in gaps.items()) + (
+            "; its growth from 6 layers: " + "; ".join(f"{stats.median_and_interval(v.values())} at {c}"
+                                                        for c, v in measured[PRIMARY_QUANTITY].items()))
+        notes = [f"Best lr rule (declared before the runs): {best_lr.HELD_OUT_RULE}.",
                  *best_lr.rule_notes(rows, "arm", best), *mid_depth_notes(rows, best, depths)]
         return Findings(table=self.tables(rows, best, places, depths), measured=measured, key=ours + ".",
                         ours=ours, notes=notes,
@@ -105,7 +133,7 @@ class Depth(Experiment):
                  f"seeds (n); **bold**: the best lr at that depth by the selection rule:\n\n"
                  f"{best_lr.curve_table(rows, 'arm', best)}",
                  "The selection loss (mean training loss over the last 10% of steps), median [range] over seeds:\n\n"
-                 + best_lr.curve_table(rows, "arm", best, best_lr.selection_or_inf)]
+                 + best_lr.curve_table(rows, "arm", best, select_or_inf)]
         body = []
         for p in places:
             cells = []

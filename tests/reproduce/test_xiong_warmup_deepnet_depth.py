@@ -15,7 +15,7 @@ def warmup_rows(losses: dict[tuple[str, int, float], list[float]]) -> list[dict]
     for (p, w, lr), vals in losses.items():
         for i, v in enumerate(vals):
             rows.append({"placement": p, "optim.warmup_steps": str(w), "optim.lr": str(lr), "train.seed": str(5 + i),
-                         "status": "completed", "final_val_loss": v, best_lr.SELECTION: v,
+                         "status": "completed", "final_val_loss": v, best_lr.SELECTION: v, "select_loss": v,
                          "val_quarter_drop": 0.02, "unigram_val_loss": 3.3})
     for r in rows:
         r["arm"] = arm_of(r)
@@ -65,7 +65,8 @@ def depth_rows(losses: dict[tuple[str, int, float], list[float]]) -> list[dict]:
     from normtrain.reproduce.deepnet_depth import arm_of as depth_arm
 
     rows = [{"placement": p, "model.n_layers": str(d), "optim.lr": str(lr), "train.seed": str(3 + i),
-             "status": "completed", "final_val_loss": v, best_lr.SELECTION: v, "unigram_val_loss": 3.3}
+             "status": "completed", "final_val_loss": v, best_lr.SELECTION: v, "select_loss": v,
+             "unigram_val_loss": 3.3}
             for (p, d, lr), vals in losses.items() for i, v in enumerate(vals)]
     for r in rows:
         r["arm"] = depth_arm(r)
@@ -89,9 +90,22 @@ def test_depth_compares_each_placement_at_its_best_lr_per_depth():
     assert m["post_deep_minus_shallow_at_best"] == {"L=24": pytest.approx({"3": 0.9, "4": 0.9, "5": 0.9})}
     assert m["deepnorm_deep_minus_shallow_at_best"] == {"L=24": pytest.approx({"3": -0.2, "4": -0.2, "5": -0.2})}
     assert m["post_minus_deepnorm_shallow"] == {"L=6": pytest.approx({"3": -0.1, "4": -0.09, "5": -0.08})}
-    assert m["best_lr_inside_grid"] == {"deepnorm, L=24": {best_lr.ALL_SEEDS: 1.0}}
-    assert m["best_lr_not_smallest"] == {"post, L=24": {best_lr.ALL_SEEDS: 0.0}}  # a smaller lr might train it
+    # v5's primary: the gap's growth from 6 layers, seed by seed (1.0 − (−0.1) ...)
+    assert m["post_gap_growth_with_depth"] == {"L=24": pytest.approx({"3": 1.1, "4": 1.1, "5": 1.1})}
+    # v5: every arm's edge; Post-LN's deep best sits at its smallest lr, on a curve 0.1 nats deep: not flat
+    assert m["best_lr_inside_grid"] == {"post, L=6": {best_lr.ALL_SEEDS: 0.0}, "post, L=24": {best_lr.ALL_SEEDS: 0.0},
+                                        "deepnorm, L=6": {best_lr.ALL_SEEDS: 1.0},
+                                        "deepnorm, L=24": {best_lr.ALL_SEEDS: 1.0}}
     assert m["reference_margin"]["deepnorm, L=24"] == pytest.approx({"3": 1.1, "4": 1.1, "5": 1.1})
+
+
+def test_a_deep_post_ln_curve_that_no_lr_trains_passes_the_edge_rule_as_flat():
+    from normtrain.reproduce.deepnet_depth import inside_or_flat
+
+    flat = {(24, 2.5e-4): 3.31, (24, 5e-4): 3.33, (24, 1e-3): 3.33}  # on the unigram line at every lr
+    rows = depth_rows({("post", d, lr): [v, v, v] for (d, lr), v in flat.items()})
+    best = best_lr.best_lrs(rows, "arm", ["post, L=24"])
+    assert best["post, L=24"].at_edge and inside_or_flat(best, [24]) == {"post, L=24": {best_lr.ALL_SEEDS: 1.0}}
 
 
 def test_lr_sensitivity_flags_a_best_lr_at_the_grid_edge_per_variant_and_depth():
