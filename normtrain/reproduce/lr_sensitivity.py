@@ -10,7 +10,9 @@ from normtrain.data.unigram import COLLAPSE_MARGIN, on_unigram_line
 from normtrain.reproduce.gpu_scale import Recipe
 from normtrain.reproduce.runner import Experiment, Findings, curve_text
 from normtrain.reproduce.writeup import markdown_table
-from normtrain.study import best_lr, plots, stats
+from normtrain.study import best_lr, plots, robustness, stats
+from normtrain.study.best_against_best import SELECT, select_or_inf
+from normtrain.study.claim import HALF
 from normtrain.study.plan import Plan
 
 VARIANTS = ("pre", "pre+qk", "peri", "deepnorm", "post")  # the order of rows and lines (v3 runs pre, pre+qk, post)
@@ -45,7 +47,7 @@ def best_by_rule(rows: list[dict[str, Any]], names: list[str], depths: list[int]
     for r in rows:
         r["arm"] = f"{r['variant']}, L={int(r['model.n_layers'])}"
     arms = [f"{v}, L={d}" for d in depths for v in names if any(r["arm"] == f"{v}, L={d}" for r in rows)]
-    return best_lr.best_lrs(rows, "arm", arms)
+    return best_lr.best_lrs(rows, "arm", arms, select_or_inf)
 
 
 def attn_logit_columns(run: Run) -> dict[str, Any]:
@@ -59,6 +61,9 @@ def attn_logit_columns(run: Run) -> dict[str, Any]:
     finite = [(s, v) for s, v in peaks if math.isfinite(v)]
     return {"final_attn_logit_max": finite[-1][1] if finite else None,
             "attn_logit_curve": curve_text(*zip(*finite, strict=True)) if finite else ""}
+
+
+PRIMARY_QUANTITY = "pre_minus_pre_qk_sensitivity"
 
 
 class Curves:
@@ -108,12 +113,14 @@ class LRSensitivity(Experiment):
     reference = ("**Wortsman et al. 2023**, *Small-scale proxies for large-scale Transformer training "
                  "instabilities*, Fig. 1, 3 and §3.4")
     method = ("d 64, 4 heads (QK-norm per head), GELU FFN 128, RoPE, no biases, untied embeddings, LayerNorm; "
-              "AdamW (0.9, 0.95), eps 1e-8, gradient clipping 1, a 50-step (5%) warm-up then cosine decay, "
-              "independent weight decay 1e-4, z-loss 1e-4 (their recipe); 1000 steps of 8 × 128 bytes, seeds 3–5, at "
+              "AdamW (0.9, 0.95), eps 1e-8, gradient clipping 1, a 50-step (5%) warm-up then WSD (the peak to step "
+              "800, then linearly to 10%), independent weight decay 1e-4, z-loss 1e-4 (their recipe, WSD for the T/2 "
+              "branch: 500 steps, from step 400); 1000 steps of 8 × 128 bytes, seeds 6–8, at "
               "peak learning rates 3e-4 … 3e-1. Pre-LN with and without QK-norm at 2, 8 and 24 layers (at 24 on "
               "the grid's top six learning rates) and Post-LN at 2 and 8, evaluated every 5%. The attention "
               "logits are logged every 10 steps (max q·k/√d_head per layer on one sequence).")
     lr_tuned = False  # the lrs are the design: --quick keeps every one
+    half_budget = True  # protocol v5: every run at T and at T/2 (a WSD decay branch)
     gpu_recipe = Recipe()
 
     def keeps(self, combo: dict[str, str]) -> bool:
@@ -127,17 +134,24 @@ class LRSensitivity(Experiment):
         return True
 
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
-        return {**super().row(run, combo), **attn_logit_columns(run), best_lr.SELECTION: best_lr.selection_of(run)}
+        return {**super().row(run, combo), **attn_logit_columns(run), best_lr.SELECTION: best_lr.selection_of(run),
+                SELECT: run.summary.get("final_select_loss")}
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         for r in rows:
             r["variant"] = variant(r)
+        rows, half = robustness.budgets(rows)
         c = Curves(rows)
         depths = sorted({int(r["model.n_layers"]) for r in rows})
         names = [v for v in VARIANTS if any(r["variant"] == v for r in rows)]
         unigram = stats.unigram_of(rows)
         common = sorted(set.intersection(*[set(c.lrs_at(d)) for d in depths]))  # one grid for the depth check
         measured = self.measure_checks(c, depths, names, common, unigram)
+        if half:  # ℓ0 is the loss at initialization: the T run's (a branch starts from its step, not from init)
+            h = Curves([{**r, "initial_val_loss": c.l0(r["variant"], int(r["model.n_layers"]),
+                                                       str(r.get("train.seed", "0")))} for r in half])
+            measured[PRIMARY_QUANTITY + HALF] = self.measure_checks(h, depths, names, common, unigram)[
+                PRIMARY_QUANTITY]
         best = best_by_rule(rows, names, depths)
         measured["best_lr_inside_grid"] = best_lr.inside_grid({a: b for a, b in best.items()
                                                                if a.split(",")[0] in PRIMARY})
@@ -151,11 +165,12 @@ class LRSensitivity(Experiment):
                f"at any learning rate in most seeds last): {', '.join(ranking)}. {at_mid}. Max stable lr at L={mid}: "
                + ", ".join(f"{v} {self.stable_cell(c.max_stable(v, mid))}" for v in ranking) + ".")
         notes = [*self.notes(c, names, depths, unigram), f"Best lr rule (declared before the runs; the precondition "
-                 f"best_lr_inside_grid reads it): {best_lr.RULE}.", *(n for b in best.values() if (n := b.edge_note()))]
-        table = "\n\n".join([self.tables(rows, c, names, depths, common), "The selection loss (mean training loss over "
-                               "the last 10% of steps) per variant, depth and peak lr, median [range] over seeds; "
+                 f"best_lr_inside_grid reads it): {best_lr.HELD_OUT_RULE}.",
+                 *(n for b in best.values() if (n := b.edge_note()))]
+        table = "\n\n".join([self.tables(rows, c, names, depths, common), "The selection loss (the held-out windows' "
+                               "loss at the run's end) per variant, depth and peak lr, median [range] over seeds; "
                                "**bold**: the best lr by the rule (the precondition reads it):\n\n"
-                               + best_lr.curve_table(rows, "arm", best, best_lr.selection_or_inf)])
+                               + best_lr.curve_table(rows, "arm", best, select_or_inf)])
         return Findings(table=table, measured=measured, key=key, ours=ours,
                         notes=notes, figures={
                             "loss_vs_lr.png": lambda path: self.draw_curves(c, names, depths, unigram, path),

@@ -113,7 +113,7 @@ def test_lr_sensitivity_flags_a_best_lr_at_the_grid_edge_per_variant_and_depth()
 
     def row(v, d, lr, s, loss):
         return {"placement": "pre", "variant": v, "model.n_layers": str(d), "optim.lr": str(lr), "train.seed": str(s),
-                "status": "completed", "final_val_loss": loss, best_lr.SELECTION: loss}
+                "status": "completed", "final_val_loss": loss, "select_loss": loss}
 
     lrs = (3e-4, 1e-3, 3e-3)
     rows = [row("pre", 24, lr, s, loss) for s in (3, 4, 5) for lr, loss in zip(lrs, (1.6, 1.5, 1.55), strict=True)]
