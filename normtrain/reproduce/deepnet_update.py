@@ -14,9 +14,11 @@ from normtrain.reproduce.runner import PLACEMENT_ORDER, Experiment, Findings, cu
 from normtrain.reproduce.writeup import markdown_table
 from normtrain.study import plots, stats
 from normtrain.study.plan import Plan
+from normtrain.study.verdicts import ALL_SEEDS
 
 EARLY = (1, 2, 3)  # the steps the checks read: the first three updates
 SMALL, PRACTICAL = "Adam 2e-6", "Adam 5e-4"  # the primary's arm, and v4's Adam arm (reported)
+UNSATURATED = 2.0  # step 3 over step 1 at least this: the update still grows (linear: 3, saturated: 1)
 ARMS = {("adamw", 2e-6): SMALL, ("sgd", 1e-3): "SGD", ("adamw", 5e-4): PRACTICAL}  # (optim, lr) -> name
 
 
@@ -86,6 +88,25 @@ def post_over_deepnorm(rows, depths, arm, value="early") -> dict[str, dict[str, 
                                    stats.ratio) for d in depths}
 
 
+def screened_log_ratio(rows, depths, arm) -> dict[str, dict[str, float | None]]:
+    """Registration v6's primary, per depth and seed: ln(Post-LN / DeepNorm) of the early update, kept only where that
+    seed's Post-LN update still grows over the first steps (step 3 ≥ ``UNSATURATED`` × step 1: the linear-response
+    regime the claim is about); a saturated seed is screened out (None), and counted by ``unsaturated_seeds``."""
+    ratios = post_over_deepnorm(rows, depths, arm)
+    out = {}
+    for d in depths:
+        grows = stats.seeds(rows, growth, placement="post", model__n_layers=d, arm=arm)
+        out[f"L={d}"] = {s: math.log(v) if v and v > 0 and (grows.get(s) or 0) >= UNSATURATED else None
+                         for s, v in ratios[f"L={d}"].items()}
+    return out
+
+
+def unsaturated_seeds(rows, depths, arm) -> dict[str, dict[str, float | None]]:
+    """How many seeds per depth pass the screen (one value over all seeds): the interval needs 3."""
+    return {f"L={d}": {ALL_SEEDS: float(sum((g or 0) >= UNSATURATED for g in stats.seeds(
+        rows, growth, placement="post", model__n_layers=d, arm=arm).values()))} for d in depths}
+
+
 def ratio_table(rows, depths, arms) -> str:
     """Post-LN / DeepNorm per optimizer and depth, of ‖ΔF‖/‖F‖ and of √KL (reported beside the checks)."""
     body = [[name, a, *[stats.spread(post_over_deepnorm(rows, depths, a, value)[f"L={d}"].values())
@@ -151,6 +172,8 @@ class ModelUpdate(Experiment):
 
         measured = {
             "post_over_deepnorm_adam_small": post_over_deepnorm(rows, depths, SMALL),
+            "log_post_over_deepnorm_adam_small": screened_log_ratio(rows, depths, SMALL),
+            "unsaturated_seeds_adam_small": unsaturated_seeds(rows, depths, SMALL),
             "sgd_post_depth_slope": {"": depth_slope("post", "SGD")},
             "sgd_deepnorm_depth_slope": {"": depth_slope("deepnorm", "SGD")},
             "post_over_deepnorm_sgd": post_over_deepnorm(rows, depths, "SGD"),

@@ -87,3 +87,20 @@ def test_post_over_deepnorm_pairs_seeds_per_depth():
     assert found["L=24"]["9"] is None
     table = ratio_table(rows, [6, 24], [SMALL])
     assert "| ‖ΔF‖/‖F‖ | Adam 2e-6 | 5.000 ± 0 (n=3) |" in table.replace("0.000", "0")
+
+
+def test_registration_v6_screens_saturated_seeds_one_by_one_and_reads_the_log_ratio():
+    """Seed 2's Post-LN update has stopped growing at 24 layers (step 3 / step 1 = 1.1: saturated): it leaves the
+    primary there, and the count of unsaturated seeds says so; at 6 layers every seed is linear (3×)."""
+    from normtrain.reproduce.deepnet_update import screened_log_ratio, unsaturated_seeds
+
+    def row(p, d, s):
+        saturated = p == "post" and d == 24 and s == 2
+        return {"placement": p, "arm": SMALL, "model.n_layers": str(d), "train.seed": str(s),
+                "early": (10.0 if p == "post" else 2.0), "step1": 1.0, "step3": 1.1 if saturated else 3.0}
+
+    rows = [row(p, d, s) for p in ("post", "deepnorm") for d in (6, 24) for s in range(3)]
+    found = screened_log_ratio(rows, [6, 24], SMALL)
+    assert found["L=6"] == pytest.approx({"0": math.log(5.0), "1": math.log(5.0), "2": math.log(5.0)})
+    assert found["L=24"]["2"] is None and found["L=24"]["0"] == pytest.approx(math.log(5.0))
+    assert unsaturated_seeds(rows, [6, 24], SMALL) == {"L=6": {"all seeds": 3.0}, "L=24": {"all seeds": 2.0}}
