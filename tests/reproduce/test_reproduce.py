@@ -98,7 +98,7 @@ def test_finished_runs_are_reused(local, tmp_path, monkeypatch):
     kw = dict(smoke=True, overrides=small("deepnet_depth", local), out=out, runs_dir=tmp_path / "runs",
               progress=False, jobs=2)
     first = reproduce("deepnet_depth", **kw)
-    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").glob("*/summary.json")}
+    stamps = {p: p.stat().st_mtime_ns for p in tmp_path.glob("runs*/*/summary.json")}  # T runs and runs_half's T/2
     assert len(stamps) == first["runs"] >= 4 and not (out / ".gitignore").exists()
     monkeypatch.setattr(writeup, "COMMITTED_MAX", 1000)
     again = reproduce("deepnet_depth", **kw)
@@ -126,16 +126,16 @@ def test_forward_only_measurements_are_kept_and_reused(local, tmp_path):
 def test_the_grid_comes_from_the_experiment_yaml_and_scales():
     cpu = make_plan("deepnet_depth")
     assert cpu.grid == {"placement": ["post", "deepnorm"],
-                        "optim.lr": ["0.0005", "0.001", "0.000125", "0.00025", "0.002", "0.004", "0.008", "0.016"],
-                        "model.n_layers": ["6", "18", "24"], "train.seed": ["3", "4", "5", "6", "7"]}
-    # each placement's own 4 lrs (120 runs), then the extensions at the grids' top edge: 45 runs
-    assert len(cpu.combos()) == 165 and str(cpu.out) == "experiments/deepnet_depth"
+                        "optim.lr": ["0.002", "0.00025", "0.004", "0.008", "6.25e-05", "0.000125", "0.0005"],
+                        "model.n_layers": ["6", "18", "24"], "train.seed": ["8", "9", "10", "11", "12"]}
+    # v5: each placement's own lrs per depth (DeepNorm 3 at every depth, Post-LN 3 at 6 layers and 4 deeper)
+    assert len(cpu.combos()) == 100 and str(cpu.out) == "experiments/deepnet_depth"
     lrs = {(p, d): sorted({float(c["optim.lr"]) for c in cpu.combos()
                            if c["placement"] == p and c["model.n_layers"] == d})
            for p in ("post", "deepnorm") for d in ("6", "18", "24")}
-    assert lrs[("post", "18")] == lrs[("post", "24")] == [1.25e-4, 2.5e-4, 5e-4, 1e-3]
-    assert lrs[("post", "6")] == [1.25e-4, 2.5e-4, 5e-4, 1e-3, 2e-3, 4e-3, 8e-3]  # Post-LN extended at 6 layers
-    assert all(lrs[("deepnorm", d)] == [5e-4, 1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2] for d in ("6", "18", "24"))
+    assert lrs[("post", "18")] == lrs[("post", "24")] == [6.25e-5, 1.25e-4, 2.5e-4, 5e-4]
+    assert lrs[("post", "6")] == [2e-3, 4e-3, 8e-3]
+    assert all(lrs[("deepnorm", d)] == [2e-3, 4e-3, 8e-3] for d in ("6", "18", "24"))
     gpu = make_plan("deepnet_depth", scale="gpu", seeds=2, device=ASSUMED_H100)  # the design stays; the model grows
     assert gpu.grid["model.n_layers"] == ["6", "18", "24"] and len(gpu.grid["train.seed"]) >= 2
     assert str(gpu.out) == "experiments/deepnet_depth-gpu" and gpu.runs_dir == gpu.out / "runs"
@@ -148,7 +148,7 @@ def test_the_grid_comes_from_the_experiment_yaml_and_scales():
     fewer = make_plan("deepnet_depth", seeds=2, overrides=["train.seed=5,6,7"])  # --seeds takes the grid's first
     assert fewer.grid["train.seed"] == ["5", "6"]  # (a v4 re-registration's seeds are new: never 0, 1 instead)
     assert make_plan("deepnet_depth", seeds=4, overrides=["train.seed=5,6"]).grid["train.seed"] == ["5", "6", "7", "8"]
-    assert make_plan("deepnet_depth", seeds=2).grid["train.seed"] == ["3", "4"]  # the registration's, not the pilot's
+    assert make_plan("deepnet_depth", seeds=2).grid["train.seed"] == ["8", "9"]  # the registration's, not the pilot's
     narrowed = make_plan("deepnet_depth", overrides=["model.n_layers=6,96", "model.d_ff=128"])
     assert narrowed.grid["model.n_layers"] == ["6", "96"] and narrowed.base[-1] == "model.d_ff=128"
     with pytest.raises(ReproduceError, match="leave no run of deepnet_depth's grid"):
@@ -156,7 +156,7 @@ def test_the_grid_comes_from_the_experiment_yaml_and_scales():
     smoke = make_plan("xiong_grad_init", smoke=True)
     assert [len(v) for v in smoke.grid.values()] == [2, 2, 2, 1] and "train.max_steps=4" in smoke.base
     assert make_plan("deepnet_depth", jobs=3).jobs == 3 and gpu.jobs == gpu.budget.jobs > 1
-    assert make_plan("xiong_grad_init").grid["train.seed"] == [str(s) for s in range(10, 20)]  # v4: v3's were 0-9
+    assert make_plan("xiong_grad_init").grid["train.seed"] == [str(s) for s in range(20, 30)]  # v5: v4 ran 10-19
 
 
 def test_bad_input_is_reported(capsys):
@@ -210,7 +210,7 @@ def test_grad_init_verdict_follows_the_numbers(tmp_path):
 
     def judgement(rows):
         findings = exp.analyse(rows, plan)
-        return decide(exp.registration, findings.measured, findings.unit, seeds=[10, 11])
+        return decide(exp.registration, findings.measured, findings.unit, seeds=[20, 21])  # v5's seeds
 
     found = judgement(synthetic_grad_rows(True, -0.5))
     assert found.verdict == "reproduced" and all(c.ok for c in found.checks)
@@ -218,7 +218,8 @@ def test_grad_init_verdict_follows_the_numbers(tmp_path):
     assert primary.conditions[""]["median"] == pytest.approx(0.5, abs=0.01)  # Post's slope 0, Pre's −0.5
     found = judgement(synthetic_grad_rows(False, 0.0, stream_slope=1.0))
     assert found.verdict == "not reproduced"  # the stream grows, yet Pre-LN's last layer does not shrink
-    assert [c.ok for c in found.role("secondary")] == [True, False, False, True]  # Post falls; Pre flat, constant
+    # v5's secondaries: the L^-1/2 rate (Pre flat: no), Post depth-free (yes), Post rises (no: it falls), Pre flat
+    assert [c.ok for c in found.role("secondary")] == [False, True, False, True]
     seeds = found.checks[3].conditions["L=24"]["per_seed"]  # post_rises
     assert sorted(seeds) == [str(s) for s in range(5)] and all(v < 0 for v in seeds.values())  # every seed kept
     found = judgement(synthetic_grad_rows(True, -0.5, stream_slope=0.0))
