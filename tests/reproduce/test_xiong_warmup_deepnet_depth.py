@@ -122,3 +122,27 @@ def test_lr_sensitivity_flags_a_best_lr_at_the_grid_edge_per_variant_and_depth()
     assert {a: b.lr for a, b in best.items()} == {"pre, L=24": 1e-3, "pre+qk, L=24": 3e-4}
     assert best_lr.inside_grid(best) == {"pre, L=24": {best_lr.ALL_SEEDS: 1.0},
                                          "pre+qk, L=24": {best_lr.ALL_SEEDS: 0.0}}  # its best at the smallest lr
+
+
+@pytest.mark.parametrize(("half_gap", "verdict"), [(0.2, "reproduced"), (0.05, "inconclusive (budget-sensitive)")])
+def test_warmup_v5_reads_the_primary_at_t_and_at_half_the_steps(half_gap, verdict, tmp_path):
+    """xiong_warmup's v5 analysis: each arm at its own best lr on the held-out score, at T (2000 steps) and again at
+    T/2 (1000): a 0.2-nat penalty at both holds; one that is 0.05 at T/2 (below the 0.1 threshold) flips the call."""
+    from normtrain.reproduce.xiong_warmup import Warmup
+    from normtrain.study.plan import Plan
+    from normtrain.study.verdicts import decide
+
+    def losses(gap: float) -> dict:
+        post, pre = (1.25e-4, 2.5e-4, 5e-4, 1e-3), (1e-3, 2e-3, 4e-3, 8e-3)
+        bump = {0: 0.2, 1: 0.0, 2: 0.1, 3: 0.3}  # each arm's best at its grid's second point: inside
+        return {**{("post", 0, lr): [2.4 + gap + bump[i] + 0.01 * s for s in range(5)] for i, lr in enumerate(post)},
+                **{("post", 200, lr): [2.4 + bump[i] + 0.012 * s for s in range(5)] for i, lr in enumerate(post)},
+                **{("pre", w, lr): [2.1 + bump[i] + 0.01 * s for s in range(5)] for w in (0, 200)
+                   for i, lr in enumerate(pre)}}
+
+    rows = [{**r, "steps": 2000} for r in warmup_rows(losses(0.2))]
+    rows += [{**r, "steps": 1000} for r in warmup_rows(losses(half_gap))]
+    exp = Warmup()
+    findings = exp.analyse(rows, Plan(exp.name, "cpu", False, [], {}, tmp_path, tmp_path))
+    assert "post_cold_minus_warm_at_best@half" in findings.measured
+    assert decide(exp.registration, findings.measured, findings.unit).verdict == verdict
