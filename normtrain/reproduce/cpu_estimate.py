@@ -113,12 +113,25 @@ def _committed(path: Path, axes: list[str], steps: int | None = None, translate:
 
 def _length_ratio(row: dict[str, str], steps: int | None) -> float:
     """Today's steps over the committed run's (1 when either is unknown)."""
+    ran = _ran(row)
+    return steps / ran if steps and ran > 0 else 1.0
+
+
+def _ran(row: dict[str, str]) -> float:
+    """A committed run's length: the last step of its validation curve (0 when it has none)."""
     last = (row.get("val_curve") or "").split()[-1:]
     try:
-        ran = float(last[0].split(":")[0]) if last else 0.0
+        return float(last[0].split(":")[0]) if last else 0.0
     except ValueError:
-        ran = 0.0
-    return steps / ran if steps and ran > 0 else 1.0
+        return 0.0
+
+
+def committed_lengths(path: Path) -> list[float]:
+    """The lengths of the committed runs (for the estimate's caveat when today's differ)."""
+    if not path.is_file():
+        return []
+    with path.open(newline="") as f:
+        return sorted({ran for row in csv.DictReader(f) if (ran := _ran(row)) > 0})
 
 
 def neighbour_times(path: Path, axes: list[str], steps: int | None = None,
@@ -177,6 +190,9 @@ def estimate(plan: Plan, committed: Path, extra_overrides: list[str], keep_check
         runs, to_train = runs + len(half_plan.combos()), to_train + len(half_todo)
         caveats.append(f"The {len(half_plan.combos())} T/2 runs (decay branches or whole runs) are timed as "
                        f"{share:.0%} of their T run's time, their share of its steps (their start-up not counted)")
+    if steps and (lengths := committed_lengths(committed)) and lengths != [float(steps)]:
+        caveats.append(f"The committed runs ran {', '.join(f'{n:g}' for n in lengths)} steps; their times are scaled "
+                       f"to today's {steps}")
     if by_neighbour:
         caveats.append(f"{by_neighbour} run(s) at a grid point with no committed run timed by the committed runs "
                        "at the point's other learning rates or warm-ups")

@@ -101,3 +101,18 @@ def test_half_budget_runs_and_new_learning_rates_are_timed_from_the_committed_ru
     assert found.runs == 2 * len(combos) and found.untimed == 0
     assert found.own_s == pytest.approx(seeds * 1.1 * (per_seed_post * 200.0 + per_seed_pre * 100.0))
     assert "T/2 runs" in found.text() and "timed by the committed runs at the point's other" in found.text()
+
+
+def test_committed_runs_of_another_length_are_scaled_to_todays_steps_and_say_so(tmp_path):
+    out = tmp_path / "xiong_warmup"
+    plan = make_plan("xiong_warmup", out=out, runs_dir=tmp_path / "runs", progress=False, jobs=2)
+    combos = plan.combos()
+    out.mkdir(parents=True)
+    with (out / "runs.csv").open("w", newline="") as f:  # an earlier design's runs: 1000 steps, 100 s each
+        w = csv.DictWriter(f, fieldnames=[*combos[0], "status", "wall_time_s", "val_curve"])
+        w.writeheader()
+        for c in combos:
+            w.writerow({**c, "status": "completed", "wall_time_s": 100.0, "val_curve": "0:5.5 500:3.0 1000:2.5"})
+    found = estimate(plan, out / "runs.csv", [])
+    assert found.own_s == pytest.approx(len(combos) * 200.0)  # today's runs are 2000 steps: twice as long
+    assert "ran 1000 steps; their times are scaled to today's 2000" in found.text()
