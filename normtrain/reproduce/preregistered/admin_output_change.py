@@ -4,6 +4,8 @@
 seeds). ``REGISTRATION_V4`` (issue 37) is its pilot, kept unchanged; v3 (commit 8a10f9e, results at d068263) was
 v4's."""
 
+from dataclasses import replace
+
 from normtrain.reproduce.preregistration import Pilot, Registration, Rule
 
 REGISTRATION_V4 = Registration(
@@ -126,9 +128,7 @@ REGISTRATION = Registration(
                  ">", 0.5, decide="interval", sesoi=0.0, source="paper",
                  basis=REGISTRATION_V4.primary.basis + "; 0.5 is itself the smallest difference of interest (sesoi "
                        "0 past it): an interval wholly below it refutes the claim"),
-    secondary=tuple(Rule(r.id, r.expectation, r.quantity, r.op, r.threshold, decide=r.decide, basis=r.basis,
-                         source="ours" if r.id == "deepnorm_bounded" else "paper")
+    secondary=tuple(replace(r, source="ours" if r.id == "deepnorm_bounded" else "paper")
                     for r in REGISTRATION_V4.secondary),
-    preconditions=tuple(Rule(r.id, r.expectation, r.quantity, r.op, r.threshold, decide=r.decide, basis=r.basis,
-                             source="ours") for r in REGISTRATION_V4.preconditions),
+    preconditions=tuple(replace(r, source="ours") for r in REGISTRATION_V4.preconditions),
 )

@@ -5,6 +5,8 @@ trains.
 interval call at T and T/2, new seeds). ``REGISTRATION_V4`` (issue 37) and ``REGISTRATION_V3`` are records kept
 unchanged, each the next one's pilot."""
 
+from dataclasses import replace
+
 from normtrain.reproduce.preregistration import Guard, Pilot, Registration, Rule
 
 DEPTHS = "6, 18, 24"  # configs/experiment/deepnet_depth.yaml: model.n_layers (v4 and v5)
@@ -193,7 +195,7 @@ REGISTRATION = Registration(
         Rule("post_fails_deep", "In the deep models (18 and 24 layers), Post-LN at its best lr ends far behind "
              "DeepNorm at its best lr (or diverges)", "post_minus_deepnorm_at_best", ">=", 0.3, decide="interval",
              sesoi=0.0, source="paper", basis=REGISTRATION_V4.primary.basis.split("; the one-sided")[0]),
-        *(Rule(r.id, r.expectation, r.quantity, r.op, r.threshold, decide=r.decide, basis=r.basis, source="paper")
+        *(replace(r, source="paper")
           for r in REGISTRATION_V4.secondary),
     ),
     preconditions=(

@@ -5,6 +5,8 @@ property, the saturation screened per seed, the log ratio read by its t interval
 (the first under protocol v4, issue 37; the committed result's, its pilot) and ``REGISTRATION_V4`` (protocol v3,
 runs at d1cfb36, analysed at e9d2dde; v5's pilot, its own pilots v3 and v2 named in it) are kept unchanged."""
 
+from dataclasses import replace
+
 from normtrain.reproduce.preregistration import Pilot, Registration, Rule
 
 SMALL_LR = "2e-6"  # configs/experiment/deepnet_update.yaml: the Adam lr of the primary check
@@ -173,8 +175,7 @@ REGISTRATION = Registration(
                  basis="'much smaller' (Fig. 5) read as several times, 3× as v2–v5 registered, on the log scale "
                        "(ln 3 = 1.0986) where a ratio's seed spread is symmetric; 3× is itself the smallest effect "
                        "of interest (sesoi 0 past it)"),
-    secondary=tuple(Rule(r.id, r.expectation, r.quantity, r.op, r.threshold, decide=r.decide, basis=r.basis,
-                         source="ours" if r.id == "adam_deepnorm_grows" else "paper")
+    secondary=tuple(replace(r, source="ours" if r.id == "adam_deepnorm_grows" else "paper")
                     for r in REGISTRATION_V5.secondary),
     preconditions=(
         Rule("post_unsaturated_seeds", "At every depth at least 3 seeds' Post-LN update still grows over the first "

@@ -6,6 +6,8 @@
 one change since, no check among it: the lr grid's extension, ``EXTENSION``) and is v5's pilot, kept unchanged. The
 settings and the CPU time estimate are in configs/experiment/dyt_tokens.yaml."""
 
+from dataclasses import replace
+
 from normtrain.reproduce.preregistration import Guard, Pilot, Registration, Rule
 
 BUDGETS = "500 and 4000 steps of 8 × 128 bytes (0.51M and 4.10M tokens per run, a factor 8)"
@@ -128,10 +130,8 @@ REGISTRATION = Registration(
                  ">", 0.0, decide="interval", sesoi=0.0, source="secondary",
                  basis="the replication's direction (−27.3% at 1M tokens, +18.8% at 118M): refuted only by an "
                        "interval wholly below 0 where the regime is reached"),
-    secondary=tuple(Rule(r.id, r.expectation, r.quantity, r.op, r.threshold, decide=r.decide, basis=r.basis,
-                         source="secondary") for r in REGISTRATION_V4.secondary),
-    preconditions=tuple(Rule(r.id, r.expectation, r.quantity, r.op, r.threshold, decide=r.decide, basis=r.basis,
-                             source="ours") for r in REGISTRATION_V4.preconditions),
+    secondary=tuple(replace(r, source="secondary") for r in REGISTRATION_V4.secondary),
+    preconditions=tuple(replace(r, source="ours") for r in REGISTRATION_V4.preconditions),
     infeasible=(("cpu", REGIME),),
     reported=REGISTRATION_V4.reported,
 )

@@ -4,6 +4,8 @@
 12.5% test, at T and at T/2; new seeds). ``REGISTRATION_V4`` (issue 37) and ``REGISTRATION_V3`` are records kept
 unchanged, each the next one's pilot."""
 
+from dataclasses import replace
+
 from normtrain.reproduce.preregistration import Guard, Pilot, Registration, Rule
 
 LRS = "3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1"  # configs/experiment/lr_sensitivity.yaml: optim.lr (v4 and v5)
@@ -152,11 +154,9 @@ REGISTRATION = Registration(
     guard=REGISTRATION_V4.guard,
     primary=Rule(REGISTRATION_V4.primary.id, REGISTRATION_V4.primary.expectation, REGISTRATION_V4.primary.quantity,
                  ">", 0.0, decide="interval", sesoi=0.05, basis=SESOI, source="paper"),
-    secondary=tuple(Rule(r.id, r.expectation, r.quantity, r.op, r.threshold, decide=r.decide, basis=r.basis,
-                         source="ours" if r.id == "post_more_sensitive" else "paper")
+    secondary=tuple(replace(r, source="ours" if r.id == "post_more_sensitive" else "paper")
                     for r in REGISTRATION_V4.secondary),
-    preconditions=tuple(Rule(r.id, r.expectation, r.quantity, r.op, r.threshold, decide=r.decide, basis=r.basis,
-                             source="ours") for r in REGISTRATION_V4.preconditions),
+    preconditions=tuple(replace(r, source="ours") for r in REGISTRATION_V4.preconditions),
     reported=REGISTRATION_V4.reported,
 )
 

@@ -8,6 +8,8 @@ placement fixes at step 0) and ``REGISTRATION_V3``
 below it is the first registration (``before_runs``), that the committed v3 result (runs at 90b8580) was judged by:
 records kept unchanged, each the next one's pilot."""
 
+from dataclasses import replace
+
 from normtrain.reproduce.preregistration import Guard, Pilot, Registration, Rule
 
 STEPS_V4 = 2000  # v4's train.max_steps
@@ -201,10 +203,9 @@ REGISTRATION = Registration(
                  "lr", "peri_minus_pre_loss_at_best", "<", 0.0, decide="interval", sesoi=0.02, basis=SESOI,
                  source="paper"),
     secondary=tuple(
-        Rule(r.id, r.expectation, r.quantity, r.op, r.threshold,
-             decide="interval" if r.id == "peri_more_stable_at_high_lr" else r.decide,
-             sesoi=0.02 if r.id == "peri_more_stable_at_high_lr" else None,
-             basis=SESOI if r.id == "peri_more_stable_at_high_lr" else r.basis, source="paper")
+        replace(r, decide="interval" if r.id == "peri_more_stable_at_high_lr" else r.decide,
+                sesoi=0.02 if r.id == "peri_more_stable_at_high_lr" else None,
+                basis=SESOI if r.id == "peri_more_stable_at_high_lr" else r.basis, source="paper")
         for r in REGISTRATION_V4.secondary),
     preconditions=(
         Rule("best_lr_inside_grid", "each placement's best lr is neither the smallest nor the largest of its grid "

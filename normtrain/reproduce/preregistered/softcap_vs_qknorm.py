@@ -5,6 +5,8 @@ Gemma 2's attention soft-cap by QK-norm, tested.
 new seeds). ``REGISTRATION_V4`` was registered before any run of this experiment (issue 39) under protocol v4 and is
 v5's pilot, kept unchanged."""
 
+from dataclasses import replace
+
 from normtrain.reproduce.preregistration import Guard, Pilot, Registration, Rule
 
 STEPS = 1000  # configs/experiment/softcap_vs_qknorm.yaml: train.max_steps
@@ -130,9 +132,7 @@ REGISTRATION = Registration(
     guard=REGISTRATION_V4.guard,
     primary=Rule(REGISTRATION_V4.primary.id, REGISTRATION_V4.primary.expectation, REGISTRATION_V4.primary.quantity,
                  ">", 0.0, decide="interval", sesoi=0.01, basis=SESOI, source="paper"),
-    secondary=tuple(Rule(r.id, r.expectation, r.quantity, r.op, r.threshold, decide=r.decide, basis=r.basis,
-                         source="ours") for r in REGISTRATION_V4.secondary),
-    preconditions=tuple(Rule(r.id, r.expectation, r.quantity, r.op, r.threshold, decide=r.decide, basis=r.basis,
-                             source="ours") for r in REGISTRATION_V4.preconditions),
+    secondary=tuple(replace(r, source="ours") for r in REGISTRATION_V4.secondary),
+    preconditions=tuple(replace(r, source="ours") for r in REGISTRATION_V4.preconditions),
     reported=REGISTRATION_V4.reported,
 )

@@ -5,6 +5,7 @@ effect of interest; the rate itself a two-sided secondary check over a wider dep
 ``REGISTRATION_V4`` (issue 37) is its pilot, kept unchanged; v3 (commit 8a10f9e, results at 14f54b3) was v4's."""
 
 import math
+from dataclasses import replace
 
 from normtrain.reproduce.preregistration import Pilot, Registration, Rule
 
@@ -137,9 +138,8 @@ REGISTRATION = Registration(
         Rule("pre_last_rate", "Thm. 1's rate: Pre-LN's last-layer fc2 gradient falls as L^-1/2 (its depth slope in "
              "−0.5 ± 0.1)", "pre_last_depth_slope", "between", (-0.6, -0.4), decide="interval", source="paper",
              basis=RATE_BAND),
-        *(Rule(r.id, r.expectation, r.quantity, r.op, r.threshold, decide=r.decide, basis=r.basis, source="paper")
+        *(replace(r, source="paper")
           for r in REGISTRATION_V4.secondary if r.id != "pre_last_shrinks"),
     ),
-    preconditions=tuple(Rule(r.id, r.expectation, r.quantity, r.op, r.threshold, decide=r.decide, basis=r.basis,
-                             source="paper") for r in REGISTRATION_V4.preconditions),
+    preconditions=tuple(replace(r, source="paper") for r in REGISTRATION_V4.preconditions),
 )
