@@ -4,7 +4,8 @@ One row per result folder (``NAME`` at --scale cpu, ``NAME-gpu`` beside it), bet
 hand-written rest of the page stays as it is. The primary check (the paper's claim, which alone decides a v4
 verdict) and the secondary checks (reported beside it) have their own columns; a result registered under v3 has no
 primary check, and its cells say so. A GPU result whose verdict differs from the CPU one's says that in its
-verdict cell.
+verdict cell. Beside the verdict: why (the record's ``verdict_why``), the budget it holds at (protocol v5: T and
+T/2, or why no budget applies) and whose claim the primary tests (the paper's, a secondary source's, or ours).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from normtrain.util.atomic import write_text
 BEGIN, END = "<!-- reproduce:begin -->", "<!-- reproduce:end -->"
 HOLDS = {True: "holds", False: "**fails**", None: "not measured"}
 HEADER = ["experiment", "claim", "paper's number", "ours (mean ± sd, n)", "primary (decides)",
-          "secondary (reported)", "verdict", "registration", "norm", "scale", "wall time"]
+          "secondary (reported)", "verdict", "why", "budget", "source of the claim", "registration", "norm", "scale",
+          "wall time"]
 
 
 def wall_time(result: dict[str, Any]) -> str:
@@ -57,6 +59,43 @@ def verdict_cell(result: dict[str, Any]) -> str:
     return text
 
 
+def budget_cell(result: dict[str, Any]) -> str:
+    """The training budget the verdict holds at (protocol v5): T in steps and tokens, and how the primary fared at
+    T/2 and one doubling past T; before v5 no budget was read, and the cell says so."""
+    budget = (result.get("v5") or {}).get("budget")
+    if budget is None:
+        return "– (before v5: one budget)"
+    if "not_applicable" in budget:
+        return f"none applies: {budget['not_applicable']}"
+    steps = result.get("budget") or {}
+    at = f"T = {steps['steps']} steps" + (f" ({steps['tokens'] / 1e6:.2f}M tokens)" if steps.get("tokens") else "")
+    if not steps.get("steps"):
+        at = "T"
+    if not budget:
+        return f"{at}; T/2 not read (the call is open at T)"
+    half = f" and T/2 = {steps['half_steps']}" if steps.get("half_steps") else " and T/2"
+    failed = [(cond, b) for cond, b in budget.items() if not b.get("ok")]
+    if not failed:
+        return f"{at}: the same call at T{half}, and one doubling past T, extrapolated"
+    cond, b = failed[0]
+    where = f" at {cond}" if cond else ""
+    crossing = b.get("crossing_doublings")
+    past = f"; the line crosses about {crossing:.1f} doublings past T" if crossing is not None else ""
+    return f"{at}: budget-sensitive{where} ({b['call_half']} at T/2{past})"
+
+
+def source_cell(result: dict[str, Any]) -> str:
+    """Whose claim the primary tests: the paper's, a secondary source's (named by the experiment's ``paper``), or
+    a hypothesis of ours."""
+    source = (result.get("primary") or {}).get("source")
+    if source == "ours":
+        return "ours (a hypothesis of this project)"
+    if source == "secondary":
+        return f"a secondary source: {result.get('paper', '')}"
+    paper = result.get("paper") or "–"
+    return f"the paper: {paper}" if source == "paper" else paper
+
+
 def registration_cell(result: dict[str, Any]) -> str:
     """The label, and a warning when the checks were not committed before the runs or changed after they began."""
     declaration = (result.get("provenance") or {}).get("declaration") or {}
@@ -80,7 +119,8 @@ def update_index(index: Path, order: list[str] = ()) -> None:
     results.sort(key=lambda item: (rank.get(item[1].get("name"), len(rank)), item[1].get("scale") == "gpu",
                                    item[0]))
     rows = [[f"[`{name}`]({name}/README.md)", r.get("claim", ""), r.get("paper_number", ""), r.get("ours", r["key"]),
-             primary_cell(r), secondary_cell(r), verdict_cell(r), registration_cell(r), r.get("norm", ""),
+             primary_cell(r), secondary_cell(r), verdict_cell(r), r.get("verdict_why") or "–", budget_cell(r),
+             source_cell(r), registration_cell(r), r.get("norm", ""),
              r["scale"], f"{wall_time(r)} ({r['device']})"] for name, r in results]
     block = f"{BEGIN}\n{markdown_table(HEADER, rows)}\n{END}"
     text = index.read_text() if index.is_file() else "# Experiments\n"

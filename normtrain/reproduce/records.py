@@ -98,6 +98,7 @@ def result_record(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findi
         "guard": judged.guard.as_dict() if judged.guard else None,
         "checks": [c.as_dict() for c in judged.checks],
         "cells": stats.cell_counts(rows, axes) if trained else None,
+        "budget": training_budget(plan, rows) if trained else None,
     }
     analysis_changed_after(record["provenance"], first)
     if judged.protocol >= 4:
@@ -107,6 +108,19 @@ def result_record(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findi
     if plan.budget is not None:
         record.update(gpu_plan=asdict(plan.budget), **cpu_agreement(plan, exp.name, judged.verdict))
     return record
+
+
+def training_budget(plan: Plan, rows: list[dict[str, Any]]) -> dict[str, int | None]:
+    """The budget a v5 verdict holds at: T in steps (the runs' largest ``steps``, else the config's) and in tokens
+    (steps × sequences per step × sequence length), and T/2 where the runs measured it."""
+    from normtrain.study.branches import STEPS
+
+    cfg = plan.compose(plan.combos()[0])
+    measured = sorted({int(r[STEPS]) for r in rows if r.get(STEPS) is not None})
+    steps = measured[-1] if measured else int(cfg.train.max_steps)
+    sequences = cfg.train.get("global_batch_size") or cfg.train.batch_size
+    return {"steps": steps, "half_steps": measured[0] if len(measured) > 1 else None,
+            "tokens": steps * int(sequences) * int(cfg.model.seq_len)}
 
 
 def previous(path: Path) -> dict[str, Any] | None:

@@ -1,5 +1,6 @@
 """A reproduction with ``half_budget`` measures every run at T and at T/2 (protocol v5's budget stability): under
-WSD the T/2 run is a decay branch off the T run's kept checkpoint; a rerun trains nothing."""
+WSD the T/2 run is a decay branch off the T run's kept checkpoint; a rerun trains nothing; result.json states both
+budgets."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ def test_every_run_is_measured_at_both_budgets_and_the_half_is_a_branch(text_cor
     assert sorted((r["optim.lr"], r["train.seed"], r[branches.STEPS]) for r in rows) == sorted(
         (lr, s, steps) for lr in ("1e-3", "3e-3") for s in ("0", "1") for steps in (24, 12))
     assert all(r["status"] == "completed" for r in rows)
+    from normtrain.reproduce.records import training_budget
+    assert training_budget(plan, rows) == {"steps": 24, "half_steps": 12, "tokens": 24 * 2 * 16}  # what the index shows
     half, branch_step = branches.half_of(24, 2, 0.2, True)
     assert (half, branch_step) == (12, 10)  # the T/2 run's own decay starts at step 10 of 12 (20%)
     summaries = [json.loads(p.read_text()) for p in (tmp_path / "runs_half").glob("*/summary.json")]

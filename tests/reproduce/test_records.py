@@ -110,3 +110,34 @@ def test_a_render_deletes_the_figures_an_earlier_design_drew_and_this_one_does_n
     assert drawn == ["warmup.png", "penalty.png"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["penalty.png", "runs.csv", "warmup.png"]
     assert (tmp_path / "warmup.png").read_bytes() == b"new"
+
+
+def test_the_index_gives_a_v5_verdict_its_reason_its_budget_and_whose_claim_it_tests(tmp_path):
+    index = tmp_path / "README.md"
+    v5 = {**BASE, "scale": "cpu", "protocol": 5, "paper": "Xiong et al. 2020", "verdict": "reproduced",
+          "verdict_why": "the 90% t interval clears >= 0.1",
+          "budget": {"steps": 2000, "half_steps": 1000, "tokens": 2000 * 16 * 128},
+          "primary": {"id": "post_needs_warmup", "ok": True, "source": "paper"},
+          "v5": {"budget": {"": {"call_half": "holds", "ok": True, "crossing_doublings": None}}}}
+    write_result(tmp_path / "xiong_warmup", {**v5, "name": "xiong_warmup"})
+    write_result(tmp_path / "peri_variance", {
+        **v5, "name": "peri_variance", "verdict": "inconclusive (budget-sensitive)", "verdict_why": "crosses",
+        "primary": {"id": "peri_lower", "ok": None, "source": "secondary"},
+        "v5": {"budget": {"L=24": {"call_half": "open", "ok": False, "crossing_doublings": 1.25}}}})
+    write_result(tmp_path / "admin_output_change", {
+        **v5, "name": "admin_output_change", "budget": None, "primary": {"id": "slope", "ok": True, "source": "ours"},
+        "v5": {"budget": {"not_applicable": "a model measured at initialization"}}})
+    write_result(tmp_path / "norm_types", {**BASE, "name": "norm_types", "scale": "cpu", "protocol": 4,
+                                           "verdict": "reproduced", "primary": {"id": "rms", "ok": True}})
+    update_index(index, order=["xiong_warmup", "peri_variance", "admin_output_change", "norm_types"])
+    rows = {r.split("`")[1]: r.split(" | ") for r in index.read_text().splitlines() if r.startswith("| [")}
+    assert rows["xiong_warmup"][6:10] == [
+        "**reproduced**", "the 90% t interval clears >= 0.1",
+        "T = 2000 steps (4.10M tokens): the same call at T and T/2 = 1000, and one doubling past T, extrapolated",
+        "the paper: Xiong et al. 2020"]
+    assert rows["peri_variance"][8:10] == [
+        "T = 2000 steps (4.10M tokens): budget-sensitive at L=24 (open at T/2; the line crosses about 1.2 doublings "
+        "past T)", "a secondary source: Xiong et al. 2020"]
+    assert rows["admin_output_change"][8:10] == ["none applies: a model measured at initialization",
+                                                 "ours (a hypothesis of this project)"]
+    assert rows["norm_types"][7:9] == ["–", "– (before v5: one budget)"]
