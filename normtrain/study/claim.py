@@ -205,7 +205,7 @@ def judge_primary(rule, measured: dict[str, Any], no_budget: str = "", alpha: fl
         for cond, c in full.items():
             if c.call != call:
                 continue  # a condition that does not carry the call (open, where another refutes it)
-            if cond not in half:
+            if cond not in half or not half[cond].n:  # absent, or every value missing (its runs were not made)
                 failed.append((BUDGET_UNMEASURED, f"no half-budget values at {cond or 'the condition'}"))
                 continue
             at = budget_at(rule, c, half[cond])

@@ -161,3 +161,52 @@ def test_a_models_scores_are_kept_and_reread_until_its_checkpoint_changes(text_c
     ckpt = run_dir / "ckpt.pt"
     os.utime(ckpt, ns=(ckpt.stat().st_atime_ns, ckpt.stat().st_mtime_ns + 10**9))  # another checkpoint
     assert batchnorm_leak.score_two_ways(run) == first and len(calls) == 1  # scored again: same weights, same scores
+
+
+def scored_rows(steps: int, gain: float, nulls: dict[int, float]) -> list[dict]:
+    """One scored run per norm × batch size × lr × seed (10–14), as ``BatchNormLeak.row`` writes it: every arm's
+    best at 4e-3, inside its grid; BatchNorm's matched gain ``gain`` and its untrained model's ``nulls[batch]``
+    (+0.002 and +0.0002 per seed: a spread for the intervals; the control is scored at T only, as
+    ``_score_two_ways`` does); LayerNorm causal, 1 nat below the unigram line."""
+    bump = dict(zip(LRS, (0.1, 0.0, 0.05, 0.3), strict=True))
+    rows = []
+    for norm in ("batchnorm", "layernorm"):
+        for b in (1, 2, 8):
+            for lr in LRS:
+                for s in range(5):
+                    loss, bn, paired = 2.3 + bump[lr] + 0.01 * s, norm == "batchnorm", b >= 2
+                    rows.append({
+                        "norm": norm, "train.batch_size": str(b), "optim.lr": str(lr), "train.seed": str(10 + s),
+                        "steps": steps, "status": "completed", "select_loss": loss, "final_val_loss": loss,
+                        "unigram_val_loss": 3.3, "own_loss": loss - (0.05 if bn else 0.0), "eval_loss": loss,
+                        "leak": 0.2 if bn else 0.0, "swap_gain": 0.05 if bn and steps == 1000 else None,
+                        "matched_gain": (gain + 0.002 * s if bn else 0.0) if paired else None,
+                        "matched_gain_init": nulls[b] + 2e-4 * s if bn and paired and steps == 1000 else None})
+    return rows
+
+
+@pytest.mark.parametrize(("gain", "nulls", "verdict"), [
+    (0.02, {2: 5e-4, 8: -5e-4}, "supported (our hypothesis)"),
+    (0.02, {2: 5e-4, 8: 0.006}, "inconclusive (precondition)"),
+    (0.02, {2: 5e-4, 8: 0.002}, "inconclusive (precondition)"),
+    (-0.004, {2: 5e-4, 8: -5e-4}, "not supported (our hypothesis)"),
+])
+def test_v5_reads_the_matched_gain_at_t_and_at_half_the_steps_behind_the_controls_null(gain, nulls, verdict,
+                                                                                       tmp_path):
+    """A matched gain of 0.02–0.03 nats at batch 2 and 8, at T and T/2, clears 0 with the untrained control's 90%
+    interval inside ±0.0025; a control reading 0.006–0.007 at batch 8 (refuted) or 0.002–0.003 (straddling the band:
+    open) fails the precondition whatever the gain; a gain of −0.004 to 0.004 lies below the 0.005 sesoi: refuted."""
+    from normtrain.study.claim import verdict_words
+    from normtrain.study.plan import Plan
+    from normtrain.study.verdicts import decide
+
+    exp = BatchNormLeak()
+    rows = scored_rows(1000, gain, nulls) + scored_rows(500, gain, nulls)
+    findings = exp.analyse(rows, Plan(exp.name, "cpu", False, [], {}, tmp_path, tmp_path))
+    assert set(findings.measured["matched_leak_gain_at_best@half"]) == {"batch 2", "batch 8"}
+    judged = decide(exp.registration, findings.measured, findings.unit)
+    assert judged.guard.ok
+    failed = {c.rule.id for c in judged.role("precondition") if not c.ok}
+    assert failed == ({"matched_null_untrained"} if "precondition" in verdict else set())
+    primary = judged.role("primary")[0].as_dict()
+    assert verdict_words({"verdict": judged.verdict, "protocol": judged.protocol, "primary": primary}) == verdict

@@ -1,11 +1,15 @@
-"""norm_types' timings: stamped with when and at which code they were measured, and reused by a rerun."""
+"""norm_types' timings (stamped with when and at which code they were measured, and reused by a rerun), its grid,
+and its v5 analysis on synthetic rows."""
 
 from __future__ import annotations
 
 import math
 
-from normtrain.reproduce.norm_types import STAMP, saved_timings, timing_note
+import pytest
+
+from normtrain.reproduce.norm_types import ARM_LRS, STAMP, saved_timings, timing_note
 from normtrain.reproduce.writeup import write_csv
+from normtrain.study import best_lr
 
 SETUP = "4 layers, d 64, batch 16 × 128"
 STAMPED = {"device": "cpu", "setup": SETUP, "measured_at": "2026-11-27T14:25:00+00:00", "code_commit": "f574d06f" * 5,
@@ -91,7 +95,7 @@ def test_the_loss_panel_shows_a_single_evaluation_far_above_the_line():
 
 
 def test_each_norm_runs_its_own_three_lrs_around_its_v6_best_and_a_norm_it_does_not_name_runs_the_whole_axis():
-    from normtrain.reproduce.norm_types import ARM_LRS, EXTENSION_LRS, NormTypes
+    from normtrain.reproduce.norm_types import EXTENSION_LRS, NormTypes
     from normtrain.study.plan import sweep_axes
 
     axes = sweep_axes("norm_types")
@@ -104,3 +108,43 @@ def test_each_norm_runs_its_own_three_lrs_around_its_v6_best_and_a_norm_it_does_
     assert EXTENSION_LRS == {}  # v7: no edge extension yet (its registered rule would add one here)
     assert ARM_LRS["layernorm"][1] == ARM_LRS["rmsnorm"][1] == 5e-3  # v6's best for both, in the middle
     assert all(keeps({"norm": "prmsnorm", "optim.lr": lr}) for lr in axes["optim.lr"])  # an override's norm: all
+
+
+JITTER = (-0.002, 0.001, 0.0, 0.002, -0.001)  # RMSNorm's offset from its gap, seeds 20–24
+
+
+def norm_rows(gap: float, steps: int) -> list[dict]:
+    """Both norms at every lr of their grid, seeds 20–24, at ``steps``: each best at its grid's middle lr (5e-3,
+    0.2 nats below its neighbours), RMSNorm ``gap`` nats above LayerNorm there and everywhere, ±0.002 apart by seed
+    so the interval has a width; selection loss = judged loss."""
+    rows = []
+    for norm, lrs in ARM_LRS.items():
+        for i, lr in enumerate(lrs):
+            for k, seed in enumerate(range(20, 25)):
+                v = 1.2 + 0.2 * abs(i - 1) + 0.01 * k + (gap + JITTER[k] if norm == "rmsnorm" else 0.0)
+                rows.append({"norm": norm, "optim.lr": str(lr), "train.seed": str(seed), "status": "completed",
+                             "steps": steps, "final_val_loss": v, "select_loss": v, best_lr.SELECTION: v,
+                             "val_quarter_drop": 0.03, "unigram_val_loss": 3.3})
+    return rows
+
+
+@pytest.mark.parametrize(("gap", "half_gap", "verdict"), [
+    (0.003, 0.003, "reproduced"),
+    (0.003, 0.05, "inconclusive (budget-sensitive)"),
+    (0.1, 0.1, "not reproduced"),
+])
+def test_norm_types_v5_reads_the_equivalence_at_t_and_at_half_the_steps(gap, half_gap, verdict, tmp_path):
+    """norm_types' v5 analysis, each norm at its own best lr (inside its grid): RMSNorm 0.003 nats above LayerNorm at
+    T (4000 steps) and T/2 (2000) has its 90% t interval inside ±0.02 at both; 0.05 above at T/2 lies wholly
+    outside the band there while inside at T (budget-sensitive); 0.1 above at both lies outside: refuted."""
+    from normtrain.reproduce.norm_types import NormTypes
+    from normtrain.study.plan import Plan
+    from normtrain.study.verdicts import decide
+
+    exp = NormTypes()
+    rows = norm_rows(gap, 4000) + norm_rows(half_gap, 2000)
+    findings = exp.analyse(rows, Plan(exp.name, "cpu", False, [], {}, tmp_path, tmp_path))
+    assert findings.measured["rms_minus_ln_at_best@half"][""] == pytest.approx(
+        {str(s): half_gap + j for s, j in zip(range(20, 25), JITTER, strict=True)})
+    assert not [k for k in findings.measured if "@alt:" in k]  # no near-tied runner-up: 0.2 nats, no spread
+    assert decide(exp.registration, findings.measured, findings.unit).verdict == verdict

@@ -76,3 +76,47 @@ def test_a_best_stable_lr_without_its_4x_in_the_grid_fails_the_precondition():
     assert found.measured["softcap_minus_qknorm"]["adamw 4×"] == {}  # 0.08 was not run
     edge = best_lr.BestLr("none", LRS, {}, 0.0025)
     assert multiples_in_grid(edge) == 0.0 and multiples_in_grid(best_lr.BestLr("none", LRS, {}, None)) is None
+
+
+def design_rows(gap: float, steps: int) -> list[dict]:
+    """The part of the grid that is run (``in_design``: seeds 5–9, both and QK-Clip 5–7) at ``steps``: every arm's
+    loss is V-shaped around the ``none`` arm's best 1e-2 (0.1 per factor 2), the soft-cap ``gap`` nats above
+    QK-norm, ±0.002 apart by seed; the max logit grows with the lr."""
+    import itertools
+    import math
+
+    jitter = {"5": -0.002, "6": 0.001, "7": 0.0, "8": 0.002, "9": -0.001}
+    base = {"none": 2.0, "qknorm": 1.8, "softcap": 1.8 + gap, "both": 1.79, "qkclip": 1.85}
+    out = []
+    for optim, arm, lr, seed in itertools.product(("adamw", "muon"), AXES, LRS, jitter):
+        c = combo(arm, optim, lr, seed)
+        if not in_design(c, LRS):
+            continue
+        v = base[arm] + abs(math.log2(lr / 0.01)) * 0.1 + 0.01 * int(seed) + (jitter[seed] if arm == "softcap" else 0)
+        out.append({**c, "status": "completed", "steps": steps, "final_val_loss": v, "select_loss": v,
+                    "unigram_val_loss": 3.3, "final_attn_logit_max": 10.0 * lr / 0.01})
+    return out
+
+
+@pytest.mark.parametrize(("gap", "half_gap", "verdict"), [
+    (0.05, 0.05, "reproduced"),
+    (0.05, -0.05, "inconclusive (budget-sensitive)"),
+    (0.0, 0.0, "not reproduced"),
+])
+def test_softcap_vs_qknorm_v5_reads_the_four_conditions_at_t_and_at_half_the_steps(gap, half_gap, verdict, tmp_path):
+    """softcap_vs_qknorm's v5 analysis on the design's grid, the best stable lr 1e-2 (4× of it run): QK-norm 0.05
+    nats below the soft-cap at 2× and 4× under both optimizers, at T (1000 steps) and T/2 (500), puts every 90%
+    interval above 0; 0.05 above it at T/2 refutes the claim there (budget-sensitive); no difference at both
+    leaves intervals below the 0.01 smallest effect: refuted."""
+    from normtrain.study.verdicts import decide
+
+    exp = SoftcapVsQKNorm()
+    full = design_rows(gap, 1000)
+    assert len(full) == 166  # the registration's 166 runs
+    findings = exp.analyse(full + design_rows(half_gap, 500), Plan(exp.name, "cpu", False, [], {}, tmp_path, tmp_path))
+    half = findings.measured["softcap_minus_qknorm@half"]
+    assert set(half) == {"adamw 2×", "adamw 4×", "muon 2×", "muon 4×"}
+    assert half["muon 4×"] == pytest.approx({"5": half_gap - 0.002, "6": half_gap + 0.001, "7": half_gap,
+                                             "8": half_gap + 0.002, "9": half_gap - 0.001})
+    assert not [k for k in findings.measured if "@alt:" in k]  # the runner-up is 0.1 nats behind, with no spread
+    assert decide(exp.registration, findings.measured, findings.unit).verdict == verdict

@@ -108,6 +108,48 @@ def test_a_deep_post_ln_curve_that_no_lr_trains_passes_the_edge_rule_as_flat():
     assert best["post, L=24"].at_edge and inside_or_flat(best, [24]) == {"post, L=24": {best_lr.ALL_SEEDS: 1.0}}
 
 
+def depth_losses(shallow_gap: float, deep_gap: float) -> dict[tuple[str, int, float], list[float]]:
+    """Final losses on v5's grid (ARM_LRS), five seeds: every arm's best at its grid's second lr, Post-LN
+    ``shallow_gap`` nats behind DeepNorm at 6 layers and ``deep_gap`` (+0.01 per seed: a paired spread) at 18, 24."""
+    from normtrain.reproduce.deepnet_depth import ARM_LRS
+
+    bump = (0.1, 0.0, 0.15, 0.3)  # a curve's excess over its best, by its lrs in order
+    losses = {}
+    for p, by_depth in ARM_LRS.items():
+        for d, lrs in by_depth.items():
+            behind = 0.0 if p == "deepnorm" else shallow_gap if d == 6 else deep_gap
+            per_seed = 0.02 if p == "post" and d > 6 else 0.01
+            losses.update({(p, d, lr): [2.2 + behind + bump[i] + per_seed * s for s in range(5)]
+                           for i, lr in enumerate(lrs)})
+    return losses
+
+
+@pytest.mark.parametrize(("shallow_gap", "deep_gap", "half_deep_gap", "verdict"), [
+    (0.05, 0.8, 0.8, "reproduced"),
+    (0.4, 0.4, 0.4, "not reproduced"),
+    (0.05, 0.8, 0.2, "inconclusive (budget-sensitive)"),
+])
+def test_depth_v5_reads_the_depth_interaction_at_t_and_at_half_the_steps(shallow_gap, deep_gap, half_deep_gap,
+                                                                         verdict, tmp_path):
+    """deepnet_depth's v5 analysis, every arm inside its grid and DeepNorm 1.1 nats below the line: a gap that grows
+    by 0.75 from 6 layers, at T and T/2, clears 0.3; a gap of 0.4 at every depth has no interaction (its interval
+    lies below 0.3) though Post-LN is far behind deep; growth 0.15 at T/2 against 0.75 at T flips the call."""
+    from normtrain.reproduce.deepnet_depth import PRIMARY_QUANTITY, Depth
+    from normtrain.study.plan import Plan
+    from normtrain.study.verdicts import decide
+
+    rows = [{**r, "steps": 1000} for r in depth_rows(depth_losses(shallow_gap, deep_gap))]
+    rows += [{**r, "steps": 500} for r in depth_rows(depth_losses(shallow_gap, half_deep_gap))]
+    exp = Depth()
+    findings = exp.analyse(rows, Plan(exp.name, "cpu", False, [], {}, tmp_path, tmp_path))
+    assert set(findings.measured[PRIMARY_QUANTITY + "@half"]) == {"L=18", "L=24"}
+    judged = decide(exp.registration, findings.measured, findings.unit)
+    assert judged.guard.ok and all(c.ok for c in judged.role("precondition"))
+    behind_deep = next(c for c in judged.checks if c.rule.id == "post_fails_deep")  # secondary: reported only
+    assert behind_deep.ok is (deep_gap >= 0.3)
+    assert judged.verdict == verdict
+
+
 def test_lr_sensitivity_flags_a_best_lr_at_the_grid_edge_per_variant_and_depth():
     from normtrain.reproduce.lr_sensitivity import best_by_rule
 
@@ -145,4 +187,50 @@ def test_warmup_v5_reads_the_primary_at_t_and_at_half_the_steps(half_gap, verdic
     exp = Warmup()
     findings = exp.analyse(rows, Plan(exp.name, "cpu", False, [], {}, tmp_path, tmp_path))
     assert "post_cold_minus_warm_at_best@half" in findings.measured
+    assert decide(exp.registration, findings.measured, findings.unit).verdict == verdict
+
+
+def sensitivity_rows(qk_slope: float, steps: int) -> list[dict]:
+    """lr_sensitivity's grid at ``steps``, seeds 6–8: Pre-LN, Pre-LN + QK-norm and Post-LN at the 7 lrs at L = 2 and
+    8, the first two at the top 6 at L = 24. Every curve is V-shaped around 1e-2 (inside the grid), its loss rising
+    by its slope per grid step away from it (Pre-LN 0.3, Post-LN 0.4, QK-norm ``qk_slope`` + 0.01 per seed); ℓ0 5.5."""
+    lrs = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
+    cells = [(v, d) for d in (2, 8) for v in ("pre", "pre+qk", "post")] + [("pre", 24), ("pre+qk", 24)]
+    rows = []
+    for v, d in cells:
+        for i, lr in enumerate(lrs):
+            for k in range(3):
+                if d == 24 and lr < 1e-3:
+                    continue
+                slope = {"pre": 0.3, "post": 0.4}.get(v, qk_slope + 0.01 * (k - 1))
+                loss = 2.0 + 0.3 * (v == "post") + slope * abs(i - 3) + 0.01 * k
+                rows.append({"placement": v.removesuffix("+qk"), "model.qk_norm": str(v == "pre+qk"),
+                             "model.n_layers": str(d), "optim.lr": str(lr), "train.seed": str(6 + k),
+                             "status": "completed", "steps": steps, "final_val_loss": loss, "select_loss": loss,
+                             "initial_val_loss": 5.5, "unigram_val_loss": 3.3, "attn_logit_curve": "",
+                             "final_attn_logit_max": 5.0 if v == "pre+qk" else 1e3 * lr})
+    return rows
+
+
+@pytest.mark.parametrize(("slope", "half_slope", "verdict"), [
+    (0.15, 0.15, "reproduced"),
+    (0.15, 0.45, "inconclusive (budget-sensitive)"),
+    (0.3, 0.3, "not reproduced"),
+])
+def test_lr_sensitivity_v5_reads_the_primary_at_every_depth_at_t_and_at_half_the_steps(slope, half_slope, verdict,
+                                                                                        tmp_path):
+    """lr_sensitivity's v5 analysis: QK-norm's curve half as steep as Pre-LN's at T (1000 steps) and T/2 (500) puts
+    every depth's 90% interval of the sensitivity gap (means 0.26, 0.26, 0.23 nats) above 0; steeper than Pre-LN's
+    at T/2 refutes it there (budget-sensitive); as steep at both leaves intervals below the 0.05 smallest effect."""
+    from normtrain.reproduce.lr_sensitivity import LRSensitivity
+    from normtrain.study.plan import Plan
+    from normtrain.study.verdicts import decide
+
+    exp = LRSensitivity()
+    findings = exp.analyse(sensitivity_rows(slope, 1000) + sensitivity_rows(half_slope, 500),
+                           Plan(exp.name, "cpu", False, [], {}, tmp_path, tmp_path))
+    full, half = (findings.measured["pre_minus_pre_qk_sensitivity" + k] for k in ("", "@half"))
+    assert set(full) == set(half) == {"L=2", "L=8", "L=24"}
+    assert half["L=2"] == pytest.approx({str(6 + k): (0.3 - half_slope - 0.01 * (k - 1)) * 12 / 7 for k in range(3)})
+    assert all(v == {best_lr.ALL_SEEDS: 1.0} for v in findings.measured["best_lr_inside_grid"].values())
     assert decide(exp.registration, findings.measured, findings.unit).verdict == verdict

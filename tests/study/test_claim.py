@@ -93,6 +93,8 @@ def test_a_v5_primary_without_half_budget_values_is_inconclusive_unless_the_regi
     judged = verdict({"gap": seeds(PLANTED)}, no_budget="measured at initialization: no training")
     assert judged.verdict == "reproduced" and judged.v5["budget"] == {
         "not_applicable": "measured at initialization: no training"}
+    empty = verdict({"gap": {"4x": seeds(PLANTED)[""]}, "gap" + HALF: {"4x": {}}})  # the runs T/2 asks for not made
+    assert empty.verdict == claim.BUDGET_UNMEASURED and "no half-budget values at 4x" in empty.why
 
 
 def test_a_diverged_seed_counts_as_infinitely_worse_by_the_sign_test():
