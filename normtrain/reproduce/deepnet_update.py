@@ -102,9 +102,11 @@ def screened_log_ratio(rows, depths, arm) -> dict[str, dict[str, float | None]]:
 
 
 def unsaturated_seeds(rows, depths, arm) -> dict[str, dict[str, float | None]]:
-    """How many seeds per depth pass the screen (one value over all seeds): the interval needs 3."""
-    return {f"L={d}": {ALL_SEEDS: float(sum((g or 0) >= UNSATURATED for g in stats.seeds(
-        rows, growth, placement="post", model__n_layers=d, arm=arm).values()))} for d in depths}
+    """How many seeds per depth the primary reads (one value over all seeds): those that pass the screen and have
+    a DeepNorm partner with a finite update, as the precondition's basis asks; the interval needs 3."""
+    screened = screened_log_ratio(rows, depths, arm)
+    return {cond: {ALL_SEEDS: float(sum(v is not None for v in per_seed.values()))}
+            for cond, per_seed in screened.items()}
 
 
 def ratio_table(rows, depths, arms) -> str:

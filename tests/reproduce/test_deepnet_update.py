@@ -104,3 +104,60 @@ def test_registration_v6_screens_saturated_seeds_one_by_one_and_reads_the_log_ra
     assert found["L=6"] == pytest.approx({"0": math.log(5.0), "1": math.log(5.0), "2": math.log(5.0)})
     assert found["L=24"]["2"] is None and found["L=24"]["0"] == pytest.approx(math.log(5.0))
     assert unsaturated_seeds(rows, [6, 24], SMALL) == {"L=6": {"all seeds": 3.0}, "L=24": {"all seeds": 2.0}}
+
+
+def update_rows(ratio: float, saturated: tuple[int, ...]) -> list[dict]:
+    """Adam 2e-6 runs at v6's depths and seeds (10–14): Post-LN's early update ``ratio`` × DeepNorm's (× 1 + 0.05
+    per seed: a spread for the interval), growing 3× from step 1 to step 3, except the ``saturated`` seeds at 192
+    layers, whose Post-LN update has stopped growing (1.1×) and is no larger than DeepNorm's."""
+    rows = []
+    for p in ("post", "deepnorm"):
+        for d in (6, 24, 96, 192):
+            for s in range(10, 15):
+                flat = p == "post" and d == 192 and s in saturated
+                early = 1e-3 * (1.0 if p == "deepnorm" or flat else ratio * (1 + 0.05 * (s - 10)))
+                rows.append({"placement": p, "optim": "adamw", "optim.lr": "2e-06", "model.n_layers": str(d),
+                             "train.seed": str(s), "status": "completed", "final_val_loss": 4.0, "early": early,
+                             "step1": early / (1.0 if flat else 2.0), "step3": early * (1.1 if flat else 1.5),
+                             "early_sqrt_kl": None, "g0": None, "change_curve": "", "logit_curve": ""})
+    return rows
+
+
+@pytest.mark.parametrize(("ratio", "saturated", "verdict"), [
+    (10.0, (), "reproduced"),
+    (10.0, (12,), "reproduced"),
+    (2.0, (), "not reproduced"),
+    (10.0, (11, 12, 13), "inconclusive (precondition)"),
+])
+def test_registration_v6_reads_the_screened_log_ratio_at_every_depth(ratio, saturated, verdict, tmp_path):
+    """ln(Post-LN / DeepNorm) of about ln 10 at every depth clears ln 3, with no budget to read at T/2 (``no_budget``);
+    a saturated seed with a ratio of 1 is screened out (kept, its ln 1 would leave the interval open); a ratio of 2
+    is refuted (the interval lies below ln 3); three saturated seeds at 192 layers leave 2 < 3: the precondition."""
+    from normtrain.reproduce.deepnet_update import ModelUpdate
+    from normtrain.study.plan import Plan
+    from normtrain.study.verdicts import decide
+
+    exp = ModelUpdate()
+    findings = exp.analyse(update_rows(ratio, saturated), Plan(exp.name, "cpu", False, [], {}, tmp_path, tmp_path))
+    screened = findings.measured["log_post_over_deepnorm_adam_small"]["L=192"]
+    assert [s for s, v in screened.items() if v is None] == [str(s) for s in saturated]
+    assert findings.measured["unsaturated_seeds_adam_small"]["L=192"] == {"all seeds": 5.0 - len(saturated)}
+    judged = decide(exp.registration, findings.measured, findings.unit)
+    assert judged.verdict == verdict
+
+
+def test_the_precondition_counts_the_seeds_the_primary_reads_not_only_those_post_ln_passes(tmp_path):
+    """Three Post-LN seeds pass the screen at 192 layers, but one's DeepNorm partner logged no finite update: the
+    primary reads two, and the precondition (3 seeds) must say so rather than pass on the three."""
+    from normtrain.reproduce.deepnet_update import ModelUpdate
+    from normtrain.study.plan import Plan
+    from normtrain.study.verdicts import decide
+
+    rows = update_rows(10.0, (11, 12))
+    for r in rows:
+        if (r["placement"], r["model.n_layers"], r["train.seed"]) == ("deepnorm", "192", "13"):
+            r["early"] = None
+    exp = ModelUpdate()
+    findings = exp.analyse(rows, Plan(exp.name, "cpu", False, [], {}, tmp_path, tmp_path))
+    assert findings.measured["unsaturated_seeds_adam_small"]["L=192"] == {"all seeds": 2.0}
+    assert decide(exp.registration, findings.measured, findings.unit).verdict == "inconclusive (precondition)"
