@@ -35,6 +35,7 @@ from normtrain.reproduce.gpu_plan import GpuPlan
 from normtrain.reproduce.gpu_scale import ASSUMED_H100, Device
 from normtrain.reproduce.index import update_index
 from normtrain.reproduce.writeup import write
+from normtrain.study.branches import HALF_SUFFIX
 from normtrain.study.grid import Unfinished
 from normtrain.study.plan import SCALES, SEED_AXIS, Plan, expand, seed_list, smoke_settings, sweep_axes
 from normtrain.study.preregistration import analysis_files, declaration, declaration_files
@@ -176,7 +177,8 @@ def gpu_request(name: str, exp, base: list[str], grid: dict[str, list[str]], ove
         raise ReproduceError("--scale gpu plans and runs on a CUDA GPU, and torch sees none here "
                              "(torch.cuda.is_available() is False); --plan-only prints the plan for an H100 "
                              "without running it, and --scale cpu runs here")
-    return gpu_plan.make(name, exp.gpu_recipe, base, grid, exp().keeps_at("gpu"), overrides, budget, device)
+    return gpu_plan.make(name, exp.gpu_recipe, base, grid, exp().keeps_at("gpu"), overrides, budget, device,
+                         exp.half_budget)
 
 
 def validate_plan(plan: Plan, grid: dict[str, list[str]]) -> None:
@@ -252,16 +254,20 @@ def begin_budget(plan: Plan, budget: float) -> None:
     plan.out.mkdir(parents=True, exist_ok=True)
     plan.budget.save(plan.out)
     if plan.runs_dir.is_relative_to(plan.out):  # kept with the results: summaries and metrics, not checkpoints
-        plan.runs_dir.mkdir(parents=True, exist_ok=True)
-        write_text(plan.runs_dir / ".gitignore", "# checkpoints (kept only for a probe) and locks stay out of git\n"
-                                                 "ckpt.pt\nnormtrain.lock\n")
+        for folder in (plan.runs_dir, plan.runs_dir.with_name(plan.runs_dir.name + HALF_SUFFIX)):  # T and T/2 runs
+            folder.mkdir(parents=True, exist_ok=True)
+            write_text(folder / ".gitignore", "# checkpoints (the final one, kept only for a probe, and the one a "
+                                              "T/2 branch leaves from) and locks stay out of git\n"
+                                              "*.pt\nnormtrain.lock\n")
     plan.deadline = gpu_plan.deadline(budget)
     plan.phase(plan.budget.text())
 
 
 def end_budget(plan: Plan, elapsed_s: float, started_at: str) -> None:
     """What this invocation measured, beside the plan's assumptions, into plan.json."""
-    plan.budget.measured = gpu_plan.measured([plan.run_dir(c) for c in plan.combos()], elapsed_s)
+    halves = plan.runs_dir.with_name(plan.runs_dir.name + HALF_SUFFIX)  # the T/2 runs, where the design has them
+    plan.budget.measured = gpu_plan.measured([*(plan.run_dir(c) for c in plan.combos()),
+                                              *(halves / plan.run_dir(c).name for c in plan.combos())], elapsed_s)
     plan.budget.invocations.append({"started_at": started_at, "elapsed_s": round(elapsed_s, 1), "finished": True})
     plan.budget.save(plan.out)
 

@@ -63,6 +63,7 @@ class GpuPlan:
     overrides: list[str]  # the user's overrides the plan was made with
     fits: bool = True  # False: even the lowest rung needs more than the budget (several invocations finish it)
     budget_default: bool = False  # no --budget: DEFAULT_BUDGET_MIN, or the least the lowest rung needs
+    half_share: float = 0.0  # a T/2 run's steps over its T run's (0: no T/2 runs; plans made before them say 0)
     assumptions: list[str] = field(default_factory=lambda: list(ASSUMPTIONS))
     created_at: str = ""
     measured: dict[str, Any] = field(default_factory=dict)
@@ -134,9 +135,11 @@ def growth(cpu: Size, gpu: Size) -> dict[str, float]:
 
 
 def make(name: str, recipe: Recipe, base: list[str], grid: dict[str, list[str]], keep, overrides: list[str],
-         budget_min: float | None, device: Device) -> GpuPlan:
+         budget_min: float | None, device: Device, half_budget: bool = False) -> GpuPlan:
     """The highest rung of the ladder whose estimated wall time fits ``SAFETY`` of the budget (the lowest when
-    none does), with its configs, packing and growth; ``budget_min`` None: :func:`default_budget`."""
+    none does), with its configs, packing and growth; ``budget_min`` None: :func:`default_budget`.
+    ``half_budget``: every run also has its T/2 run (normtrain/study/branches.py), timed as a run of its own for
+    the steps it trains (``half_share`` of the T run's)."""
     from normtrain.config import compose
 
     cpu_plan = Plan(name, "cpu", False, base, grid, Path("."), Path("."), keep=keep)
@@ -147,10 +150,12 @@ def make(name: str, recipe: Recipe, base: list[str], grid: dict[str, list[str]],
     probe = Plan(name, "gpu", False, [*base, *over], {**axes, SEED_AXIS: seeds}, Path("."), Path("."), keep=keep)
     combos = probe.combos()
     sizes = _sizes(probe, combos)
+    share = half_share(probe.compose(combos[0])) if half_budget else 0.0
     defaulted, chosen = budget_min is None, []
     for index, rung in enumerate(rungs):
         runs = [replace(sizes[_key(c)], steps=round(sizes[_key(c)].steps * rung.steps)) for c in combos
                 if c[SEED_AXIS] in seeds[:rung.seeds]]
+        runs += [half_run(r, share) for r in runs] if share else []
         jobs = packing(runs, device, len(runs))
         estimate = wall_s(runs, device, jobs, recipe)
         budget_min = default_budget(estimate) if budget_min is None else budget_min
@@ -165,8 +170,22 @@ def make(name: str, recipe: Recipe, base: list[str], grid: dict[str, list[str]],
                    rung={"index": index, "seeds": rung.seeds, "steps": rung.steps}, base=[*base, *over], grid=axes,
                    jobs=jobs, memory_gib_per_run=round(memory, 2), estimate_s=round(estimate, 1),
                    scale_up=growth(Size.of(cpu_cfg), Size.of(gpu_cfg)), overrides=list(overrides),
-                   fits=estimate <= SAFETY * budget_min * 60, budget_default=defaulted,
+                   fits=estimate <= SAFETY * budget_min * 60, budget_default=defaulted, half_share=round(share, 4),
                    created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+def half_share(cfg) -> float:
+    """The share of a T run's steps its T/2 run trains: from the branch step to T/2 (a WSD decay branch), or T/2
+    whole under another schedule."""
+    from normtrain.study.branches import reproduction_half
+
+    half, branch_step = reproduction_half(cfg)
+    return (half - (branch_step or 0)) / int(cfg.train.max_steps)
+
+
+def half_run(size: Size, share: float) -> Size:
+    """A T run's T/2 run, as the time model sees it: ``share`` of its steps and evaluations, a start of its own."""
+    return replace(size, steps=max(1, round(size.steps * share)), evals=max(1, round(size.evals * share)))
 
 
 def default_budget(lowest_s: float) -> float:
@@ -234,7 +253,8 @@ def measured(run_dirs: list[Path], elapsed_s: float) -> dict[str, Any]:
         s = json.loads(path.read_text())
         t = (s.get("config") or {}).get("train") or {}
         seq = ((s.get("config") or {}).get("model") or {}).get("seq_len") or 0
-        n = (s.get("steps") or 0) * (s.get("global_batch_size") or t.get("batch_size") or 0) * seq
+        trained = (s.get("steps") or 0) - (s.get("resumed_from_step") or 0)  # a T/2 branch: from its branch step
+        n = trained * (s.get("global_batch_size") or t.get("batch_size") or 0) * seq
         if s.get("wall_time_s"):
             rates.append(n / s["wall_time_s"])
             tokens += n
