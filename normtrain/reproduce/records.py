@@ -98,7 +98,7 @@ def result_record(exp: Experiment, plan: Plan, rows: list[dict[str, Any]], findi
         "guard": judged.guard.as_dict() if judged.guard else None,
         "checks": [c.as_dict() for c in judged.checks],
         "cells": stats.cell_counts(rows, axes) if trained else None,
-        "budget": training_budget(plan, rows) if trained else None,
+        "budget": training_budget(plan, rows) if trained and exp.half_budget else None,  # the budgets v5 reads
     }
     analysis_changed_after(record["provenance"], first)
     if judged.protocol >= 4:
