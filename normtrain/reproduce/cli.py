@@ -35,7 +35,7 @@ from normtrain.reproduce.gpu_plan import GpuPlan
 from normtrain.reproduce.gpu_scale import ASSUMED_H100, Device
 from normtrain.reproduce.index import update_index
 from normtrain.reproduce.writeup import write
-from normtrain.study.branches import HALF_SUFFIX
+from normtrain.study.branches import half_runs_dir, half_share
 from normtrain.study.grid import Unfinished
 from normtrain.study.plan import SCALES, SEED_AXIS, Plan, expand, seed_list, smoke_settings, sweep_axes
 from normtrain.study.preregistration import analysis_files, declaration, declaration_files
@@ -254,7 +254,7 @@ def begin_budget(plan: Plan, budget: float) -> None:
     plan.out.mkdir(parents=True, exist_ok=True)
     plan.budget.save(plan.out)
     if plan.runs_dir.is_relative_to(plan.out):  # kept with the results: summaries and metrics, not checkpoints
-        for folder in (plan.runs_dir, plan.runs_dir.with_name(plan.runs_dir.name + HALF_SUFFIX)):  # T and T/2 runs
+        for folder in (plan.runs_dir, half_runs_dir(plan.runs_dir)):  # the T runs and the T/2 runs
             folder.mkdir(parents=True, exist_ok=True)
             write_text(folder / ".gitignore", "# checkpoints (the final one, kept only for a probe, and the one a "
                                               "T/2 branch leaves from) and locks stay out of git\n"
@@ -265,7 +265,7 @@ def begin_budget(plan: Plan, budget: float) -> None:
 
 def end_budget(plan: Plan, elapsed_s: float, started_at: str) -> None:
     """What this invocation measured, beside the plan's assumptions, into plan.json."""
-    halves = plan.runs_dir.with_name(plan.runs_dir.name + HALF_SUFFIX)  # the T/2 runs, where the design has them
+    halves = half_runs_dir(plan.runs_dir)  # the T/2 runs, where the design has them
     plan.budget.measured = gpu_plan.measured([*(plan.run_dir(c) for c in plan.combos()),
                                               *(halves / plan.run_dir(c).name for c in plan.combos())], elapsed_s)
     plan.budget.invocations.append({"started_at": started_at, "elapsed_s": round(elapsed_s, 1), "finished": True})
@@ -353,9 +353,8 @@ def show_cpu_plan(name: str, args: argparse.Namespace) -> CpuEstimate | None:
     rest = split_overrides(sweep_axes(name), args.overrides)
     runs, half = exp.runs_plan(plan), None
     if exp.half_budget:
-        runs, half_plan, full = exp.budgets(runs)
-        branch = half_plan.branch_step or 0
-        half = (half_plan, (full // 2 - branch) / full)
+        runs, half_plan, _ = exp.budgets(runs)
+        half = (half_plan, half_share(runs.compose(runs.combos()[0])))
     found = estimate(runs, committed_runs(plan), rest, exp.keep_checkpoints, half, exp.committed_row)
     if plan.quick is not None:
         found.name = f"{name} --quick ({plan.quick.text()})"

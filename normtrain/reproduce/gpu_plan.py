@@ -34,6 +34,7 @@ from normtrain.reproduce.gpu_scale import (
     packing,
     wall_s,
 )
+from normtrain.study.branches import half_share
 from normtrain.study.plan import SEED_AXIS, Plan, seed_list
 from normtrain.util import markdown
 
@@ -172,15 +173,6 @@ def make(name: str, recipe: Recipe, base: list[str], grid: dict[str, list[str]],
                    scale_up=growth(Size.of(cpu_cfg), Size.of(gpu_cfg)), overrides=list(overrides),
                    fits=estimate <= SAFETY * budget_min * 60, budget_default=defaulted, half_share=round(share, 4),
                    created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-
-
-def half_share(cfg) -> float:
-    """The share of a T run's steps its T/2 run trains: from the branch step to T/2 (a WSD decay branch), or T/2
-    whole under another schedule."""
-    from normtrain.study.branches import reproduction_half
-
-    half, branch_step = reproduction_half(cfg)
-    return (half - (branch_step or 0)) / int(cfg.train.max_steps)
 
 
 def half_run(size: Size, share: float) -> Size:

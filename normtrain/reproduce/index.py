@@ -68,11 +68,11 @@ def budget_cell(result: dict[str, Any]) -> str:
     if "not_applicable" in budget:
         return f"none applies: {budget['not_applicable']}"
     steps = result.get("budget") or {}
-    at = f"T = {steps['steps']} steps" + (f" ({steps['tokens'] / 1e6:.2f}M tokens)" if steps.get("tokens") else "")
-    if not steps.get("steps"):
-        at = "T"
+    at = "T"
+    if steps.get("steps"):
+        at = f"T = {steps['steps']} steps" + (f" ({steps['tokens'] / 1e6:.2f}M tokens)" if steps.get("tokens") else "")
     if not budget:
-        return f"{at}; T/2 not read (the call is open at T)"
+        return f"{at}; T/2 not read (see why)"
     half = f" and T/2 = {steps['half_steps']}" if steps.get("half_steps") else " and T/2"
     failed = [(cond, b) for cond, b in budget.items() if not b.get("ok")]
     if not failed:

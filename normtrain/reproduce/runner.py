@@ -93,7 +93,7 @@ class Experiment:
         t = branches.with_branch_point(runs, branch_step)
         half = branches.branch_plan(t, [*runs.base, f"train.max_steps={steps}", *(
             ["train.keep_ckpt_at=[]", "train.ckpt_format=full"] if branch_step is not None else [])], branch_step,
-            runs.runs_dir.with_name(runs.runs_dir.name + branches.HALF_SUFFIX))
+            branches.half_runs_dir(runs.runs_dir))
         return t, half, full
 
     def measure_both(self, plan: Plan, runs: Plan) -> list[dict[str, Any]]:

@@ -65,6 +65,18 @@ class BranchPlan(Plan):
         return [*own, f"train.resume={ckpt}"]
 
 
+def half_runs_dir(runs_dir: Path) -> Path:
+    """Where a plan's T/2 runs live: beside its T runs' folder, named after it + ``HALF_SUFFIX``."""
+    return runs_dir.with_name(runs_dir.name + HALF_SUFFIX)
+
+
+def half_share(cfg: DictConfig) -> float:
+    """The share of a T run's steps its T/2 run trains: from the branch step to T/2 (a WSD decay branch), or T/2
+    whole under another schedule (the time models of --plan-only and --scale gpu)."""
+    half, branch_step = reproduction_half(cfg)
+    return (half - (branch_step or 0)) / int(cfg.train.max_steps)
+
+
 def is_half_run(run_dir: Path) -> bool:
     """Whether a run folder holds a T/2 run: ``branch_plan``'s runs live in the T runs' folder name + ``_half``."""
     return Path(run_dir).parent.name.endswith(HALF_SUFFIX)

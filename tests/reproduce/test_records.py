@@ -141,3 +141,12 @@ def test_the_index_gives_a_v5_verdict_its_reason_its_budget_and_whose_claim_it_t
     assert rows["admin_output_change"][8:10] == ["none applies: a model measured at initialization",
                                                  "ours (a hypothesis of this project)"]
     assert rows["norm_types"][7:9] == ["–", "– (before v5: one budget)"]
+
+
+def test_a_v5_record_without_its_budget_steps_still_gets_a_budget_cell():
+    """A v5 result written before result.json recorded its steps (or a design without T/2 runs) says T alone."""
+    from normtrain.reproduce.index import budget_cell
+
+    record = {"protocol": 5, "v5": {"budget": {"": {"call_half": "holds", "ok": True}}}}
+    assert budget_cell(record) == "T: the same call at T and T/2, and one doubling past T, extrapolated"
+    assert budget_cell({"protocol": 5, "v5": {"budget": {}}}) == "T; T/2 not read (see why)"
