@@ -89,7 +89,8 @@ def committed_times(path: Path, axes: list[str], steps: int | None = None,
                     translate: Translate | None = None) -> dict[tuple[str, ...], float]:
     """Each grid point's median own wall time (seconds) over its committed runs; {} without a runs.csv. ``steps``:
     today's run length, to which each committed run's time is scaled from its own (the last step of its
-    validation curve; a run's time is about linear in its steps); ``translate``: an experiment's mapping of an
+    validation curve less its first, so a T/2 decay branch counts the steps it trained; a run's time is about linear
+    in its steps); ``translate``: an experiment's mapping of an
     earlier design's row onto today's axes (None drops the row)."""
     return {k: statistics.median(v) for k, v in _committed(path, axes, steps, translate).items()}
 
@@ -112,22 +113,23 @@ def _committed(path: Path, axes: list[str], steps: int | None = None, translate:
 
 
 def _length_ratio(row: dict[str, str], steps: int | None) -> float:
-    """Today's steps over the committed run's (1 when either is unknown)."""
+    """Today's steps over those the committed run trained (1 when either is unknown)."""
     ran = _ran(row)
     return steps / ran if steps and ran > 0 else 1.0
 
 
 def _ran(row: dict[str, str]) -> float:
-    """A committed run's length: the last step of its validation curve (0 when it has none)."""
-    last = (row.get("val_curve") or "").split()[-1:]
+    """The steps a committed run trained: its validation curve's last step less its first (0 when it has none). A
+    T/2 decay branch's curve starts at its branch step, and its wall time is that of the steps it trained."""
+    points = (row.get("val_curve") or "").split()
     try:
-        return float(last[0].split(":")[0]) if last else 0.0
+        return float(points[-1].split(":")[0]) - float(points[0].split(":")[0]) if points else 0.0
     except ValueError:
         return 0.0
 
 
 def committed_lengths(path: Path) -> list[float]:
-    """The lengths of the committed runs (for the estimate's caveat when today's differ)."""
+    """The steps the committed runs trained (for the estimate's caveat when today's differ)."""
     if not path.is_file():
         return []
     with path.open(newline="") as f:
@@ -191,8 +193,8 @@ def estimate(plan: Plan, committed: Path, extra_overrides: list[str], keep_check
         caveats.append(f"The {len(half_plan.combos())} T/2 runs (decay branches or whole runs) are timed as "
                        f"{share:.0%} of their T run's time, their share of its steps (their start-up not counted)")
     if steps and (lengths := committed_lengths(committed)) and lengths != [float(steps)]:
-        caveats.append(f"The committed runs ran {', '.join(f'{n:g}' for n in lengths)} steps; their times are scaled "
-                       f"to today's {steps}")
+        caveats.append(f"The committed runs trained {', '.join(f'{n:g}' for n in lengths)} steps; their times are "
+                       f"scaled to today's {steps}")
     if by_neighbour:
         caveats.append(f"{by_neighbour} run(s) at a grid point with no committed run timed by the committed runs "
                        "at the point's other learning rates or warm-ups")

@@ -115,4 +115,24 @@ def test_committed_runs_of_another_length_are_scaled_to_todays_steps_and_say_so(
             w.writerow({**c, "status": "completed", "wall_time_s": 100.0, "val_curve": "0:5.5 500:3.0 1000:2.5"})
     found = estimate(plan, out / "runs.csv", [])
     assert found.own_s == pytest.approx(len(combos) * 200.0)  # today's runs are 2000 steps: twice as long
-    assert "ran 1000 steps; their times are scaled to today's 2000" in found.text()
+    assert "trained 1000 steps; their times are scaled to today's 2000" in found.text()
+
+
+def test_a_committed_decay_branch_is_timed_by_the_steps_it_trained(tmp_path):
+    """A v5 runs.csv holds the T runs (0 to 2000) and their T/2 decay branches (800 to 1000, a tenth of the
+    time): a branch's 18 s is 200 steps, so both time a 2000-step run at 180 s, not the branch at 36 s."""
+    out = tmp_path / "xiong_warmup"
+    plan = make_plan("xiong_warmup", out=out, runs_dir=tmp_path / "runs", progress=False, jobs=2)
+    combos = plan.combos()
+    out.mkdir(parents=True)
+    with (out / "runs.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=[*combos[0], "status", "wall_time_s", "val_curve", "steps"])
+        w.writeheader()
+        for c in combos:
+            w.writerow({**c, "status": "completed", "wall_time_s": 180.0, "val_curve": "0:5.5 1000:3.0 2000:2.5",
+                        "steps": 2000})
+            w.writerow({**c, "status": "completed", "wall_time_s": 18.0, "val_curve": "800:2.7 900:2.6 1000:2.58",
+                        "steps": 1000})
+    found = estimate(plan, out / "runs.csv", [])
+    assert found.own_s == pytest.approx(len(combos) * 180.0)
+    assert "trained 200, 2000 steps" in found.text()
