@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from normtrain.data.tokenizer import workers
-from normtrain.reproduce import gpu_plan, marks
+from normtrain.reproduce import carry, gpu_plan, marks
 from normtrain.reproduce import quick as quick_mode
 from normtrain.reproduce.catalog import EXPERIMENTS
 from normtrain.reproduce.cpu_estimate import NOT_COUNTED, RUNS_CSV, CpuEstimate, estimate, total_text
@@ -35,12 +35,11 @@ from normtrain.reproduce.gpu_plan import GpuPlan
 from normtrain.reproduce.gpu_scale import ASSUMED_H100, Device
 from normtrain.reproduce.index import update_index
 from normtrain.reproduce.writeup import write
-from normtrain.study.branches import half_runs_dir, half_share
+from normtrain.study.branches import half_share
 from normtrain.study.grid import Unfinished
 from normtrain.study.plan import SCALES, SEED_AXIS, Plan, expand, seed_list, smoke_settings, sweep_axes
 from normtrain.study.preregistration import analysis_files, declaration, declaration_files
 from normtrain.study.provenance import plan_folders, refuse_mixed, refuse_stale
-from normtrain.util.atomic import write_text
 from normtrain.util.errors import StudyError
 
 PROG = "normtrain-reproduce"
@@ -222,15 +221,17 @@ def reproduce(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
     if result_run and record.get("dirty") is not False:
         print(f"{PROG}: warning: the checks of {name} ({', '.join(record['files'])}) are not committed; the "
               "result will say so", file=sys.stderr)
+    if result_run and scale == "cpu":
+        carry.restore(plan)  # the finished runs an earlier machine packed (--pack), before any is trained
     if exp.registration.protocol >= 5 and result_run and not fresh:  # v5: one training code, refused up front
         refuse_stale(plan_folders(plan), code["training_code_digest"], "--fresh trains them again, or --runs-dir")
     started, started_at = time.time(), datetime.now(timezone.utc).isoformat(timespec="seconds")
     if plan.budget is not None:
-        begin_budget(plan, budget if budget is not None else plan.budget.budget_min)
+        gpu_plan.begin_budget(plan, budget if budget is not None else plan.budget.budget_min)
     try:
         rows = exp.measure(plan)
     except Unfinished as err:
-        return unfinished(plan, err, time.time() - started, started_at)
+        return gpu_plan.unfinished(plan, err, time.time() - started, started_at)
     if exp.registration.protocol >= 5 and result_run:
         code["runs_code"] = refuse_mixed(rows, allow_dirty, str(plan.runs_dir))
     plan.phase("analysing the runs")
@@ -238,48 +239,15 @@ def reproduce(name: str, scale: str = "cpu", seeds: int | None = None, smoke: bo
     timing = {"wall_time_s": time.time() - started, "reused_run_time_s": plan.reused_s, "jobs": plan.jobs,
               "run_time_s": sum(r.get("wall_time_s") or 0.0 for r in rows)}
     if plan.budget is not None:
-        end_budget(plan, timing["wall_time_s"], started_at)
+        gpu_plan.end_budget(plan, timing["wall_time_s"], started_at)
     plan.phase(f"writing {plan.out}")
     readme = write(exp, plan, rows, findings, timing=timing, device=device_name(plan.compose(plan.combos()[0])),
                    declared=record, code=code, started_at=started_at)
     if result_run:
+        carry.drop(plan.out)
         update_index(plan.out.parent / "README.md", order=list(EXPERIMENTS))
     result = json.loads((plan.out / "result.json").read_text())
     return {**result, "readme": readme}
-
-
-def begin_budget(plan: Plan, budget: float) -> None:
-    """The GPU plan is saved before any run (a later invocation continues it), and this invocation stops starting
-    runs when its own budget is spent."""
-    plan.out.mkdir(parents=True, exist_ok=True)
-    plan.budget.save(plan.out)
-    if plan.runs_dir.is_relative_to(plan.out):  # kept with the results: summaries and metrics, not checkpoints
-        for folder in (plan.runs_dir, half_runs_dir(plan.runs_dir)):  # the T runs and the T/2 runs
-            folder.mkdir(parents=True, exist_ok=True)
-            write_text(folder / ".gitignore", "# checkpoints (the final one, kept only for a probe, and the one a "
-                                              "T/2 branch leaves from) and locks stay out of git\n"
-                                              "*.pt\nnormtrain.lock\n")
-    plan.deadline = gpu_plan.deadline(budget)
-    plan.phase(plan.budget.text())
-
-
-def end_budget(plan: Plan, elapsed_s: float, started_at: str) -> None:
-    """What this invocation measured, beside the plan's assumptions, into plan.json."""
-    halves = half_runs_dir(plan.runs_dir)  # the T/2 runs, where the design has them
-    plan.budget.measured = gpu_plan.measured([*(plan.run_dir(c) for c in plan.combos()),
-                                              *(halves / plan.run_dir(c).name for c in plan.combos())], elapsed_s)
-    plan.budget.invocations.append({"started_at": started_at, "elapsed_s": round(elapsed_s, 1), "finished": True})
-    plan.budget.save(plan.out)
-
-
-def unfinished(plan: Plan, err: Unfinished, elapsed_s: float, started_at: str) -> dict[str, Any]:
-    """The budget ran out first: the invocation is recorded in plan.json and the next one continues."""
-    plan.budget.invocations.append({"started_at": started_at, "elapsed_s": round(elapsed_s, 1), "finished": False,
-                                    "runs_done": err.done, "runs": err.total})
-    plan.budget.save(plan.out)
-    key = (f"{err.done} of {err.total} runs done when this invocation's budget ran out; run the same command again "
-           "to continue the plan")
-    return {"verdict": "unfinished", "key": key, "wall_time_s": elapsed_s, "readme": plan.out / "plan.json"}
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -301,6 +269,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="print the plan and exit: at cpu the runs, those already finished, and the time the rest "
                         "take by the committed runs' own times; at gpu a table of the plan (without a GPU: for an "
                         "assumed H100)")
+    p.add_argument("--pack", action="store_true", help="--scale cpu: pack the runs folder's finished runs (no "
+                   "checkpoints) into experiments/NAME/unfinished_runs.tar.xz and exit; committed, the next "
+                   "invocation on a fresh machine restores them (normtrain/reproduce/carry.py)")
     p.add_argument("--json", action="store_true", help="--plan-only --scale gpu: the whole plan as JSON (what "
                                                        "plan.json will hold) instead of the table")
     p.add_argument("--seeds", type=int, default=None, help="seeds per configuration (default: the experiment's)")
@@ -322,13 +293,32 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def show_plan(name: str, args: argparse.Namespace) -> CpuEstimate | Plan | None:
-    """--plan-only: nothing run or written. At --scale cpu the runs and the time they will take (returned, for
-    'all' to add up); at gpu the plan, returned for ``main`` to print in one table (or as JSON)."""
+    """--plan-only: nothing run or written (but a pack of finished runs restored, as a run would). At --scale cpu
+    the runs and the time they will take (returned, for 'all' to add up); at gpu the plan, returned for ``main`` to
+    print in one table (or as JSON)."""
     if args.scale == "cpu":
         return show_cpu_plan(name, args)
     plan = make_plan(name, "gpu", args.seeds, args.smoke, args.overrides, args.out, args.runs_dir, args.fresh,
                      False, args.jobs, args.budget, None if Device.detect() else ASSUMED_H100, args.quick)
     return plan
+
+
+def pack_runs(name: str, args: argparse.Namespace) -> None:
+    """--pack: the runs folder's finished runs into the results folder's pack (normtrain/reproduce/carry.py)."""
+    if args.scale != "cpu" or args.smoke or args.quick:
+        raise ReproduceError("--pack carries a CPU result's runs; --scale gpu keeps them in the results folder "
+                             "(commit runs/), and --smoke or --quick runs are not a result")
+    exp, plan = EXPERIMENTS[name](), make_plan(name, "cpu", args.seeds, False, args.overrides, args.out,
+                                               args.runs_dir, False, False, args.jobs)
+    if exp.keep_checkpoints:
+        raise ReproduceError(f"{name}'s analysis reads its runs' checkpoints (a probe, a scoring), which a pack "
+                             "leaves behind; it has to run whole on one machine")
+    runs = exp.runs_plan(plan)
+    branch_step = exp.budgets(runs)[1].branch_step if exp.half_budget else None
+    try:
+        print(carry.pack(runs, exp.half_budget, branch_step))
+    except carry.PackError as err:
+        raise ReproduceError(str(err)) from None
 
 
 def print_gpu_plans(plans: list[Plan], as_json: bool) -> None:
@@ -346,6 +336,8 @@ def show_cpu_plan(name: str, args: argparse.Namespace) -> CpuEstimate | None:
     """The CPU plan's runs, those a rerun reuses, and the time the rest take by the committed runs' own times."""
     plan = make_plan(name, "cpu", args.seeds, args.smoke, args.overrides, args.out, args.runs_dir, args.fresh,
                      False, args.jobs, quick=args.quick)
+    if not (args.smoke or args.quick) and carry.restore(plan):  # as the run itself would, so that they count
+        print(f"{name}: finished runs restored from {plan.out / carry.PACK} into {plan.runs_dir}")
     if args.smoke:
         print(f"{name} --smoke: {len(plan.combos())} runs of a few steps each, under a minute in all")
         return None
@@ -377,8 +369,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     estimates = []
     for name in names:
         try:
-            if args.plan_only:
-                estimates.append(show_plan(name, args))
+            if args.plan_only or args.pack:
+                estimates.append(pack_runs(name, args) if args.pack else show_plan(name, args))
                 continue
             result = reproduce(name, args.scale, args.seeds, args.smoke, args.overrides, args.out, args.runs_dir,
                                args.fresh, not args.no_progress, args.jobs, args.budget, quick=args.quick,

@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from normtrain.reproduce.gpu_scale import (
     ASSUMPTIONS,
@@ -34,9 +34,13 @@ from normtrain.reproduce.gpu_scale import (
     packing,
     wall_s,
 )
-from normtrain.study.branches import half_share
+from normtrain.study.branches import half_runs_dir, half_share
 from normtrain.study.plan import SEED_AXIS, Plan, seed_list
 from normtrain.util import markdown
+from normtrain.util.atomic import write_text
+
+if TYPE_CHECKING:
+    from normtrain.study.grid import Unfinished
 
 PLAN_JSON = "plan.json"
 DEFAULT_BUDGET_MIN = 8.0  # minutes on one H100/H200: the default where the lowest rung fits in it
@@ -265,3 +269,37 @@ def deadline(budget_min: float) -> float:
 
 def invocations_needed(plan: GpuPlan) -> int:
     return max(1, math.ceil(plan.estimate_s / (SAFETY * plan.budget_min * 60)))
+
+
+def begin_budget(plan: Plan, budget: float) -> None:
+    """The GPU plan is saved before any run (a later invocation continues it), and this invocation stops starting
+    runs when its own budget is spent."""
+    plan.out.mkdir(parents=True, exist_ok=True)
+    plan.budget.save(plan.out)
+    if plan.runs_dir.is_relative_to(plan.out):  # kept with the results: summaries and metrics, not checkpoints
+        for folder in (plan.runs_dir, half_runs_dir(plan.runs_dir)):  # the T runs and the T/2 runs
+            folder.mkdir(parents=True, exist_ok=True)
+            write_text(folder / ".gitignore", "# checkpoints (the final one, kept only for a probe, and the one a "
+                                              "T/2 branch leaves from) and locks stay out of git\n"
+                                              "*.pt\nnormtrain.lock\n")
+    plan.deadline = deadline(budget)
+    plan.phase(plan.budget.text())
+
+
+def end_budget(plan: Plan, elapsed_s: float, started_at: str) -> None:
+    """What this invocation measured, beside the plan's assumptions, into plan.json."""
+    halves = half_runs_dir(plan.runs_dir)  # the T/2 runs, where the design has them
+    plan.budget.measured = measured([*(plan.run_dir(c) for c in plan.combos()),
+                                              *(halves / plan.run_dir(c).name for c in plan.combos())], elapsed_s)
+    plan.budget.invocations.append({"started_at": started_at, "elapsed_s": round(elapsed_s, 1), "finished": True})
+    plan.budget.save(plan.out)
+
+
+def unfinished(plan: Plan, err: Unfinished, elapsed_s: float, started_at: str) -> dict[str, Any]:
+    """The budget ran out first: the invocation is recorded in plan.json and the next one continues."""
+    plan.budget.invocations.append({"started_at": started_at, "elapsed_s": round(elapsed_s, 1), "finished": False,
+                                    "runs_done": err.done, "runs": err.total})
+    plan.budget.save(plan.out)
+    key = (f"{err.done} of {err.total} runs done when this invocation's budget ran out; run the same command again "
+           "to continue the plan")
+    return {"verdict": "unfinished", "key": key, "wall_time_s": elapsed_s, "readme": plan.out / "plan.json"}

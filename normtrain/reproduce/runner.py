@@ -33,6 +33,7 @@ from normtrain.study.rows import (  # noqa: F401 (the experiments import them fr
     run_row,
 )
 
+PAIRS_AT_ONCE = 3  # T runs per job in one group of ``train_in_pairs`` (a pool of workers starts per group)
 PLACEMENT_ORDER = ("post", "pre", "deepnorm", "peri", "reorder", "mix", "subln", "admin", "rezero",
                    "none")  # the order of rows and lines in every table and figure
 
@@ -100,8 +101,10 @@ class Experiment:
         """``half_budget``: every run at T, then at T/2 (``budgets``); each row says its budget (``steps``). A T run
         that diverged before the branch step counts as diverged at T/2 too."""
         t, half, full = self.budgets(runs)
-        steps = full // 2
+        steps, reused = full // 2, None
         try:
+            if plan.scale == "cpu" and half.branch_step is not None:
+                reused = self.train_in_pairs(t, half)
             t_rows = [{**r, branches.STEPS: full} for r in self.train_rows(t)]
             axes = list(runs.grid)
             gone = branches.gone_before_branch(t_rows, axes, half.branch_step)
@@ -109,7 +112,27 @@ class Experiment:
             lost = [{**dict(p), "status": "diverged", "final_val_loss": math.inf} for p in sorted(gone)]
             return t_rows + [{**r, branches.STEPS: steps} for r in half_rows + lost]
         finally:
-            plan.reused_s = t.reused_s + half.reused_s
+            plan.reused_s = t.reused_s + half.reused_s if reused is None else reused
+
+    def train_in_pairs(self, t: Plan, half: branches.BranchPlan) -> float:
+        """The T runs ``PAIRS_AT_ONCE`` per job at a time, each group's T/2 branches right after: a CPU session
+        that ends mid-grid leaves finished pairs, which ``--pack`` carries to the next machine in git
+        (normtrain/reproduce/carry.py), not T runs whose branches need a checkpoint the next machine lacks (at
+        --scale gpu the runs stay in the results folder, and the plan's time model assumes one pool a phase). The
+        runs reused from an earlier invocation: their own time."""
+        combos, axes = t.combos(), list(t.grid)
+        size, reused = PAIRS_AT_ONCE * max(1, t.jobs), 0.0
+        for start in range(0, len(combos), size):
+            points = {branches.point(c, axes) for c in combos[start:start + size]}
+            if len(combos) > size:
+                t.phase(f"runs {start + 1}–{start + len(points)} of {len(combos)} at T, then their T/2 branches")
+            part_t, part_half = branches.only(t, points), branches.only(half, points)
+            done = train_grid(part_t, self.keep_checkpoints)
+            gone = branches.gone_before_branch([{**c, "status": run.status, "diverged_at_step": run.summary.get(
+                "diverged_at_step")} for c, run in done], axes, half.branch_step)
+            train_grid(branches.skipping(part_half, gone), self.keep_checkpoints)
+            reused += part_t.reused_s + part_half.reused_s
+        return reused
 
     def train_rows(self, runs: Plan) -> list[dict[str, Any]]:
         """Train ``runs`` (the T runs of a ``half_budget`` experiment) and give one row per run; an experiment that

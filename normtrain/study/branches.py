@@ -109,6 +109,17 @@ def point(row: dict, axes: list[str]) -> tuple:
     return tuple((a, str(row[a])) for a in axes)
 
 
+def only(plan: Plan, points: set[tuple]) -> Plan:
+    """A copy of ``plan`` (a T plan or a ``BranchPlan``) that runs only the grid points in ``points``, counting its
+    own reused time."""
+    import copy
+
+    part, keep, axes = copy.copy(plan), plan.keep, list(plan.grid)
+    part.keep = lambda c: (keep is None or keep(c)) and point(c, axes) in points
+    part.reused_s = 0.0
+    return part
+
+
 def skipping(half: BranchPlan, gone: set[tuple]) -> BranchPlan:
     """``half`` without the grid points in ``gone``."""
     keep, axes = half.keep, list(half.grid)

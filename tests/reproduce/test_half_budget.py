@@ -41,3 +41,33 @@ def test_every_run_is_measured_at_both_budgets_and_the_half_is_a_branch(text_cor
     stamps = {p: p.stat().st_mtime_ns for p in tmp_path.glob("runs*/*/summary.json")}
     again = Toy().measure(plan)  # everything finished: reused
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps and len(again) == 8 and plan.reused_s > 0
+
+
+@pytest.mark.slow
+def test_branches_follow_their_t_runs_and_a_packed_grid_trains_only_what_the_pack_lacks(text_corpus, tmp_path):
+    from normtrain.reproduce import carry
+    from normtrain.reproduce.runner import PAIRS_AT_ONCE
+
+    base = [*BASE, "data=local_text", f"data.path={text_corpus}"]
+    seeds = [str(s) for s in range(PAIRS_AT_ONCE + 1)]  # one group of PAIRS_AT_ONCE pairs (jobs 1), then one more
+    plan = Plan("toy", "cpu", False, base, {"optim.lr": ["1e-3"], "train.seed": seeds}, tmp_path / "runs",
+                tmp_path / "out", progress=False)
+    Toy().measure(plan)
+    written = {(part, p.parent.name): p.stat().st_mtime_ns for part in ("runs", "runs_half")
+               for p in (tmp_path / part).glob("*/summary.json")}
+    first, last = plan.run_dir(plan.combos()[0]).name, plan.run_dir(plan.combos()[-1]).name
+    assert written["runs_half", first] < written["runs", last]  # the first group's branches before the last T run
+    (tmp_path / "runs_half" / last / "summary.json").unlink()  # the session ended before the last branch finished
+    assert carry.pack(plan, True, branches.reproduction_half(plan.compose(plan.combos()[0]))[1])
+    fresh = Plan("toy", "cpu", False, base, dict(plan.grid), tmp_path / "machine2" / "runs", tmp_path / "out",
+                 progress=False)
+    assert carry.restore(fresh) == 2 * PAIRS_AT_ONCE  # the finished pairs; the last T run waits for its branch
+    assert not list((tmp_path / "machine2").glob("**/*.pt"))
+    restored = {p: p.stat().st_mtime_ns for p in (tmp_path / "machine2").glob("*/*/summary.json")}
+    rows = Toy().measure(fresh)
+    assert len(rows) == 2 * len(seeds) and all(r["status"] == "completed" for r in rows)
+    assert {p: p.stat().st_mtime_ns for p in restored} == restored and fresh.reused_s > 0  # reused, not retrained
+    assert (tmp_path / "machine2" / "runs_half" / last / "summary.json").is_file()  # the missing pair, trained here
+    summaries = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/summary.json")]
+    original = {str(s["config"]["train"]["seed"]): s["final_val_loss"] for s in summaries}
+    assert {r["train.seed"]: r["final_val_loss"] for r in rows if r[branches.STEPS] == 24} == original

@@ -1,0 +1,107 @@
+"""Finished runs carried to the next machine in git, for a CPU reproduction longer than one session.
+
+A session's machine is wiped when it ends, and with it ``multirun/``: an experiment that needs more than the
+session's hours would start again from nothing. ``normtrain-reproduce NAME --pack`` writes the finished runs'
+summaries and logs (never checkpoints) into ``experiments/NAME/unfinished_runs.tar.xz`` (a few MB); committed, the
+next invocation on a fresh machine restores them into its runs folder before it trains, reuses them like any
+finished run (the config and the training code are checked as always: normtrain/study/grid.py, provenance.py),
+and deletes the pack when the experiment's result is written. A T run goes into the pack only with its T/2 branch
+finished, because the branch leaves from a checkpoint that stays behind; the runner trains the T runs a few at a
+time with their branches right after (``Experiment.train_in_pairs``), so a session's end leaves finished pairs.
+"""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+from normtrain.study.branches import half_runs_dir
+from normtrain.study.plan import Plan
+
+PACK = "unfinished_runs.tar.xz"  # in the results folder
+LEFT_BEHIND = (".pt", ".lock")  # checkpoints (too large for git; a restored run is reused, not resumed) and locks
+PARTS = ("T", "half")  # the pack's two folders: the T runs and their T/2 runs
+
+
+class PackError(ValueError):
+    """The experiment or the request cannot be packed: said in one message (exit 2)."""
+
+
+def status_of(folder: Path) -> dict | None:
+    """A run folder's summary when the run finished (completed or diverged), else None."""
+    try:
+        summary = json.loads((folder / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return summary if summary.get("status") in ("completed", "diverged") else None
+
+
+def packable(plan: Plan, half_budget: bool, branch_step: int | None) -> list[tuple[str, Path]]:
+    """The finished run folders worth carrying, as (part, folder): every finished T/2 run, and each finished T run
+    whose T/2 branch no longer needs its checkpoint (the branch finished, or the T run diverged at or before the
+    branch step, so that it has none). Without a branch (T/2 runs trained whole, or no T/2 at all) every finished
+    run."""
+    found = []
+    for combo in plan.combos():
+        t_dir = plan.run_dir(combo)
+        h_dir = half_runs_dir(plan.runs_dir) / t_dir.name
+        t, h = status_of(t_dir), status_of(h_dir) if half_budget else None
+        gone_early = t is not None and t.get("status") == "diverged" and (
+            t.get("diverged_at_step") or 0) <= (branch_step or 0)
+        if t is not None and (not half_budget or branch_step is None or h is not None or gone_early):
+            found.append(("T", t_dir))
+        if h is not None:
+            found.append(("half", h_dir))
+    return found
+
+
+def pack(plan: Plan, half_budget: bool, branch_step: int | None) -> str:
+    """Write ``PACK`` in the results folder from ``plan``'s finished runs (replacing an earlier pack); the line to
+    print."""
+    found = packable(plan, half_budget, branch_step)
+    if not found:
+        raise PackError(f"{plan.runs_dir} holds no finished run of {plan.name} to pack (a T run counts once its T/2 "
+                        "branch has finished); --runs-dir names another runs folder")
+    plan.out.mkdir(parents=True, exist_ok=True)
+    target, partial = plan.out / PACK, plan.out / (PACK + ".partial")
+    with tarfile.open(partial, "w:xz") as tar:
+        for part, folder in found:
+            for file in sorted(f for f in folder.iterdir() if f.is_file() and f.suffix not in LEFT_BEHIND):
+                tar.add(file, arcname=f"{part}/{folder.name}/{file.name}")
+    partial.replace(target)  # a pack half written is never the one committed
+    runs = len(plan.combos()) * (2 if half_budget else 1)
+    return (f"{plan.name}: {len(found)} of {runs} runs packed into {target} ({target.stat().st_size / 1e6:.1f} MB, "
+            "no checkpoints): commit it, and the next invocation restores them before it trains")
+
+
+def restore(plan: Plan) -> int:
+    """Unpack ``PACK`` from the results folder into the runs folders, where a run's folder holds no finished run
+    already (a finished run is never overwritten; an unfinished one's leftovers are); how many runs were restored."""
+    import shutil
+
+    source = plan.out / PACK
+    if plan.fresh or not source.is_file():
+        return 0
+    places = {"T": plan.runs_dir, "half": half_runs_dir(plan.runs_dir)}
+    with tarfile.open(source, "r:xz") as tar:
+        runs: dict[tuple[str, str], list[tarfile.TarInfo]] = {}
+        for m in tar.getmembers():
+            part, *rest = m.name.split("/")
+            if part not in places or len(rest) != 2 or not m.isfile() or rest[0] in ("", ".", ".."):
+                raise PackError(f"{source}: {m.name!r} is not a run file that --pack writes; delete the pack, or "
+                                "pack the runs again with --pack")
+            runs.setdefault((part, rest[0]), []).append(m)
+        todo = [(part, folder) for part, folder in sorted(runs) if status_of(places[part] / folder) is None]
+        for part, folder in todo:
+            shutil.rmtree(places[part] / folder, ignore_errors=True)
+            for m in runs[part, folder]:
+                m.name = m.name.split("/", 1)[1]  # FOLDER/FILE, under the part's runs folder
+                tar.extract(m, places[part], filter="data")
+    plan.phase(f"{len(todo)} finished run(s) restored from {source}, {len(runs) - len(todo)} already here")
+    return len(todo)
+
+
+def drop(out: Path) -> None:
+    """The experiment's result is written: its runs.csv holds every run, so the pack goes (its commit removes it)."""
+    (out / PACK).unlink(missing_ok=True)

@@ -1,0 +1,88 @@
+"""Finished runs carried to a fresh machine in git (normtrain/reproduce/carry.py): a T run travels only with its
+finished T/2 branch, nothing finished is overwritten, no checkpoint goes into the pack, and a restored grid trains
+only what the pack lacked."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+
+import pytest
+
+from normtrain.reproduce import carry
+from normtrain.reproduce.cli import main
+from normtrain.study.branches import half_runs_dir
+from normtrain.study.plan import Plan
+
+
+def plan_at(tmp_path, seeds=("0", "1", "2", "3")) -> Plan:
+    return Plan("toy", "cpu", False, [], {"optim.lr": ["1e-3"], "train.seed": list(seeds)}, tmp_path / "runs",
+                tmp_path / "out", progress=False)
+
+
+def finish(folder, status="completed", **extra) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "summary.json").write_text(json.dumps({"status": status, **extra}))
+    (folder / "metrics.jsonl").write_text('{"step": 0, "val/loss": 5.5}\n')
+    (folder / "ckpt_step10.pt").write_bytes(b"weights")
+
+
+def test_a_t_run_is_packed_only_once_its_branch_no_longer_needs_its_checkpoint(tmp_path):
+    plan = plan_at(tmp_path)
+    t = [plan.run_dir(c) for c in plan.combos()]
+    half = [half_runs_dir(plan.runs_dir) / f.name for f in t]
+    finish(t[0])  # a finished pair
+    finish(half[0])
+    finish(t[1])  # its branch not trained yet: it needs t[1]'s checkpoint, which stays behind
+    finish(t[2], "diverged", diverged_at_step=4)  # gone before the branch step: no branch to wait for
+    finish(t[3], "diverged", diverged_at_step=40)  # gone after it: its branch still needs the checkpoint
+    assert carry.packable(plan, True, 10) == [("T", t[0]), ("half", half[0]), ("T", t[2])]
+    assert [f for _, f in carry.packable(plan, False, None)] == t  # no T/2 runs: every finished run
+    carry.pack(plan, True, 10)
+    with tarfile.open(plan.out / carry.PACK) as tar:
+        names = tar.getnames()
+    assert not any(n.endswith(".pt") for n in names)
+    assert sorted(names) == sorted(f"{part}/{f.name}/{file}" for part, f in (("T", t[0]), ("half", half[0]),
+                                                                             ("T", t[2]))
+                                   for file in ("metrics.jsonl", "summary.json"))
+
+
+def test_restore_fills_missing_and_unfinished_runs_and_never_overwrites_a_finished_one(tmp_path):
+    packed = plan_at(tmp_path / "a")
+    for c in packed.combos():
+        finish(packed.run_dir(c), wall_time_s=1.0)
+    carry.pack(packed, False, None)
+    plan = plan_at(tmp_path / "b")
+    plan.out = packed.out
+    folders = [plan.run_dir(c) for c in plan.combos()]
+    finish(folders[0], note="trained here")  # finished here: kept as it is
+    folders[1].mkdir(parents=True)
+    (folders[1] / "metrics.jsonl").write_text("half a run\n")  # killed mid-way here: replaced
+    assert carry.restore(plan) == 3
+    assert json.loads((folders[0] / "summary.json").read_text())["note"] == "trained here"
+    assert all(carry.status_of(f) for f in folders) and (folders[1] / "metrics.jsonl").read_text().startswith("{")
+    assert carry.restore(plan) == 0  # all here now
+    plan.fresh = True
+    assert carry.restore(plan) == 0  # --fresh trains them again
+    carry.drop(plan.out)
+    assert not (plan.out / carry.PACK).exists()
+
+
+def test_a_pack_with_files_this_tool_did_not_write_is_refused(tmp_path):
+    plan = plan_at(tmp_path)
+    plan.out.mkdir(parents=True)
+    stray = tmp_path / "stray.txt"
+    stray.write_text("x")
+    with tarfile.open(plan.out / carry.PACK, "w:xz") as tar:
+        tar.add(stray, arcname="../outside.txt")
+    with pytest.raises(carry.PackError, match="not a run file"):
+        carry.restore(plan)
+    with pytest.raises(carry.PackError, match="no finished run"):
+        carry.pack(plan_at(tmp_path / "empty"), True, 10)
+
+
+def test_pack_refuses_what_it_cannot_carry(capsys):
+    assert main(["curse_of_depth", "--pack"]) == 2
+    assert "checkpoints" in capsys.readouterr().err
+    assert main(["dyt", "--pack", "--scale", "gpu"]) == 2
+    assert "results folder" in capsys.readouterr().err
