@@ -2,7 +2,8 @@
 
 A session's machine is wiped when it ends, and with it ``multirun/``: an experiment that needs more than the
 session's hours would start again from nothing. ``normtrain-reproduce NAME --pack`` writes the finished runs'
-summaries and logs (never checkpoints) into ``experiments/NAME/unfinished_runs.tar.xz`` (a few MB); committed, the
+summaries and logs (never checkpoints) into ``experiments/NAME/unfinished_runs/``, one ``.tar.xz`` per grid point
+(its T run and T/2 run, about 0.1 MB: each file far under the repository's 2 MiB limit); committed, the
 next invocation on a fresh machine restores them into its runs folder before it trains, reuses them like any
 finished run (the config and the training code are checked as always: normtrain/study/grid.py, provenance.py),
 and deletes the pack when the experiment's result is written. A T run goes into the pack only with its T/2 branch
@@ -13,13 +14,14 @@ time with their branches right after (``Experiment.train_in_pairs``), so a sessi
 from __future__ import annotations
 
 import json
+import shutil
 import tarfile
 from pathlib import Path
 
 from normtrain.study.branches import half_runs_dir
 from normtrain.study.plan import Plan
 
-PACK = "unfinished_runs.tar.xz"  # in the results folder
+PACK = "unfinished_runs"  # the folder in the results folder: one FOLDER.tar.xz per grid point
 LEFT_BEHIND = (".pt", ".lock")  # checkpoints (too large for git; a restored run is reused, not resumed) and locks
 PARTS = ("T", "half")  # the pack's two folders: the T runs and their T/2 runs
 
@@ -57,51 +59,66 @@ def packable(plan: Plan, half_budget: bool, branch_step: int | None) -> list[tup
 
 
 def pack(plan: Plan, half_budget: bool, branch_step: int | None) -> str:
-    """Write ``PACK`` in the results folder from ``plan``'s finished runs (replacing an earlier pack); the line to
-    print."""
+    """Write ``PACK`` in the results folder from ``plan``'s finished runs, one archive per grid point (an earlier
+    pack's archives are replaced); the line to print."""
     found = packable(plan, half_budget, branch_step)
     if not found:
         raise PackError(f"{plan.runs_dir} holds no finished run of {plan.name} to pack (a T run counts once its T/2 "
                         "branch has finished); --runs-dir names another runs folder")
-    plan.out.mkdir(parents=True, exist_ok=True)
-    target, partial = plan.out / PACK, plan.out / (PACK + ".partial")
-    with tarfile.open(partial, "w:xz") as tar:
-        for part, folder in found:
-            for file in sorted(f for f in folder.iterdir() if f.is_file() and f.suffix not in LEFT_BEHIND):
-                tar.add(file, arcname=f"{part}/{folder.name}/{file.name}")
+    target = plan.out / PACK
+    partial = plan.out / (PACK + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    by_point: dict[str, list[tuple[str, Path]]] = {}
+    for part, folder in found:
+        by_point.setdefault(folder.name, []).append((part, folder))
+    for name, folders in by_point.items():
+        with tarfile.open(partial / f"{name}.tar.xz", "w:xz") as tar:
+            for part, folder in folders:
+                for file in sorted(f for f in folder.iterdir() if f.is_file() and f.suffix not in LEFT_BEHIND):
+                    tar.add(file, arcname=f"{part}/{folder.name}/{file.name}")
+    shutil.rmtree(target, ignore_errors=True)
     partial.replace(target)  # a pack half written is never the one committed
+    size = sum(f.stat().st_size for f in target.iterdir())
     runs = len(plan.combos()) * (2 if half_budget else 1)
-    return (f"{plan.name}: {len(found)} of {runs} runs packed into {target} ({target.stat().st_size / 1e6:.1f} MB, "
-            "no checkpoints): commit it, and the next invocation restores them before it trains")
+    return (f"{plan.name}: {len(found)} of {runs} runs packed into {target}/ ({len(by_point)} files, "
+            f"{size / 1e6:.1f} MB, no checkpoints): commit it, and the next invocation restores them before it trains")
 
 
 def restore(plan: Plan) -> int:
     """Unpack ``PACK`` from the results folder into the runs folders, where a run's folder holds no finished run
     already (a finished run is never overwritten; an unfinished one's leftovers are); how many runs were restored."""
-    import shutil
-
     source = plan.out / PACK
-    if plan.fresh or not source.is_file():
+    if plan.fresh or not source.is_dir():
         return 0
     places = {"T": plan.runs_dir, "half": half_runs_dir(plan.runs_dir)}
-    with tarfile.open(source, "r:xz") as tar:
-        runs: dict[tuple[str, str], list[tarfile.TarInfo]] = {}
-        for m in tar.getmembers():
-            part, *rest = m.name.split("/")
-            if part not in places or len(rest) != 2 or not m.isfile() or rest[0] in ("", ".", ".."):
-                raise PackError(f"{source}: {m.name!r} is not a run file that --pack writes; delete the pack, or "
-                                "pack the runs again with --pack")
-            runs.setdefault((part, rest[0]), []).append(m)
-        todo = [(part, folder) for part, folder in sorted(runs) if status_of(places[part] / folder) is None]
-        for part, folder in todo:
-            shutil.rmtree(places[part] / folder, ignore_errors=True)
-            for m in runs[part, folder]:
-                m.name = m.name.split("/", 1)[1]  # FOLDER/FILE, under the part's runs folder
-                tar.extract(m, places[part], filter="data")
-    plan.phase(f"{len(todo)} finished run(s) restored from {source}, {len(runs) - len(todo)} already here")
-    return len(todo)
+    restored = there = 0
+    for archive in sorted(source.glob("*.tar.xz")):
+        with tarfile.open(archive, "r:xz") as tar:
+            runs = members(tar, archive, places)
+            todo = [(part, folder) for part, folder in sorted(runs) if status_of(places[part] / folder) is None]
+            for part, folder in todo:
+                shutil.rmtree(places[part] / folder, ignore_errors=True)
+                for m in runs[part, folder]:
+                    m.name = m.name.split("/", 1)[1]  # FOLDER/FILE, under the part's runs folder
+                    tar.extract(m, places[part], filter="data")
+            restored, there = restored + len(todo), there + len(runs) - len(todo)
+    plan.phase(f"{restored} finished run(s) restored from {source}/, {there} already here")
+    return restored
+
+
+def members(tar: tarfile.TarFile, archive: Path, places: dict[str, Path]) -> dict[tuple[str, str], list]:
+    """The archive's files by run (part, folder); anything else in it is refused."""
+    runs: dict[tuple[str, str], list[tarfile.TarInfo]] = {}
+    for m in tar.getmembers():
+        part, *rest = m.name.split("/")
+        if part not in places or len(rest) != 2 or not m.isfile() or rest[0] in ("", ".", ".."):
+            raise PackError(f"{archive}: {m.name!r} is not a run file that --pack writes; delete the pack, or pack "
+                            "the runs again with --pack")
+        runs.setdefault((part, rest[0]), []).append(m)
+    return runs
 
 
 def drop(out: Path) -> None:
     """The experiment's result is written: its runs.csv holds every run, so the pack goes (its commit removes it)."""
-    (out / PACK).unlink(missing_ok=True)
+    shutil.rmtree(out / PACK, ignore_errors=True)

@@ -270,7 +270,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "take by the committed runs' own times; at gpu a table of the plan (without a GPU: for an "
                         "assumed H100)")
     p.add_argument("--pack", action="store_true", help="--scale cpu: pack the runs folder's finished runs (no "
-                   "checkpoints) into experiments/NAME/unfinished_runs.tar.xz and exit; committed, the next "
+                   "checkpoints) into experiments/NAME/unfinished_runs/ and exit; committed, the next "
                    "invocation on a fresh machine restores them (normtrain/reproduce/carry.py)")
     p.add_argument("--json", action="store_true", help="--plan-only --scale gpu: the whole plan as JSON (what "
                                                        "plan.json will hold) instead of the table")

@@ -39,8 +39,12 @@ def test_a_t_run_is_packed_only_once_its_branch_no_longer_needs_its_checkpoint(t
     assert carry.packable(plan, True, 10) == [("T", t[0]), ("half", half[0]), ("T", t[2])]
     assert [f for _, f in carry.packable(plan, False, None)] == t  # no T/2 runs: every finished run
     carry.pack(plan, True, 10)
-    with tarfile.open(plan.out / carry.PACK) as tar:
-        names = tar.getnames()
+    archives = sorted((plan.out / carry.PACK).iterdir())
+    assert [a.name for a in archives] == [f"{t[0].name}.tar.xz", f"{t[2].name}.tar.xz"]  # one per grid point
+    names = []
+    for archive in archives:
+        with tarfile.open(archive) as tar:
+            names += tar.getnames()
     assert not any(n.endswith(".pt") for n in names)
     assert sorted(names) == sorted(f"{part}/{f.name}/{file}" for part, f in (("T", t[0]), ("half", half[0]),
                                                                              ("T", t[2]))
@@ -70,10 +74,10 @@ def test_restore_fills_missing_and_unfinished_runs_and_never_overwrites_a_finish
 
 def test_a_pack_with_files_this_tool_did_not_write_is_refused(tmp_path):
     plan = plan_at(tmp_path)
-    plan.out.mkdir(parents=True)
+    (plan.out / carry.PACK).mkdir(parents=True)
     stray = tmp_path / "stray.txt"
     stray.write_text("x")
-    with tarfile.open(plan.out / carry.PACK, "w:xz") as tar:
+    with tarfile.open(plan.out / carry.PACK / "x.tar.xz", "w:xz") as tar:
         tar.add(stray, arcname="../outside.txt")
     with pytest.raises(carry.PackError, match="not a run file"):
         carry.restore(plan)
