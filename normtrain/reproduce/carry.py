@@ -23,7 +23,6 @@ from normtrain.study.plan import Plan
 
 PACK = "unfinished_runs"  # the folder in the results folder: one FOLDER.tar.xz per grid point
 LEFT_BEHIND = (".pt", ".lock")  # checkpoints (too large for git; a restored run is reused, not resumed) and locks
-PARTS = ("T", "half")  # the pack's two folders: the T runs and their T/2 runs
 
 
 class PackError(ValueError):

@@ -290,7 +290,7 @@ def end_budget(plan: Plan, elapsed_s: float, started_at: str) -> None:
     """What this invocation measured, beside the plan's assumptions, into plan.json."""
     halves = half_runs_dir(plan.runs_dir)  # the T/2 runs, where the design has them
     plan.budget.measured = measured([*(plan.run_dir(c) for c in plan.combos()),
-                                              *(halves / plan.run_dir(c).name for c in plan.combos())], elapsed_s)
+                                     *(halves / plan.run_dir(c).name for c in plan.combos())], elapsed_s)
     plan.budget.invocations.append({"started_at": started_at, "elapsed_s": round(elapsed_s, 1), "finished": True})
     plan.budget.save(plan.out)
 
