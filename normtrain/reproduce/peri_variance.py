@@ -13,6 +13,7 @@ at the end over the same at the first logged step, each arm at its best lr (norm
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,8 @@ from normtrain.util.spread import mean_sd
 
 ARMS = ("pre", "peri")  # the compared arms (v3 also ran Post-LN)
 HIGH_LR = 1.25e-2  # the largest lr both arms run: the stability comparison's
+LRS = (2e-3, 5e-3, 1.25e-2)  # both placements' registered grid
+EXTENDED: dict[str, tuple[float, ...]] = {"peri": (8e-4,)}  # the registered edge rule's extensions (CHECK_HISTORY 4)
 PRIMARY_QUANTITY = "peri_minus_pre_loss_at_best"
 
 
@@ -56,12 +59,20 @@ class PeriVariance(Experiment):
               "(5%) warm-up then WSD (the peak to step 1600, then linearly to 10%), weight decay 0.1, clipping 1; "
               "2000 steps of 8 × 128 bytes, evaluated every 5% on 512 fixed windows, and again at T/2 (1000 steps, "
               "a decay branch from step 800); Pre-LN and Peri-LN (x ← x + N(F(N(x))), a final norm) at peak lrs "
-              "2e-3, 5e-3, 1.25e-2; seeds 10–14. Each arm is judged at its own best lr, at each budget: "
+              "2e-3, 5e-3, 1.25e-2, Peri-LN also at 8e-4 (the edge rule's extension); seeds 10–14. Each arm is "
+              "judged at its own best lr, at each budget: "
               + best_lr.HELD_OUT_RULE + ". Every 10 steps the run logs the stream's rms and max |x| after each "
               "block and each block's gradient norm; the OLMo-2 spike score (points ≥ 7σ from the mean of the "
               "previous 100 steps) counts loss and gradient-norm spikes.")
     gpu_recipe = Recipe()
     half_budget = True  # protocol v5: every run at T and at T/2 (a WSD decay branch)
+
+    def keeps(self, combo: dict[str, str]) -> bool:
+        """The registered grid for both placements, and each placement's edge extension (``EXTENDED``)."""
+        if "optim.lr" not in combo:
+            return True
+        lrs = (*LRS, *EXTENDED.get(combo.get("placement", ""), ()))
+        return any(math.isclose(float(combo["optim.lr"]), x) for x in lrs)
 
     def row(self, run: Run, combo: dict[str, str]) -> dict[str, Any]:
         _, rms = logged_profiles(run, "act_rms")

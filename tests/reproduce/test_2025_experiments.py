@@ -38,8 +38,9 @@ def trained(loss: float, **values) -> dict:
 
 def test_the_grids_run_the_papers_arms(tmp_path):
     peri = make_plan("peri_variance").combos()
-    assert len(peri) == 30 and {c["placement"] for c in peri} == {"pre", "peri"}  # v4: Post-LN dropped
-    assert {float(c["optim.lr"]) for c in peri} == {2e-3, 5e-3, 1.25e-2}  # v5: both placements, one grid
+    assert len(peri) == 35 and {c["placement"] for c in peri} == {"pre", "peri"}  # v4: Post-LN dropped
+    lrs = {p: {float(c["optim.lr"]) for c in peri if c["placement"] == p} for p in ("pre", "peri")}
+    assert lrs == {"pre": {2e-3, 5e-3, 1.25e-2}, "peri": {8e-4, 2e-3, 5e-3, 1.25e-2}}  # v5, and the edge rule's 8e-4
     assert {c["train.seed"] for c in peri} == {"10", "11", "12", "13", "14"}  # new seeds: v4 ran 5-9, v3 0-4
     assert {c["placement"] for c in make_plan("peri_variance", smoke=True).combos()} == {"pre", "peri"}
     depth_combos = make_plan("curse_of_depth").combos()
