@@ -6,7 +6,9 @@ summaries and logs (never checkpoints) into ``experiments/NAME/unfinished_runs/`
 (its T run and T/2 run, about 0.1 MB: each file far under the repository's 2 MiB limit); committed, the
 next invocation on a fresh machine restores them into its runs folder before it trains, reuses them like any
 finished run (the config and the training code are checked as always: normtrain/study/grid.py, provenance.py),
-and deletes the pack when the experiment's result is written. A T run goes into the pack only with its T/2 branch
+and deletes the pack when the experiment's result is written. A probe of a run (``probe/probe.json``) travels with it:
+an experiment that probes its trained models (curse_of_depth) probes every T run it packs, since the checkpoint
+stays behind (``Experiment.checkpoint_stand_in``). A T run goes into the pack only with its T/2 branch
 finished, because the branch leaves from a checkpoint that stays behind; the runner trains the T runs a few at a
 time with their branches right after (``Experiment.train_in_pairs``), so a session's end leaves finished pairs.
 """
@@ -18,11 +20,13 @@ import shutil
 import tarfile
 from pathlib import Path
 
+from normtrain.compare.runs import PROBE_DIR
 from normtrain.study.branches import half_runs_dir
 from normtrain.study.plan import Plan
 
 PACK = "unfinished_runs"  # the folder in the results folder: one FOLDER.tar.xz per grid point
 LEFT_BEHIND = (".pt", ".lock")  # checkpoints (too large for git; a restored run is reused, not resumed) and locks
+CARRIED_FOLDERS = (PROBE_DIR,)  # a run folder's subfolders that travel with it: what a probe measured
 
 
 class PackError(ValueError):
@@ -57,6 +61,22 @@ def packable(plan: Plan, half_budget: bool, branch_step: int | None) -> list[tup
     return found
 
 
+def packable_t_runs(plan: Plan, half_budget: bool, branch_step: int | None) -> list[dict[str, str]]:
+    """The combos of the T runs ``packable`` would carry."""
+    folders = {folder for part, folder in packable(plan, half_budget, branch_step) if part == "T"}
+    return [c for c in plan.combos() if plan.run_dir(c) in folders]
+
+
+def run_files(folder: Path) -> list[tuple[Path, str]]:
+    """The run folder's files a pack carries, with their names inside the folder: its own files and those of
+    ``CARRIED_FOLDERS``, never a checkpoint or a lock."""
+    found = [(f, f.name) for f in sorted(folder.iterdir()) if f.is_file()]
+    for sub in CARRIED_FOLDERS:
+        if (folder / sub).is_dir():
+            found += [(f, f"{sub}/{f.name}") for f in sorted((folder / sub).iterdir()) if f.is_file()]
+    return [(f, name) for f, name in found if f.suffix not in LEFT_BEHIND]
+
+
 def pack(plan: Plan, half_budget: bool, branch_step: int | None) -> str:
     """Write ``PACK`` in the results folder from ``plan``'s finished runs, one archive per grid point (an earlier
     pack's archives are replaced); the line to print."""
@@ -74,8 +94,8 @@ def pack(plan: Plan, half_budget: bool, branch_step: int | None) -> str:
     for name, folders in by_point.items():
         with tarfile.open(partial / f"{name}.tar.xz", "w:xz") as tar:
             for part, folder in folders:
-                for file in sorted(f for f in folder.iterdir() if f.is_file() and f.suffix not in LEFT_BEHIND):
-                    tar.add(file, arcname=f"{part}/{folder.name}/{file.name}")
+                for file, name in run_files(folder):
+                    tar.add(file, arcname=f"{part}/{folder.name}/{name}")
     shutil.rmtree(target, ignore_errors=True)
     partial.replace(target)  # a pack half written is never the one committed
     size = sum(f.stat().st_size for f in target.iterdir())
@@ -111,7 +131,8 @@ def members(tar: tarfile.TarFile, archive: Path, places: dict[str, Path]) -> dic
     runs: dict[tuple[str, str], list[tarfile.TarInfo]] = {}
     for m in tar.getmembers():
         part, *rest = m.name.split("/")
-        if part not in places or len(rest) != 2 or not m.isfile() or rest[0] in ("", ".", ".."):
+        inside = len(rest) == 2 or (len(rest) == 3 and rest[1] in CARRIED_FOLDERS)
+        if part not in places or not inside or not m.isfile() or {rest[0], rest[-1]} & {"", ".", ".."}:
             raise PackError(f"{archive}: {m.name!r} is not a run file that --pack writes; delete the pack, or pack "
                             "the runs again with --pack")
         runs.setdefault((part, rest[0]), []).append(m)

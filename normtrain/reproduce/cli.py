@@ -310,12 +310,14 @@ def pack_runs(name: str, args: argparse.Namespace) -> None:
                              "(commit runs/), and --smoke or --quick runs are not a result")
     exp, plan = EXPERIMENTS[name](), make_plan(name, "cpu", args.seeds, False, args.overrides, args.out,
                                                args.runs_dir, False, False, args.jobs)
-    if exp.keep_checkpoints:
-        raise ReproduceError(f"{name}'s analysis reads its runs' checkpoints (a probe, a scoring), which a pack "
-                             "leaves behind; it has to run whole on one machine")
+    if exp.keep_checkpoints and exp.checkpoint_stand_in is None:
+        raise ReproduceError(f"{name}'s analysis reads its runs' checkpoints (a scoring), which a pack leaves "
+                             "behind; it has to run whole on one machine")
     runs = exp.runs_plan(plan)
     branch_step = exp.budgets(runs)[1].branch_step if exp.half_budget else None
     try:
+        if exp.checkpoint_stand_in is not None:  # the probes, made now from the checkpoints that stay behind
+            exp.make_stand_ins(runs, carry.packable_t_runs(runs, exp.half_budget, branch_step))
         print(carry.pack(runs, exp.half_budget, branch_step))
     except carry.PackError as err:
         raise ReproduceError(str(err)) from None
@@ -347,7 +349,8 @@ def show_cpu_plan(name: str, args: argparse.Namespace) -> CpuEstimate | None:
     if exp.half_budget:
         runs, half_plan, _ = exp.budgets(runs)
         half = (half_plan, half_share(runs.compose(runs.combos()[0])))
-    found = estimate(runs, committed_runs(plan), rest, exp.keep_checkpoints, half, exp.committed_row)
+    keeps = (exp.keep_checkpoints, exp.checkpoint_stand_in, exp.half_checkpoints)
+    found = estimate(runs, committed_runs(plan), rest, keeps, half, exp.committed_row)
     if plan.quick is not None:
         found.name = f"{name} --quick ({plan.quick.text()})"
     print(found.text())

@@ -152,17 +152,20 @@ def _without_free(p: tuple[str, ...], axes: list[str], free: list[str]) -> tuple
     return tuple(named[a] for a in free if a != SEED_AXIS)
 
 
-def finished(plan: Plan, combo: dict[str, str], keep_checkpoints: bool) -> bool:
+def finished(plan: Plan, combo: dict[str, str], keep_checkpoints: bool, stand_in: str | None = None) -> bool:
     """A rerun would reuse this run: a finished run or measurement of the same config is in its folder."""
     from normtrain.study.grid import reusable, reused_measurement
 
-    return reused_measurement(plan, combo) is not None or reusable(plan, combo, keep_checkpoints)
+    return reused_measurement(plan, combo) is not None or reusable(plan, combo, keep_checkpoints, stand_in)
 
 
-def estimate(plan: Plan, committed: Path, extra_overrides: list[str], keep_checkpoints: bool = False,
-             half: tuple[Plan, float] | None = None, translate: Translate | None = None) -> CpuEstimate:
-    """The estimate for ``plan`` (the experiment's ``runs_plan``) from the runs.csv at ``committed``; ``half``: the
-    T/2 plan of a ``half_budget`` experiment and the share of a T run's steps each of its runs trains;
+def estimate(plan: Plan, committed: Path, extra_overrides: list[str], keep_checkpoints: tuple[bool, str | None, bool]
+             = (False, None, False), half: tuple[Plan, float] | None = None, translate: Translate | None = None
+             ) -> CpuEstimate:
+    """The estimate for ``plan`` (the experiment's ``runs_plan``) from the runs.csv at ``committed``;
+    ``keep_checkpoints``: whether a reused T run needs its checkpoint, the file that stands in for it, whether a
+    T/2 run needs its own (``Experiment.keep_checkpoints``, ``checkpoint_stand_in``, ``half_checkpoints``); ``half``:
+    the T/2 plan of a ``half_budget`` experiment and the share of a T run's steps each of its runs trains;
     ``translate``: the experiment's mapping of an earlier design's rows (``committed_times``)."""
     axes = list(plan.grid)
     steps = None if STEPS_AXIS in axes or not plan.combos() else int(plan.compose(plan.combos()[0]).train.max_steps)
@@ -181,12 +184,13 @@ def estimate(plan: Plan, committed: Path, extra_overrides: list[str], keep_check
                 by_neighbour += 1
         return found, by_neighbour
 
-    todo = [c for c in combos if not finished(plan, c, keep_checkpoints)]
+    keep, stand_in, half_keep = keep_checkpoints
+    todo = [c for c in combos if not finished(plan, c, keep, stand_in)]
     known, by_neighbour = timed(todo, 1.0)
     caveats, runs, to_train = [], len(combos), len(todo)
     if half is not None:
         half_plan, share = half
-        half_todo = [c for c in half_plan.combos() if not finished(half_plan, c, keep_checkpoints)]
+        half_todo = [c for c in half_plan.combos() if not finished(half_plan, c, half_keep)]
         more, more_by_neighbour = timed(half_todo, share)
         known, by_neighbour = known + more, by_neighbour + more_by_neighbour
         runs, to_train = runs + len(half_plan.combos()), to_train + len(half_todo)

@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from normtrain.reproduce.gpu_scale import Recipe
-from normtrain.reproduce.probing import halves, per_layer, probe_runs, profile_text, profile_values
+from normtrain.reproduce.probing import PROBE_FILE, halves, per_layer, probe_runs, profile_text, profile_values
 from normtrain.reproduce.runner import Experiment, Findings, curve_points, present, read_rows
 from normtrain.reproduce.writeup import markdown_table
 from normtrain.study import best_lr, plots, robustness, stats
@@ -60,6 +60,7 @@ class CurseOfDepth(Experiment):
               "`normtrain-probe` measures the T runs at each arm's best lr on their 512 validation windows: the loss "
               "with each block skipped, the block input/output cosine and the stream's rms per block.")
     keep_checkpoints = True  # the probe reads the trained model
+    checkpoint_stand_in = PROBE_FILE  # and then nothing else does: a probed run travels in a pack without it
     half_budget = True  # protocol v5: every run at T and at T/2 (a WSD decay branch)
     gpu_recipe = Recipe(extra_steps=300)  # the probe: the eval loss with each of 24 blocks skipped
 
@@ -76,13 +77,18 @@ class CurseOfDepth(Experiment):
 
     def train_rows(self, runs: Plan) -> list[dict[str, Any]]:
         """Train the grid, then probe the runs at each arm's best lr (a probe already made of a run is reused)."""
-        done = train_grid(runs, keep_checkpoints=True)
+        done = train_grid(runs, True, PROBE_FILE)
         rows = read_rows(runs, done, self.row)
         best = best_lr.best_lrs(rows, ARM, present(rows, ARM, tuple(ARMS.values())), select_or_inf)
         probed = [i for i, r in enumerate(rows) if (b := best.get(r[ARM])) and b.lr == best_lr.lr_of(r)]
         for i, found in zip(probed, probe_runs(runs, [done[i][0] for i in probed]), strict=True):
             rows[i].update(probe_row(found))
         return rows
+
+    def make_stand_ins(self, runs: Plan, combos: list[dict[str, str]]) -> None:
+        """Probe every finished T run about to be packed: which lr is an arm's best is known only once its grid
+        is whole, and the next machine has no checkpoint to probe."""
+        probe_runs(runs, combos)
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         for r in rows:

@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from normtrain.compare.runs import PROBE_DIR, PROBE_JSON
-from normtrain.study.grid import map_grid
+from normtrain.study.grid import made_after_run, map_grid
 from normtrain.study.plan import Plan
+
+PROBE_FILE = f"{PROBE_DIR}/{PROBE_JSON}"  # in the run folder: with it the checkpoint is no longer needed
 
 
 def probe_path(run_dir: Path) -> Path:
-    return run_dir / PROBE_DIR / PROBE_JSON
+    return run_dir / PROBE_FILE
 
 
 def probe_runs(plan: Plan, combos: list[dict[str, str]]) -> list[dict[str, Any] | None]:
@@ -36,8 +38,7 @@ def probe_runs(plan: Plan, combos: list[dict[str, str]]) -> list[dict[str, Any] 
 
 def fresh(run_dir: Path) -> bool:
     """A probe of this run is there and younger than the run's summary (a retrained run is probed again)."""
-    path, summary = probe_path(run_dir), run_dir / "summary.json"
-    return path.is_file() and summary.is_file() and path.stat().st_mtime >= summary.stat().st_mtime
+    return made_after_run(run_dir, PROBE_FILE)
 
 
 def _probe(_overrides: list[str], run_dir: str) -> None:

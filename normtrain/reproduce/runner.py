@@ -54,6 +54,9 @@ class Experiment:
     method: ClassVar[str]  # how we test it, in Markdown
     gpu_recipe: ClassVar[Recipe] = Recipe()  # how the model grows at --scale gpu (normtrain/reproduce/gpu_scale.py)
     keep_checkpoints: ClassVar[bool] = False
+    # a file a T run's checkpoint is turned into, all the analysis reads of it (curse_of_depth: the probe): with it a
+    # T run is reused and packed without its checkpoint (``make_stand_ins``), and the T/2 runs keep none
+    checkpoint_stand_in: ClassVar[str | None] = None
     half_budget: ClassVar[bool] = False  # protocol v5: every run measured at T/2 too (normtrain/study/branches.py)
     lr_tuned: ClassVar[bool] = True  # the lr axis is tuned (each arm judged at its own best): --quick runs one lr
     # per arm; False where the lrs are the design itself (a sensitivity over the grid, multiples of a best lr)
@@ -108,7 +111,7 @@ class Experiment:
             t_rows = [{**r, branches.STEPS: full} for r in self.train_rows(t)]
             axes = list(runs.grid)
             gone = branches.gone_before_branch(t_rows, axes, half.branch_step)
-            half_rows = read_rows(half, train_grid(branches.skipping(half, gone), self.keep_checkpoints), self.row)
+            half_rows = read_rows(half, train_grid(branches.skipping(half, gone), self.half_checkpoints), self.row)
             lost = [{**dict(p), "status": "diverged", "final_val_loss": math.inf} for p in sorted(gone)]
             return t_rows + [{**r, branches.STEPS: steps} for r in half_rows + lost]
         finally:
@@ -127,17 +130,28 @@ class Experiment:
             if len(combos) > size:
                 t.phase(f"runs {start + 1}–{start + len(points)} of {len(combos)} at T, then their T/2 branches")
             part_t, part_half = branches.only(t, points), branches.only(half, points)
-            done = train_grid(part_t, self.keep_checkpoints)
+            done = train_grid(part_t, self.keep_checkpoints, self.checkpoint_stand_in)
             gone = branches.gone_before_branch([{**c, "status": run.status, "diverged_at_step": run.summary.get(
                 "diverged_at_step")} for c, run in done], axes, half.branch_step)
-            train_grid(branches.skipping(part_half, gone), self.keep_checkpoints)
+            train_grid(branches.skipping(part_half, gone), self.half_checkpoints)
             reused += part_t.reused_s + part_half.reused_s
         return reused
 
     def train_rows(self, runs: Plan) -> list[dict[str, Any]]:
         """Train ``runs`` (the T runs of a ``half_budget`` experiment) and give one row per run; an experiment that
         measures the trained models further (a probe) extends it."""
-        return read_rows(runs, train_grid(runs, self.keep_checkpoints), self.row)
+        return read_rows(runs, train_grid(runs, self.keep_checkpoints, self.checkpoint_stand_in), self.row)
+
+    @property
+    def half_checkpoints(self) -> bool:
+        """Whether the T/2 runs keep their checkpoints: where the analysis reads them (batchnorm_leak scores both
+        budgets), not where a stand-in of the T runs is all it reads."""
+        return self.keep_checkpoints and self.checkpoint_stand_in is None
+
+    def make_stand_ins(self, runs: Plan, combos: list[dict[str, str]]) -> None:
+        """Write ``checkpoint_stand_in`` in these finished T runs' folders from their checkpoints (before --pack
+        leaves the checkpoints behind)."""
+        raise NotImplementedError(f"{self.name} declares no checkpoint stand-in")
 
     def committed_row(self, row: dict[str, str]) -> dict[str, str] | None:
         """A committed run of an earlier design, in today's grid axes, for ``--plan-only``'s timing (None: it

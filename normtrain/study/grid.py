@@ -157,12 +157,14 @@ def train_run(overrides: list[str], run_dir: str, keep_checkpoint: bool) -> None
         (Path(run_dir) / "ckpt.pt").unlink(missing_ok=True)  # the runs are measured, not resumed
 
 
-def train_grid(plan: Plan, keep_checkpoints: bool = False) -> list[tuple[dict[str, str], Run]]:
-    """Run (or reuse) every run of the grid; a run already done with the same config is kept."""
+def train_grid(plan: Plan, keep_checkpoints: bool = False, stand_in: str | None = None
+               ) -> list[tuple[dict[str, str], Run]]:
+    """Run (or reuse) every run of the grid; a run already done with the same config is kept (``stand_in``:
+    ``reusable``'s)."""
     from functools import partial
 
     combos = plan.combos()
-    todo = [c for c in combos if not reusable(plan, c, keep_checkpoints)]
+    todo = [c for c in combos if not reusable(plan, c, keep_checkpoints, stand_in)]
     for combo in todo:
         if plan.run_dir(combo).exists():
             shutil.rmtree(plan.run_dir(combo))
@@ -178,9 +180,10 @@ def train_grid(plan: Plan, keep_checkpoints: bool = False) -> list[tuple[dict[st
     return done
 
 
-def reusable(plan: Plan, combo: dict[str, str], keep_checkpoints: bool) -> bool:
+def reusable(plan: Plan, combo: dict[str, str], keep_checkpoints: bool, stand_in: str | None = None) -> bool:
     """A finished run of this config is in the combo's folder (and its checkpoint, when the experiment needs it and
-    the run did not diverge: a diverged run keeps none that is finite);
+    the run did not diverge: a diverged run keeps none that is finite; or in its place ``stand_in``, a file of the
+    run folder made from the checkpoint after the run, all the experiment reads of it: a probe);
     its own wall time is added to ``plan.reused_s``."""
     from normtrain.config import to_container
 
@@ -188,10 +191,17 @@ def reusable(plan: Plan, combo: dict[str, str], keep_checkpoints: bool) -> bool:
     previous = load_run(run_dir) if (run_dir / "summary.json").is_file() else None
     ok = (not plan.fresh and isinstance(previous, Run) and previous.status in ("completed", "diverged")
           and same_run(previous.summary.get("config") or {}, to_container(plan.compose(combo)))
-          and (not keep_checkpoints or previous.status == "diverged" or (run_dir / "ckpt.pt").is_file()))
+          and (not keep_checkpoints or previous.status == "diverged" or (run_dir / "ckpt.pt").is_file()
+               or (stand_in is not None and made_after_run(run_dir, stand_in))))
     if ok:
         plan.reused_s += previous.summary.get("wall_time_s") or 0.0
     return ok
+
+
+def made_after_run(run_dir: Path, name: str) -> bool:
+    """The run folder's file ``name`` is there and no older than the run's summary (a retrained run makes it again)."""
+    path, summary = run_dir / name, run_dir / "summary.json"
+    return path.is_file() and summary.is_file() and path.stat().st_mtime >= summary.stat().st_mtime
 
 
 def same_run(old: dict[str, Any], new: dict[str, Any]) -> bool:

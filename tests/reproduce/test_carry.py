@@ -5,13 +5,17 @@ only what the pack lacked."""
 from __future__ import annotations
 
 import json
+import os
 import tarfile
 
 import pytest
 
 from normtrain.reproduce import carry
-from normtrain.reproduce.cli import main
+from normtrain.reproduce.cli import main, make_plan
+from normtrain.reproduce.curse_of_depth import CurseOfDepth
+from normtrain.reproduce.probing import PROBE_FILE, fresh
 from normtrain.study.branches import half_runs_dir
+from normtrain.study.grid import reusable
 from normtrain.study.plan import Plan
 
 
@@ -86,7 +90,74 @@ def test_a_pack_with_files_this_tool_did_not_write_is_refused(tmp_path):
 
 
 def test_pack_refuses_what_it_cannot_carry(capsys):
-    assert main(["curse_of_depth", "--pack"]) == 2
+    assert main(["batchnorm_leak", "--pack"]) == 2  # its scoring reads every run's checkpoint
     assert "checkpoints" in capsys.readouterr().err
     assert main(["dyt", "--pack", "--scale", "gpu"]) == 2
     assert "results folder" in capsys.readouterr().err
+
+
+def probed(folder) -> None:
+    (folder / PROBE_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (folder / PROBE_FILE).write_text('{"layers": []}')
+
+
+def test_a_probe_travels_with_its_run_and_stands_in_for_the_checkpoint_left_behind(tmp_path):
+    packed = plan_at(tmp_path / "a", seeds=("0",))
+    folder = packed.run_dir(packed.combos()[0])
+    finish(folder)
+    probed(folder)
+    carry.pack(packed, False, None)
+    plan = plan_at(tmp_path / "b", seeds=("0",))
+    plan.out = packed.out
+    assert carry.restore(plan) == 1
+    here = plan.run_dir(plan.combos()[0])
+    assert (here / PROBE_FILE).read_text() == '{"layers": []}' and not (here / "ckpt.pt").exists()
+    assert fresh(here)  # the probe is still no older than the run's summary: reused, not made again
+
+
+def test_reuse_without_the_checkpoint_needs_a_stand_in_made_after_the_run(tmp_path, monkeypatch):
+    plan = plan_at(tmp_path, seeds=("0",))
+    combo = plan.combos()[0]
+    folder = plan.run_dir(combo)
+    finish(folder)
+    (folder / "ckpt_step10.pt").unlink()
+    monkeypatch.setattr("normtrain.study.grid.same_run", lambda old, new: True)  # the config is not the question
+    assert not reusable(plan, combo, True)  # the checkpoint is gone and nothing stands in for it
+    assert not reusable(plan, combo, True, PROBE_FILE)
+    probed(folder)
+    assert reusable(plan, combo, True, PROBE_FILE) and reusable(plan, combo, False)
+    os.utime(folder / PROBE_FILE, (0, 0))  # the run retrained after its probe: the probe is of another run
+    assert not reusable(plan, combo, True, PROBE_FILE)
+
+
+def test_a_probing_experiment_probes_exactly_the_t_runs_it_packs(tmp_path, monkeypatch):
+    asked = []
+
+    def stand_ins(self, runs, combos):
+        asked.extend(combos)
+        for c in combos:
+            probed(runs.run_dir(c))
+
+    monkeypatch.setattr(CurseOfDepth, "make_stand_ins", stand_ins)
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    plan = make_plan("curse_of_depth", out=out, runs_dir=runs, progress=False)
+    first, second = plan.combos()[:2]
+    for c in (first, second):
+        finish(plan.run_dir(c))
+    finish(half_runs_dir(runs) / plan.run_dir(first).name)  # only the first pair is whole
+    assert main(["curse_of_depth", "--pack", "--out", str(out), "--runs-dir", str(runs)]) == 0
+    assert asked == [first]
+    with tarfile.open(out / carry.PACK / f"{plan.run_dir(first).name}.tar.xz") as tar:
+        assert f"T/{plan.run_dir(first).name}/{PROBE_FILE}" in tar.getnames()
+    assert not (out / carry.PACK / f"{plan.run_dir(second).name}.tar.xz").exists()
+
+
+def test_a_pack_with_a_folder_this_tool_does_not_carry_is_refused(tmp_path):
+    plan = plan_at(tmp_path)
+    (plan.out / carry.PACK).mkdir(parents=True)
+    stray = tmp_path / "stray.txt"
+    stray.write_text("x")
+    with tarfile.open(plan.out / carry.PACK / "x.tar.xz", "w:xz") as tar:
+        tar.add(stray, arcname="T/run/wandb/stray.txt")
+    with pytest.raises(carry.PackError, match="not a run file"):
+        carry.restore(plan)
