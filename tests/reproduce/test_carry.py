@@ -76,13 +76,14 @@ def test_restore_fills_missing_and_unfinished_runs_and_never_overwrites_a_finish
     assert not (plan.out / carry.PACK).exists()
 
 
-def test_a_pack_with_files_this_tool_did_not_write_is_refused(tmp_path):
+@pytest.mark.parametrize("arcname", ["../outside.txt", "T/run/wandb/stray.txt", "T/run/probe/../../x.txt"])
+def test_a_pack_with_files_this_tool_did_not_write_is_refused(tmp_path, arcname):
     plan = plan_at(tmp_path)
     (plan.out / carry.PACK).mkdir(parents=True)
     stray = tmp_path / "stray.txt"
     stray.write_text("x")
     with tarfile.open(plan.out / carry.PACK / "x.tar.xz", "w:xz") as tar:
-        tar.add(stray, arcname="../outside.txt")
+        tar.add(stray, arcname=arcname)  # outside the runs folders, or a run subfolder that is not a probe's
     with pytest.raises(carry.PackError, match="not a run file"):
         carry.restore(plan)
     with pytest.raises(carry.PackError, match="no finished run"):
@@ -151,13 +152,3 @@ def test_a_probing_experiment_probes_exactly_the_t_runs_it_packs(tmp_path, monke
         assert f"T/{plan.run_dir(first).name}/{PROBE_FILE}" in tar.getnames()
     assert not (out / carry.PACK / f"{plan.run_dir(second).name}.tar.xz").exists()
 
-
-def test_a_pack_with_a_folder_this_tool_does_not_carry_is_refused(tmp_path):
-    plan = plan_at(tmp_path)
-    (plan.out / carry.PACK).mkdir(parents=True)
-    stray = tmp_path / "stray.txt"
-    stray.write_text("x")
-    with tarfile.open(plan.out / carry.PACK / "x.tar.xz", "w:xz") as tar:
-        tar.add(stray, arcname="T/run/wandb/stray.txt")
-    with pytest.raises(carry.PackError, match="not a run file"):
-        carry.restore(plan)
