@@ -77,7 +77,7 @@ class CurseOfDepth(Experiment):
 
     def train_rows(self, runs: Plan) -> list[dict[str, Any]]:
         """Train the grid, then probe the runs at each arm's best lr (a probe already made of a run is reused)."""
-        done = train_grid(runs, True, PROBE_FILE)
+        done = train_grid(runs, self.keep_checkpoints, self.checkpoint_stand_in)
         rows = read_rows(runs, done, self.row)
         best = best_lr.best_lrs(rows, ARM, present(rows, ARM, tuple(ARMS.values())), select_or_inf)
         probed = [i for i, r in enumerate(rows) if (b := best.get(r[ARM])) and b.lr == best_lr.lr_of(r)]
