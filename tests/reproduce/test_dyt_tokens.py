@@ -104,7 +104,7 @@ def test_the_reused_runs_time_reaches_the_invocations_plan(monkeypatch):
     from normtrain.reproduce import runner
     from normtrain.reproduce.dyt_tokens import DyTTokens
 
-    def reuse_two(plan, keep_checkpoints=False):
+    def reuse_two(plan, keep_checkpoints=False, stand_in=None):
         plan.reused_s += 120.0 + 300.0
         return []
 
