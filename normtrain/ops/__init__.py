@@ -1,5 +1,5 @@
 """Low-level ops: pure torch / triton, no config objects (layer 1 of the package)."""
 
-from normtrain.ops.rmsnorm import rms_norm
+from normtrain.ops.rmsnorm import backward_kind, rms_norm, set_backward
 
-__all__ = ["rms_norm"]
+__all__ = ["backward_kind", "rms_norm", "set_backward"]

@@ -8,7 +8,9 @@ Two implementations behind one function:
   torch's fused kernel on CUDA, its composite elsewhere); the same formula written out for pRMSNorm's partial
   statistic and for a weight in another dtype (torch would warn and fall back to its composite anyway).
 * triton: fused kernels (``rmsnorm_kernels.py``, host side in ``rmsnorm_triton.py``), one pass forward and
-  backward, residual add included.
+  backward, residual add included. Two backwards: ``tile`` (the default) and ``rows``, a blocked-rows kernel for
+  wide rows (``rmsnorm_rows_kernels.py``), chosen by ``NORMTRAIN_RMSNORM_BWD=rows`` or ``set_backward("rows")``
+  and unmeasured on a GPU so far.
 
 Which one ``impl="auto"`` runs: Triton for CUDA tensors in eager mode; under torch.compile the torch formula,
 which inductor fuses with the ops around it (the residual add, the cast to the matmul's dtype). The rule comes
@@ -28,6 +30,9 @@ import torch.nn.functional as F
 from normtrain.ops import rmsnorm_triton as T
 
 IMPLS = ("auto", "torch", "triton")
+BACKWARDS = T.BACKWARDS
+set_backward = T.set_backward  # the fused backward from now on: "tile" (default) or "rows"
+backward_kind = T.backward_kind  # the one in use
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 

@@ -36,17 +36,47 @@ BWD_WARPS_PER_SM = 32  # persistent backward: as many programs per SM as fit thi
 CPU_PROGRAMS = 4  # persistent backward grid under the CPU interpreter (GPUs use their SM count)
 DW_BLOCK_P, DW_BLOCK_N, DW_WARPS = 32, 64, 4  # dw_reduce: partial rows per step, columns per program, warps
 
-KERNEL_NAMES = ("rms_fwd_tile", "rms_fwd_loop", "rms_bwd_tile", "rms_bwd_loop", "dw_reduce")
+# The blocked-rows backward (rmsnorm_rows_kernels.py), behind NORMTRAIN_RMSNORM_BWD=rows / set_backward("rows").
+# Its defaults are a starting point, not a measurement: scripts/bench_rmsnorm.py --sweep-rows picks them per device.
+ROWS_MAX_INLINE_N = 16384  # widest row whose statistics the rows kernel computes from one chunk (x, dy read once)
+ROWS_CHUNK_N = 4096  # columns a program owns when the row is wider (statistics from rms_bwd_rows_stats first)
+ROWS_TILE_ELEMS = 4096  # elements a step of the row loop holds: narrow rows are packed several a step
+ROWS_WARPS_PER_SM = 32  # programs an SM, as the default's BWD_WARPS_PER_SM
+
+KERNEL_NAMES = {"rmsnorm_kernels": ("rms_fwd_tile", "rms_fwd_loop", "rms_bwd_tile", "rms_bwd_loop", "dw_reduce"),
+                "rmsnorm_rows_kernels": ("rms_bwd_rows_stats", "rms_bwd_rows")}
+BACKWARDS = ("tile", "rows")  # the default backward (tile, looped above MAX_TILE_N_BWD), the blocked-rows one
+BACKWARD_ENV = "NORMTRAIN_RMSNORM_BWD"
 _KERNELS: list = []  # [{name: launch.Kernel}] or [the exception importing triton raised], filled on first use
+_BACKWARD: list[str] = []  # the chosen backward, once read from BACKWARD_ENV or set by set_backward
+
+
+def set_backward(name: str) -> None:
+    """Which backward the fused RMSNorm launches from now on: ``tile`` (the default) or ``rows``."""
+    if name not in BACKWARDS:
+        raise ValueError(f"rms_norm backward {name!r} is unknown; allowed: {', '.join(BACKWARDS)}")
+    _BACKWARD[:] = [name]
+
+
+def backward_kind() -> str:
+    """The backward in use: set_backward's choice, else ``$NORMTRAIN_RMSNORM_BWD`` (read once), else tile."""
+    if not _BACKWARD:
+        value = os.environ.get(BACKWARD_ENV, "") or "tile"
+        if value not in BACKWARDS:
+            raise ValueError(f"{BACKWARD_ENV}={value!r} is not a backward of the fused RMSNorm; allowed: "
+                             f"{', '.join(BACKWARDS)}")
+        _BACKWARD.append(value)
+    return _BACKWARD[0]
 
 
 def kernels() -> dict:
     """The kernels, wrapped for direct launch; imported on first use, a clear error without a working triton."""
     if not _KERNELS:
         try:
-            from normtrain.ops import rmsnorm_kernels
+            import importlib
 
-            _KERNELS.append({name: Kernel(getattr(rmsnorm_kernels, name)) for name in KERNEL_NAMES})
+            _KERNELS.append({name: Kernel(getattr(importlib.import_module(f"normtrain.ops.{module}"), name))
+                             for module, names in KERNEL_NAMES.items() for name in names})
         except Exception as e:  # noqa: BLE001 - missing or broken triton: auto falls back, triton explains
             _KERNELS.append(e)
     if isinstance(_KERNELS[0], Exception):
@@ -71,17 +101,33 @@ def _limits() -> tuple:
     return MAX_TILE_N, MAX_TILE_N_BWD, LOOP_BLOCK_N, TILE_ELEMS, BWD_TILE_ELEMS, MAX_ROWS, MAX_WARPS_FWD
 
 
+@functools.cache
+def rows_config(n: int, limits: tuple = ()) -> tuple[bool, int, int, int]:
+    """The rows backward's (inline, BLOCK_M, BLOCK_N, num_warps) for width n: 8 elements a thread, as the default's
+    tile. ``limits``: ``_rows_limits()``, the cache key that lets tests and the sweep change them."""
+    block_n = 1 << (n - 1).bit_length()
+    inline = block_n <= ROWS_MAX_INLINE_N
+    if not inline:
+        block_n = ROWS_CHUNK_N
+    block_m = max(1, min(MAX_ROWS, ROWS_TILE_ELEMS // block_n))
+    return inline, block_m, block_n, min(32, max(1, block_m * block_n // 256))
+
+
+def _rows_limits() -> tuple:
+    return ROWS_MAX_INLINE_N, ROWS_CHUNK_N, ROWS_TILE_ELEMS, ROWS_WARPS_PER_SM, MAX_ROWS
+
+
 _SMS: dict[int, int] = {}
 
 
-def persistent_programs(t: torch.Tensor, num_warps: int) -> int:
+def persistent_programs(t: torch.Tensor, num_warps: int, warps_per_sm: int | None = None) -> int:
     """Backward grid: a few resident programs an SM (``BWD_WARPS_PER_SM`` warps in all), one wave."""
     if not t.is_cuda:
         return CPU_PROGRAMS
     idx = t.get_device()
     if idx not in _SMS:
         _SMS[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
-    return _SMS[idx] * max(1, BWD_WARPS_PER_SM // num_warps)
+    return _SMS[idx] * max(1, (warps_per_sm or BWD_WARPS_PER_SM) // num_warps)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -169,22 +215,49 @@ def backward(dy, ds, xs, weight, eps: float, alpha: float, n_stat: int, dx_dtype
     dr = torch.empty_like(xs, dtype=dr_dtype, memory_format=_DENSE) if dr_dtype is not None else None
     dw = None
     if m:
-        looped, block_m, block_n, warps = config(n, True, _limits())
-        programs = torch.sym_min(persistent_programs(xs, warps), _cdiv(m, block_m))
-        part = torch.empty((programs, n), dtype=torch.float32, device=xs.device) if need_dw else dx  # fp32 rows
-        args = (dy2, ds2, xs2, weight if weight is not None else xs2, dx, dx if dr is None else dr, part, m, n,
-                n_stat, sdy, sds, sxs, eps, alpha, _cdiv(_cdiv(m, block_m), programs))
+        w = weight if weight is not None else xs2  # unused pointers get a valid tensor
         has = (ds is not None, dr is not None, weight is not None, need_dw, n_stat < n)
-        if looped:
-            launch("rms_bwd_loop", programs, args, (*has, block_n), warps)
+        if backward_kind() == "rows":
+            programs, part = _launch_rows(launch, (dy2, ds2, xs2, w, dx, dx if dr is None else dr), m, n, n_stat,
+                                          (sdy, sds, sxs), eps, alpha, has)
         else:
-            launch("rms_bwd_tile", programs, args, (*has, block_m, block_n), warps)
+            looped, block_m, block_n, warps = config(n, True, _limits())
+            programs = torch.sym_min(persistent_programs(xs, warps), _cdiv(m, block_m))
+            part = torch.empty((programs, n), dtype=torch.float32, device=xs.device) if need_dw else dx  # fp32
+            args = (dy2, ds2, xs2, w, dx, dx if dr is None else dr, part, m, n, n_stat, sdy, sds, sxs, eps, alpha,
+                    _cdiv(_cdiv(m, block_m), programs))
+            if looped:
+                launch("rms_bwd_loop", programs, args, (*has, block_n), warps)
+            else:
+                launch("rms_bwd_tile", programs, args, (*has, block_m, block_n), warps)
         if need_dw:
             dw = torch.empty_like(weight)
             launch("dw_reduce", _cdiv(n, DW_BLOCK_N), (part, dw, programs, n), (DW_BLOCK_P, DW_BLOCK_N), DW_WARPS)
     elif need_dw:
         dw = torch.zeros_like(weight)
     return dx, dr, dw
+
+
+def _launch_rows(launch, tensors: tuple, m, n: int, n_stat: int, strides: tuple, eps: float, alpha: float,
+                 has: tuple):
+    """The blocked-rows backward (rmsnorm_rows_kernels.py): row blocks x column chunks, about one wave of
+    programs; each row block writes one fp32 dW partial row. Returns (row blocks, the partial rows)."""
+    dy2, ds2, xs2, w, dx, dr = tensors
+    inline, block_m, block_n, warps = rows_config(n, _rows_limits())
+    chunks = _cdiv(n, block_n)
+    wave = persistent_programs(xs2, warps, ROWS_WARPS_PER_SM)
+    row_blocks = _cdiv(m, block_m)
+    per_prog = block_m * _cdiv(row_blocks, torch.sym_max(1, torch.sym_min(row_blocks, wave // chunks)))
+    blocks = _cdiv(m, per_prog)  # every block holds a row: each writes its whole partial row
+    part = torch.empty((blocks, n), dtype=torch.float32, device=xs2.device) if has[3] else dx
+    stats = dx
+    if not inline:  # each row's rstd and coef, from the whole row, before any chunk needs them
+        stats = torch.empty((2, m), dtype=torch.float32, device=xs2.device)
+        launch("rms_bwd_rows_stats", _cdiv(m, block_m), (dy2, xs2, w, stats, m, n, n_stat, strides[0], strides[2],
+                                                         eps), (has[2], has[4], block_m, block_n), warps)
+    launch("rms_bwd_rows", blocks * chunks, (dy2, ds2, xs2, w, stats, dx, dr, part, m, n, n_stat, *strides, eps,
+                                             alpha, per_prog), (*has, inline, block_m, block_n), warps)
+    return blocks, part
 
 
 # ---------------------------------------------------------------- eager: one autograd.Function
