@@ -60,10 +60,13 @@ def rms_bwd_rows(DY, DS, XS, W, STATS, DX, DR, DW_PART, M, N, n_stat, stride_dy,
                  NEED_DW: tl.constexpr, PARTIAL: tl.constexpr, INLINE: tl.constexpr, BLOCK_M: tl.constexpr,
                  BLOCK_N: tl.constexpr):
     """dx (and dr) for rows [b * rows_per_prog, (b + 1) * rows_per_prog) in column chunk c; DW_PART[b, chunk]."""
-    pid = tl.program_id(0)
-    n_chunks = tl.cdiv(N, BLOCK_N)
-    block, chunk = pid // n_chunks, pid % n_chunks
-    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+    if INLINE:  # one chunk: the columns are known at compile time (keeps registers: 8192 spilled without)
+        block = tl.program_id(0)
+        cols = tl.arange(0, BLOCK_N)
+    else:
+        n_chunks = tl.cdiv(N, BLOCK_N)
+        block, chunk = tl.program_id(0) // n_chunks, tl.program_id(0) % n_chunks
+        cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
     col_ok = cols < N
     in_stat = (cols < n_stat)[None, :]  # used only with PARTIAL (n_stat < N)
     if HAS_W:

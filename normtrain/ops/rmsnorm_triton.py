@@ -38,7 +38,7 @@ DW_BLOCK_P, DW_BLOCK_N, DW_WARPS = 32, 64, 4  # dw_reduce: partial rows per step
 
 # The blocked-rows backward (rmsnorm_rows_kernels.py), behind NORMTRAIN_RMSNORM_BWD=rows / set_backward("rows").
 # Its defaults are a starting point, not a measurement: scripts/bench_rmsnorm.py --sweep-rows picks them per device.
-ROWS_MAX_INLINE_N = 16384  # widest row whose statistics the rows kernel computes from one chunk (x, dy read once)
+ROWS_MAX_INLINE_N = 8192  # widest row whose statistics come from one chunk (x, dy read once); 16384 spills
 ROWS_CHUNK_N = 4096  # columns a program owns when the row is wider (statistics from rms_bwd_rows_stats first)
 ROWS_TILE_ELEMS = 4096  # elements a step of the row loop holds: narrow rows are packed several a step
 ROWS_WARPS_PER_SM = 32  # programs an SM, as the default's BWD_WARPS_PER_SM
