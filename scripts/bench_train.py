@@ -7,7 +7,9 @@
 The variants: LayerNorm (torch's fused kernel); RMSNorm with norm.impl=torch (``F.rms_norm``: torch's fused kernel
 on CUDA); RMSNorm with norm.impl=auto (the default: the fused Triton kernel in eager mode, inductor's own norm
 under torch.compile); RMSNorm with norm.impl=triton compiled (the kernels traced as triton_ops), the alternative
-that rule was decided against. Each is built with ``normtrain.compose`` + ``normtrain.build_model`` and trained
+that rule was decided against. ``--modes graphs`` runs the compiled variants with inductor's CUDA graphs
+(``mode="reduce-overhead"``: the host launches a step's kernels as one graph; on a CPU it is compiled alone). Each
+is built with ``normtrain.compose`` + ``normtrain.build_model`` and trained
 on random bytes (no dataset) with the project's AdamW (fused on CUDA) under bf16 autocast, the step the training
 loop runs without its diagnostics: forward, backward, gradient clipping, update.
 
@@ -41,11 +43,12 @@ from normtrain.training.optim import build_optimizer
 from normtrain.util.provenance import code_state
 
 VARIANTS = (  # (label, norm, norm.impl, modes)
-    ("LayerNorm", "layernorm", "torch", ("eager", "compiled")),
-    ("RMSNorm (torch: F.rms_norm)", "rmsnorm", "torch", ("eager", "compiled")),
-    ("RMSNorm (auto: the default)", "rmsnorm", "auto", ("eager", "compiled")),
+    ("LayerNorm", "layernorm", "torch", ("eager", "compiled", "graphs")),
+    ("RMSNorm (torch: F.rms_norm)", "rmsnorm", "torch", ("eager", "compiled", "graphs")),
+    ("RMSNorm (auto: the default)", "rmsnorm", "auto", ("eager", "compiled", "graphs")),
     ("RMSNorm (Triton, traced)", "rmsnorm", "triton", ("compiled",)),
 )
+MODES = ("eager", "compiled", "graphs")  # graphs: compiled with mode="reduce-overhead" (inductor's CUDA graphs)
 SIZE = ["model=gpt2_small"]  # 12 layers, d 768, 12 heads, seq 1024, GELU MLP 3072
 TINY = ["model.n_layers=2", "model.d_model=64", "model.n_heads=2", "model.seq_len=64", "model.d_ff=256"]
 
@@ -60,7 +63,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 10; 1 with --tiny)")
     ap.add_argument("--steps", type=int, default=None, help="timed steps a round (default 20; 2 with --tiny)")
     ap.add_argument("--rounds", type=int, default=None, help="timed rounds of each variant (default 3; 1 with --tiny)")
-    ap.add_argument("--modes", default="eager,compiled", help="comma-separated: eager, compiled")
+    ap.add_argument("--modes", default="eager,compiled",
+                    help="comma-separated: eager, compiled, graphs (compiled with CUDA graphs: mode=reduce-overhead)")
     ap.add_argument("--profile", action="store_true",
                     help="also profile 3 steps of each variant (CUDA): wall vs GPU kernel time, the top host ops")
     ap.add_argument("--compile-backend", default=None,
@@ -77,8 +81,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.rounds = args.rounds or (1 if args.tiny else 3)
     args.compile_backend = args.compile_backend or ("aot_eager" if args.tiny and args.device == "cpu" else "inductor")
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    if bad := [m for m in args.modes if m not in ("eager", "compiled")]:
-        ap.error(f"--modes: unknown {', '.join(bad)}; allowed: eager, compiled")
+    if bad := [m for m in args.modes if m not in MODES]:
+        ap.error(f"--modes: unknown {', '.join(bad)}; allowed: {', '.join(MODES)}")
     return args
 
 
@@ -111,7 +115,7 @@ def synchronize(device: torch.device) -> None:
 class Variant:
     """One model, optimizer and step function, warmed up once and then timed in rounds."""
 
-    def __init__(self, overrides: list[str], compiled: bool, args, device: torch.device):
+    def __init__(self, overrides: list[str], mode: str, args, device: torch.device):
         cfg = normtrain.compose(overrides)
         torch.manual_seed(0)
         self.model = normtrain.build_model(cfg).to(device)
@@ -119,7 +123,10 @@ class Variant:
         self.optimizer = build_optimizer(self.model, o.lr, o.betas, o.eps, o.weight_decay)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.flops = model_flops_per_token(self.model)
-        self.step_model = (torch.compile(self.model, backend=args.compile_backend, mode=args.compile_mode)
+        compiled, self.graphs = mode != "eager", mode == "graphs"
+        # on a CPU there is nothing to graph: the graphs mode runs as compiled (its path checked, not its speed)
+        compile_mode = "reduce-overhead" if self.graphs and device.type == "cuda" else args.compile_mode
+        self.step_model = (torch.compile(self.model, backend=args.compile_backend, mode=compile_mode)
                            if compiled else self.model)
         self.compiled, self.device, self.args = compiled, device, args
         self.B, self.T = args.batch_size, cfg.model.seq_len
@@ -133,6 +140,8 @@ class Variant:
     def step(self) -> None:
         tokens = self.batches[self.i % len(self.batches)]
         self.i += 1
+        if self.graphs:  # a new step: the graphs may overwrite the last one's outputs
+            torch.compiler.cudagraph_mark_step_begin()
         with self.autocast:
             _, loss = self.step_model(tokens[:, :-1], tokens[:, 1:])
         loss.backward()
@@ -140,7 +149,7 @@ class Variant:
             torch.nn.utils.clip_grad_norm_(self.params, self.o.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        self.loss = loss
+        self.loss = loss.detach().clone() if self.graphs else loss  # a graph's output is overwritten next step
 
     def warm_up(self) -> dict:
         """The untimed steps (compilation happens here); the graphs and breaks dynamo counted."""
@@ -204,7 +213,7 @@ def bench_mode(mode: str, base: list[str], args, device: torch.device, rows: lis
             continue
         print(f"bench_train: {label}, {mode}: building and warming up ...", file=sys.stderr, flush=True)
         try:
-            variant = Variant([*base, f"norm={norm}", f"norm.impl={impl}"], mode == "compiled", args, device)
+            variant = Variant([*base, f"norm={norm}", f"norm.impl={impl}"], mode, args, device)
             row.update(variant.warm_up())
             live.append((row, variant))
         except Exception as err:  # one failing variant (OOM, a kernel error) must not lose the others
@@ -238,7 +247,7 @@ def ratios(rows: list[dict]) -> dict:
     """The ratios issue 36 asks for, each within one mode (so measured side by side)."""
     ok = {(r["variant"], r["mode"]): r["tokens_per_s"] for r in rows if r.get("status") == "ok"}
     out = {}
-    for mode in ("eager", "compiled"):
+    for mode in MODES:
         auto, torch_rms = ok.get((VARIANTS[2][0], mode)), ok.get((VARIANTS[1][0], mode))
         layernorm, traced = ok.get((VARIANTS[0][0], mode)), ok.get((VARIANTS[3][0], mode))
         if auto and torch_rms:
