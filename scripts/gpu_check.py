@@ -1,20 +1,29 @@
-"""Everything a GPU must confirm about the fused RMSNorm, in one command that fits a time budget (issue 36).
+"""Everything a GPU must confirm, in one command that fits a time budget (issues 36 and 58).
 
     python scripts/gpu_check.py [--budget 480] [--out experiments]
+    python scripts/gpu_check.py --dry-run   # every phase end to end on CPU: tiny settings, no timing claims
 
-Four phases, each a subprocess given the time the budget has left (a phase that overruns is stopped and marked,
+Five phases, each a subprocess given the time the budget has left (a phase that overruns is stopped and marked,
 the others still run):
 
-  tests    TRITON_INTERPRET=0 pytest tests/ops: every correctness case, compiled for this GPU
-  kernels  scripts/bench_rmsnorm.py: the kernel table (ours, F.rms_norm, torch.compile, Liger; % of the copy
-           bandwidth), the host time per call of the launch candidates, a profile, the backward's heuristics
-  train    scripts/bench_train.py: GPT-2-small tokens/s, LayerNorm and RMSNorm, eager and compiled
+  tests    TRITON_INTERPRET=0 pytest tests/ops: every correctness case, compiled for this GPU, both backwards
+  kernels  scripts/bench_rmsnorm.py: the kernel table (ours with the tile and the rows backward, F.rms_norm,
+           torch.compile, Liger; % of the copy bandwidth over a 1-GiB copy), the host time per call, a profile,
+           the rows backward's config sweep (the fastest per width, recorded with the device)
+  train    scripts/bench_train.py: GPT-2-small tokens/s, LayerNorm and RMSNorm, eager, compiled and CUDA graphs
   cli      `normtrain model=gpt2_small train.max_steps=100 logger=csv`: which norm the default run picked
+  science  `normtrain-reproduce NAME --scale gpu --budget M` for hybrid_depth, then the contested claims, in the
+           time left (each a share of it; an unfinished plan continues at the next invocation)
 
 Results land where the README's kernel and throughput sections read them: ``OUT/kernels/<device>.json``,
-``OUT/throughput/<device>.json`` (and ``.md``), and this check's own table ``OUT/kernels/gpu_check-<device>.md``
-(and ``.json``), each phase's output beside it (``.log``). The table, printed last, holds every target of issue 36
-(must-haves 1, 3, 5 and 6) met or missed, with its number.
+``OUT/throughput/<device>.json`` (and ``.md``), the science in ``experiments/NAME-gpu/``, and this check's own
+table ``OUT/kernels/gpu_check-<device>.md`` (and ``.json``), each phase's output beside it (``.log``). The table,
+printed last, holds every target met or missed, with its number.
+
+``--dry-run`` runs the same phases on this CPU under Triton's interpreter with tiny settings (a few interpreter
+tests, tiny kernel shapes, a 2-layer model, a 2-step CLI run, the science phase's plans without their runs), into
+``outputs/gpu_check-dry/`` unless ``--out`` says otherwise: it checks that the GPU session will only have to run
+it. Its times and its table's numbers mean nothing.
 
 On a machine without hydra-core/omegaconf (the lent GPU image), install the wheels first (README, "The fused
 RMSNorm kernel"); liger-kernel is optional (its rows are then missing, and said so).
@@ -32,7 +41,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CAPS = {"tests": 100, "kernels": 100, "train": 170, "cli": 40}  # seconds; unused time passes to the next phase
+# seconds; unused time passes to the next phase, and the science phase takes whatever is left at its turn
+CAPS = {"tests": 70, "kernels": 100, "train": 140, "cli": 30, "science": 140}
+# hybrid_depth first (inconclusive at this scale: its decision waits on --scale gpu), then the contested claims:
+# the four whose CPU verdicts are inconclusive on the plateau precondition (experiments/README.md)
+SCIENCE = ("hybrid_depth", "curse_of_depth", "peri_variance", "dyt", "norm_types")
+GRACE_S = 30  # of a science share, kept back from --budget: the planner's start and the last run's end
 
 
 def slug(name: str) -> str:
@@ -98,50 +112,100 @@ def target_rows(out: Path, dev: str, phases: dict) -> list[tuple[str, str, bool 
             stretch = "LayerNorm" in key
             rows.append((f"{'(stretch) ' if stretch else ''}{key} >= {floor:.2f}",
                          f"{r[key]:.3f}" if key in r else "not measured", (r[key] >= floor) if key in r else None))
-        mfu = [x.get("mfu") for x in train["results"] if x.get("status") == "ok" and x["mode"] == "compiled"
-               and x["impl"] == "auto"]
-        if mfu and mfu[0] is not None:
-            rows.append(("(stretch) MFU compiled >= 42%", f"{100 * mfu[0]:.1f}%", mfu[0] >= 0.42))
+        for key in ("auto / torch RMSNorm, graphs", "auto RMSNorm / LayerNorm, graphs"):
+            if key in r:  # CUDA graphs: reported beside compiled, where they pay
+                rows.append((f"(reported) {key}", f"{r[key]:.3f}", None))
+        for mode in ("compiled", "graphs"):
+            mfu = [x.get("mfu") for x in train["results"] if x.get("status") == "ok" and x["mode"] == mode
+                   and x["impl"] == "auto"]
+            if mfu and mfu[0] is not None:
+                rows.append((f"MFU {mode} (auto) >= 45%", f"{100 * mfu[0]:.1f}%", mfu[0] >= 0.45))
     else:
         rows.append(("whole-model targets (must-have 6)", f"not measured: train {phases['train']['status']}", None))
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--budget", type=float, default=480, help="seconds for all four phases (default 480)")
-    ap.add_argument("--out", type=Path, default=ROOT / "experiments", help="folder of kernels/ and throughput/")
-    ap.add_argument("--only", nargs="*", choices=list(CAPS), default=list(CAPS), help="these phases only")
-    ap.add_argument("--train-modes", default="eager,compiled",
-                    help="bench_train's --modes (compiling GPT-2-small takes minutes: eager alone fits a short budget)")
-    ap.add_argument("--no-sweep", action="store_true", help="skip bench_rmsnorm's heuristics sweep")
-    ap.add_argument("--train-args", default="", help="more bench_train options in one string, e.g. '--steps 15'")
-    args = ap.parse_args(argv)
-    import torch
+def science_rows(phases: dict) -> list[tuple[str, str, bool | None]]:
+    """One row per experiment the science phase ran: its verdict at --scale gpu (result.json), or why none."""
+    rows = []
+    for name, run in phases.get("science", {}).get("runs", {}).items():
+        result = load(Path(run["out"]) / "result.json") if run.get("out") else None
+        verdict = (result or {}).get("verdict")
+        what = f"science: {name} --scale gpu --budget {run.get('budget_min', '?')}"
+        if run.get("plan_only"):
+            rows.append((what + " (dry run: the plan only)", run["status"], None))
+        else:
+            rows.append((what, f"verdict: {verdict}" if verdict else f"no verdict: {run['status']}", None))
+    return rows
 
-    if not torch.cuda.is_available():
-        print("gpu_check: no CUDA device; this check is for a GPU (on a CPU: python -m pytest)", file=sys.stderr)
-        return 2
-    name = torch.cuda.get_device_name()
-    dev = slug(name)
-    out = args.out.resolve()
-    (out / "kernels").mkdir(parents=True, exist_ok=True)
-    (out / "throughput").mkdir(parents=True, exist_ok=True)
-    stem = out / "kernels" / f"gpu_check-{dev}"
-    py = sys.executable
-    cli_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"normtrain-gpu-check-{os.getpid()}"
-    commands = {
-        # the project's addopts name pytest-xdist (-n 2): replaced, so the check runs with or without it
-        "tests": ([py, "-m", "pytest", "-o", "addopts=", "tests/ops", "-q", "--maxfail=10", "-ra", "-p",
-                   "no:cacheprovider"] + (["-n", "8", "--dist", "load"] if _has("xdist") else []),
-                  {"TRITON_INTERPRET": "0"}),
-        "kernels": ([py, "scripts/bench_rmsnorm.py", *([] if args.no_sweep else ["--sweep"]), "--compile-widths",
-                     "768", "4096", "16384", "--out", str(out / "kernels" / f"{dev}.json")], {}),
-        "train": ([py, "scripts/bench_train.py", "--modes", args.train_modes, "--profile", *args.train_args.split(),
-                   "--out", str(out / "throughput" / f"{dev}.json")], {}),
-        "cli": ([py, "-m", "normtrain", "model=gpt2_small", "train.device=cuda", "train.max_steps=100",
-                 "logger=csv", "train.progress=false", f"hydra.run.dir={cli_dir}"], {"WANDB_MODE": "disabled"}),
-    }
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--budget", type=float, default=480, help="seconds for all five phases (default 480)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="folder of kernels/ and throughput/ (default experiments; outputs/gpu_check-dry with "
+                         "--dry-run)")
+    ap.add_argument("--only", nargs="*", choices=list(CAPS), default=list(CAPS), help="these phases only")
+    ap.add_argument("--train-modes", default="eager,compiled,graphs",
+                    help="bench_train's --modes (compiling GPT-2-small takes minutes: eager alone fits a short budget)")
+    ap.add_argument("--no-sweep", action="store_true", help="skip bench_rmsnorm's sweep of the rows backward")
+    ap.add_argument("--train-args", default="", help="more bench_train options in one string, e.g. '--steps 15'")
+    ap.add_argument("--science", nargs="*", default=list(SCIENCE), help="experiments of the science phase, in order")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="every phase on CPU: interpreter, tiny settings, the science's plans only; no timing claims")
+    args = ap.parse_args(argv)
+    args.out = (args.out or (ROOT / "outputs" / "gpu_check-dry" if args.dry_run else ROOT / "experiments")).resolve()
+    return args
+
+
+def commands(args, dev: str, stem: Path, cli_dir: Path) -> dict[str, tuple[list[str], dict]]:
+    """Each phase's command and environment (the science phase's are ``science_command``'s)."""
+    py, out, dry = sys.executable, args.out, args.dry_run
+    pytest = [py, "-m", "pytest", "-o", "addopts=", "-q", "-ra", "-p", "no:cacheprovider"]
+    if dry:  # a few interpreter tests: the phase and its summary, not the GPU's verdict
+        tests = [*pytest, "tests/ops/test_rmsnorm_rows.py", "-k", "flag or api or symbolic or chunked"]
+    else:  # the project's addopts name pytest-xdist (-n 2): replaced, so the check runs with or without it
+        tests = [*pytest, "tests/ops", "--maxfail=10"] + (["-n", "8", "--dist", "load"] if _has("xdist") else [])
+    sweep = [] if args.no_sweep else ["--sweep-rows"]
+    kernels = [py, "scripts/bench_rmsnorm.py", *sweep, "--out", str(out / "kernels" / f"{dev}.json")]
+    kernels += ["--dry-run"] if dry else ["--compile-widths", "768", "4096", "16384"]
+    train = [py, "scripts/bench_train.py", "--modes", "eager,graphs" if dry else args.train_modes,
+             *(["--device", "cpu", "--tiny"] if dry else ["--profile"]), *args.train_args.split(),
+             "--out", str(out / "throughput" / f"{dev}.json")]
+    size = ["model.n_layers=2", "model.d_model=64", "model.n_heads=2", "model.seq_len=64", "model.d_ff=256",
+            "train.device=cpu", "train.max_steps=2"] if dry else ["train.device=cuda", "train.max_steps=100"]
+    cli = [py, "-m", "normtrain", "model=gpt2_small", *size, "logger=csv", "train.progress=false",
+           f"hydra.run.dir={cli_dir}"]
+    return {"tests": (tests, {"TRITON_INTERPRET": "1" if dry else "0"}), "kernels": (kernels, {}),
+            "train": (train, {}), "cli": (cli, {"WANDB_MODE": "disabled"})}
+
+
+def run_science(args, seconds: float, stem: Path) -> dict:
+    """The experiments in order, each an equal share of what is left when its turn comes but at least a minute of
+    runs (the first ones first: hybrid_depth before the contested claims); on a dry run their plans
+    (``--plan-only``) for an assumed GPU, nothing trained."""
+    start, runs, names, least = time.monotonic(), {}, list(args.science), GRACE_S + 60
+    for i, name in enumerate(names):
+        left = seconds - (time.monotonic() - start)
+        share = max(left / (len(names) - i), min(left, least))
+        if left < least and not args.dry_run:
+            runs[name] = {"status": f"not run: {max(0.0, left):.0f} s left"}
+            continue
+        budget_min = max(1, int((share - GRACE_S) // 60))
+        cmd = [sys.executable, "-m", "normtrain.reproduce", name, "--scale", "gpu", "--budget", str(budget_min),
+               *(["--plan-only"] if args.dry_run else ["--no-progress"])]
+        runs[name] = run_phase(f"science {name}", cmd, share, Path(f"{stem}.science-{name}.log"),
+                               {"WANDB_MODE": "disabled"})
+        runs[name].update(budget_min=budget_min, plan_only=args.dry_run,
+                          out=None if args.dry_run else str(ROOT / "experiments" / f"{name}-gpu"))
+    ok = all(r["status"] == "ok" for r in runs.values())
+    return {"status": "ok" if ok else "some unfinished or not run", "rc": 0 if ok else 1,
+            "seconds": round(time.monotonic() - start, 1), "runs": runs}
+
+
+def run_phases(args, cmds: dict, stem: Path) -> dict:
+    """The phases in order, each its cap plus what earlier ones left unused, never more than the budget holds for
+    it and the later phases; the science phase, last, gets all that remains."""
     start, carried, phases = time.monotonic(), 0.0, {}
     for phase, cap in CAPS.items():
         if phase not in args.only:
@@ -150,25 +214,55 @@ def main(argv: list[str] | None = None) -> int:
         left = args.budget - (time.monotonic() - start)
         later = sum(CAPS[p] for p in CAPS if p in args.only and list(CAPS).index(p) > list(CAPS).index(phase))
         seconds = min(cap + carried, left - min(later, left / 2))
-        cmd, env = commands[phase]
+        if phase == "science":
+            phases[phase] = run_science(args, left, stem)
+            continue
+        cmd, env = cmds[phase]
         phases[phase] = run_phase(phase, cmd, seconds, Path(f"{stem}.{phase}.log"), env)
         carried = max(0.0, cap + carried - phases[phase]["seconds"])
-    summary = cli_dir / "summary.json"
-    if summary.exists():
-        Path(f"{stem}.cli-summary.json").write_text(summary.read_text())
-    rows = target_rows(out, dev, phases)
+    return phases
+
+
+def write_table(args, name: str, dev: str, phases: dict, took: float, torch_version: str) -> str:
+    stem = args.out / "kernels" / f"gpu_check-{dev}"
+    rows = target_rows(args.out, dev, phases) + science_rows(phases)
+    if args.dry_run:  # nothing a dry run printed is a measurement: no target is met or missed by it
+        rows = [(what, value, None) for what, value, _ in rows]
     mark = {True: "met", False: "MISSED", None: "–"}
-    lines = [f"GPU check on **{name}** (torch {torch.__version__}), {time.monotonic() - start:.0f} s of a "
-             f"{args.budget:.0f}-s budget. Phases: " + "; ".join(f"{p} {v['status']}"
-                                                              + (f" ({v['seconds']:.0f} s)" if "seconds" in v else "")
-                                                              for p, v in phases.items()), "",
-             "| target (issue 36) | measured | |", "|---|---|---|"]
+    dry = " (DRY RUN on CPU: the phases' paths only; no number here is a measurement)" if args.dry_run else ""
+    lines = [f"GPU check on **{name}** (torch {torch_version}){dry}, {took:.0f} s of a {args.budget:.0f}-s budget. "
+             "Phases: " + "; ".join(f"{p} {v['status']}" + (f" ({v['seconds']:.0f} s)" if "seconds" in v else "")
+                                    for p, v in phases.items()), "",
+             "| target (issues 36, 58) | measured | |", "|---|---|---|"]
     lines += [f"| {what} | {value} | {mark[met]} |" for what, value, met in rows]
     table = "\n".join(lines) + "\n"
     Path(f"{stem}.md").write_text(table)
-    Path(f"{stem}.json").write_text(json.dumps({"device": name, "torch": torch.__version__, "phases": phases,
-                                                "targets": [{"target": w, "measured": v, "met": m}
-                                                            for w, v, m in rows]}, indent=2) + "\n")
+    Path(f"{stem}.json").write_text(json.dumps({"device": name, "torch": torch_version, "dry_run": args.dry_run,
+                                                "phases": phases, "targets": [{"target": w, "measured": v, "met": m}
+                                                                              for w, v, m in rows]}, indent=2) + "\n")
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    if not args.dry_run and not torch.cuda.is_available():
+        print("gpu_check: no CUDA device; this check is for a GPU (on a CPU: --dry-run, or python -m pytest)",
+              file=sys.stderr)
+        return 2
+    name = "CPU dry run" if args.dry_run else torch.cuda.get_device_name()
+    dev = slug(name)
+    (args.out / "kernels").mkdir(parents=True, exist_ok=True)
+    (args.out / "throughput").mkdir(parents=True, exist_ok=True)
+    stem = args.out / "kernels" / f"gpu_check-{dev}"
+    cli_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"normtrain-gpu-check-{os.getpid()}"
+    start = time.monotonic()
+    phases = run_phases(args, commands(args, dev, stem, cli_dir), stem)
+    summary = cli_dir / "summary.json"
+    if summary.exists():
+        Path(f"{stem}.cli-summary.json").write_text(summary.read_text())
+    table = write_table(args, name, dev, phases, time.monotonic() - start, torch.__version__)
     print("\n" + table)
     return 0 if all(v.get("status") in ("ok", "not run (--only)") for v in phases.values()) else 1
 
