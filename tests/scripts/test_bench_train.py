@@ -2,6 +2,7 @@
 
 import json
 import os
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -62,3 +63,10 @@ def test_without_cuda_it_exits_with_a_message(tmp_path):
     assert proc.returncode == 2
     assert "no CUDA device" in proc.stderr and "--device cpu --tiny" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_the_graphs_mode_is_a_mode_and_a_bad_one_names_them_all():
+    bench = runpy.run_path(str(SCRIPT), run_name="bench_train")
+    assert bench["parse_args"](["--modes", "eager,graphs"]).modes == ["eager", "graphs"]
+    with pytest.raises(SystemExit):
+        bench["parse_args"](["--modes", "cudagraph"])
