@@ -128,7 +128,7 @@ def test_a_slurm_sweep_is_checked_for_its_jobs_world_size_not_for_this_machines_
 def test_an_experiments_own_sweep_is_expanded_as_hydra_does():
     with multirun(["experiment=deepnet_depth"]) as (master, loader):
         jobs = sweep_jobs(master, loader)
-        assert len(jobs) == 210 and len({tuple(j) for j in jobs}) == 210  # 2 placements × 7 lrs × 3 depths × 5 seeds
+        assert len(jobs) == 240 and len({tuple(j) for j in jobs}) == 240  # 2 placements × 8 lrs × 3 depths × 5 seeds
         assert all("experiment=deepnet_depth" in job for job in jobs)
         check_sweep(master, loader)
     with multirun(["experiment=deepnet_depth", "hydra/sweeper=basic"]) as (master, loader):

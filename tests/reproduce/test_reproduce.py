@@ -126,15 +126,16 @@ def test_forward_only_measurements_are_kept_and_reused(local, tmp_path):
 def test_the_grid_comes_from_the_experiment_yaml_and_scales():
     cpu = make_plan("deepnet_depth")
     assert cpu.grid == {"placement": ["post", "deepnorm"],
-                        "optim.lr": ["0.002", "0.00025", "0.004", "0.008", "6.25e-05", "0.000125", "0.0005"],
+                        "optim.lr": ["0.002", "0.00025", "0.004", "0.008", "6.25e-05", "0.000125", "0.0005", "0.001"],
                         "model.n_layers": ["6", "18", "24"], "train.seed": ["8", "9", "10", "11", "12"]}
-    # v5: each placement's own lrs per depth (DeepNorm 3 at every depth, Post-LN 3 at 6 layers and 4 deeper)
-    assert len(cpu.combos()) == 100 and str(cpu.out) == "experiments/deepnet_depth"
+    # v5: each placement's own lrs per depth (DeepNorm 3 at every depth, Post-LN 3 at 6 layers and 4 deeper), and
+    # the edge rule's extension (CHECK_HISTORY 8): Post-LN's 1e-3 at 6 layers, below its grid's smallest best lr
+    assert len(cpu.combos()) == 105 and str(cpu.out) == "experiments/deepnet_depth"
     lrs = {(p, d): sorted({float(c["optim.lr"]) for c in cpu.combos()
                            if c["placement"] == p and c["model.n_layers"] == d})
            for p in ("post", "deepnorm") for d in ("6", "18", "24")}
     assert lrs[("post", "18")] == lrs[("post", "24")] == [6.25e-5, 1.25e-4, 2.5e-4, 5e-4]
-    assert lrs[("post", "6")] == [2e-3, 4e-3, 8e-3]
+    assert lrs[("post", "6")] == [1e-3, 2e-3, 4e-3, 8e-3]
     assert all(lrs[("deepnorm", d)] == [2e-3, 4e-3, 8e-3] for d in ("6", "18", "24"))
     gpu = make_plan("deepnet_depth", scale="gpu", seeds=2, device=ASSUMED_H100)  # the design stays; the model grows
     assert gpu.grid["model.n_layers"] == ["6", "18", "24"] and len(gpu.grid["train.seed"]) >= 2

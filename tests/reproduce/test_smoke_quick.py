@@ -151,8 +151,15 @@ def test_a_quick_run_gives_the_direction_against_the_full_result_and_no_verdict(
     assert "post_falls_behind_with_depth" in line  # v5's primary
     result = json.loads((out / "result.json").read_text())
     assert result["verdict"] == quick.VERDICT and result["seeds"] == [8] and result["runs"] == 12  # T and T/2
-    direction = result["quick"]["direction"]  # the committed full result is v4's, whose primary is another check
-    assert direction["agrees"] is None and "'post_fails_deep'" in direction["why"]
+    direction = result["quick"]["direction"]  # against the committed full result, v5's with the same primary
+    full = json.loads(Path("experiments/deepnet_depth/result.json").read_text())
+    assert direction["check"] == full["primary"]["id"] == "post_falls_behind_with_depth"
+    assert direction["full_verdict"] == full["verdict"] and direction["full_seeds"] == full["seeds"]
+    assert set(direction["conditions"]) == set(full["primary"]["conditions"]) == {"L=18", "L=24"}
+    for cond, c in direction["conditions"].items():  # each side from its own value and the declared threshold
+        assert c["full_median"] == full["primary"]["conditions"][cond]["median"]
+        assert c["agrees"] == (c["quick_holds"] == c["full_holds"])
+    assert direction["agrees"] == all(c["agrees"] for c in direction["conditions"].values())
     readme = (out / "README.md").read_text()
     assert readme.startswith("# QUICK: ") and "## Verdict: no verdict (quick: one seed)" in readme
     assert "QUICK: " in (out / "report.html").read_text()
