@@ -21,7 +21,7 @@ DEEP_FROM = 18  # the primary check's depths: these and deeper (a narrowed grid 
 DEEP_GRID = (6.25e-5, 1.25e-4, 2.5e-4, 5e-4)  # Post-LN's deep grid: v4's best 2.5e-4 at 18 layers, and below
 ARM_LRS = {"post": {6: (2e-3, 4e-3, 8e-3), 18: DEEP_GRID, 24: DEEP_GRID},  # placement -> depth -> its lrs (v5)
            "deepnorm": {d: (2e-3, 4e-3, 8e-3) for d in (6, 18, 24)}}
-EXTENDED: dict[str, dict[int, tuple[float, ...]]] = {}  # the registered edge rule's extensions (CHECK_HISTORY.md)
+EXTENDED: dict[str, dict[int, tuple[float, ...]]] = {"post": {6: (1e-3,)}}  # the edge rule's (CHECK_HISTORY 8)
 FLAT = 0.05  # a curve whose median final losses span less than this is flat: no lr trains it (the edge rule)
 PRIMARY_QUANTITY = "post_gap_growth_with_depth"
 
@@ -89,7 +89,8 @@ class Depth(Experiment):
               "β = (0.9, 0.98), no clipping, 1000 steps of 8 × 128 bytes, a 100-step linear warm-up (10%) multiplying "
               "WSD (the peak to step 800, then linearly to 10%), evaluated every 5% on 512 fixed windows, and again "
               "at T/2 (500 steps, a decay branch from step 400), at 6, 18 and 24 layers, seeds 8–12. DeepNorm at "
-              "peak learning rates 2e-3, 4e-3, 8e-3 at every depth; Post-LN at 2e-3, 4e-3, 8e-3 at 6 layers and "
+              "peak learning rates 2e-3, 4e-3, 8e-3 at every depth; Post-LN at 2e-3, 4e-3, 8e-3 at 6 layers (and 1e-3, "
+              "the edge rule's extension) and "
               "6.25e-5, 1.25e-4, 2.5e-4, 5e-4 at 18 and 24. Each placement is judged at its own best lr at each "
               "depth and budget: " + best_lr.HELD_OUT_RULE + ".")
     gpu_recipe = Recipe()
