@@ -133,7 +133,7 @@ class Depth(Experiment):
         parts = [f"The whole loss-vs-lr curve per placement and depth: final validation loss, median [range] over "
                  f"seeds (n); **bold**: the best lr at that depth by the selection rule:\n\n"
                  f"{best_lr.curve_table(rows, 'arm', best)}",
-                 "The selection loss (mean training loss over the last 10% of steps), median [range] over seeds:\n\n"
+                 "The selection loss (the held-out windows' loss at the run's end), median [range] over seeds:\n\n"
                  + best_lr.curve_table(rows, "arm", best, select_or_inf)]
         body = []
         for p in places:
