@@ -19,7 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from normtrain.compare.runs import Run
+from normtrain.reproduce.carry import status_of
 from normtrain.reproduce.gpu_scale import Recipe
+from normtrain.reproduce.kept import kept_measurement
 from normtrain.reproduce.runner import Experiment, Findings, present, validation_batches
 from normtrain.reproduce.writeup import markdown_table
 from normtrain.study import best_lr, branches, plots, robustness, stats
@@ -69,6 +71,8 @@ class BatchNormLeak(Experiment):
     # the batch size is the design: longer windows instead of more sequences; each model scored two ways after it
     gpu_recipe = Recipe(batch=1, seq=2, extra_steps=200)
     keep_checkpoints = True
+    checkpoint_stand_in = SCORES  # all the analysis reads of a model: a scored run travels in a pack without it
+    stand_in_of_pairs = True  # each pair scored as soon as it is trained, at T and at T/2
     half_budget = True  # protocol v5: every run at T and at T/2 (a WSD decay branch), each scored
 
     def keeps(self, combo: dict[str, str]) -> bool:
@@ -86,13 +90,24 @@ class BatchNormLeak(Experiment):
         its evaluation-mode validation curve, the only one logged."""
         base = {**super().row(run, combo), best_lr.SELECTION: best_lr.selection_of(run),
                 SELECT: run.summary.get("final_select_loss")}
-        if run.status == "diverged" or not (run.path / "ckpt.pt").is_file():
+        if run.status == "diverged":
             return {**base, "own_loss": None, "eval_loss": None, "leak": None, "swap_gain": None,
                     "matched_gain": None, "matched_gain_init": None}
         row = {**base, **score_two_ways(run)}
         if row["unigram_val_loss"] is not None:  # labelled on the loss it is judged by: training mode, own batch
             row.update(line_labels(row["own_loss"], row["unigram_val_loss"], row["val_quarter_drop"]))
         return row
+
+    def make_stand_ins(self, runs: Plan, combos: list[dict[str, str]]) -> None:
+        """Score the finished runs of these grid points, at T and at T/2, ``runs.jobs`` at a time (a run already
+        scored is re-read): the next machine has no checkpoint to score."""
+        from dataclasses import replace
+
+        from normtrain.study.grid import map_grid
+
+        for plan in (runs, replace(runs, runs_dir=branches.half_runs_dir(runs.runs_dir))):
+            todo = [c for c in combos if (status_of(plan.run_dir(c)) or {}).get("status") == "completed"]
+            map_grid(plan, score_folder, todo, "scorings of trained models", "model")
 
     def analyse(self, rows: list[dict[str, Any]], plan: Plan) -> Findings:
         for r in rows:
@@ -232,41 +247,29 @@ def mode_gap(row: dict[str, Any]) -> float | None:
 def score_two_ways(run: Run) -> dict[str, float]:
     """Val loss with own-batch statistics and in evaluation mode, the causality leak and the leak's gain.
 
-    Scoring the 100 models takes about 27 min on 2 cores, so the scores are kept in the run's folder
-    (``scores.json``) and a rerun re-reads them, as it reuses the runs: only while the checkpoint and the scoring
-    code are the ones that made them (``scoring_key``)."""
-    import json
+    Scoring the 240 models takes about 47 min on 2 cores, so the scores are kept in the run's folder
+    (``scores.json``): a rerun re-reads them while the checkpoint and the scoring code are the ones that made them,
+    and they stand in for the checkpoint of a run restored from a pack (normtrain/reproduce/kept.py)."""
+    import inspect
 
     import torch
 
-    from normtrain.util.atomic import write_json
+    def scored() -> dict[str, float]:
+        with torch.no_grad():
+            return _score_two_ways(run)
 
-    path, key = run.path / SCORES, scoring_key(run.path / "ckpt.pt")
-    try:
-        kept = json.loads(path.read_text())
-    except (OSError, ValueError):
-        kept = {}
-    if kept.get("key") == key:
-        return kept["scores"]
-    with torch.no_grad():
-        scores = _score_two_ways(run)
-    try:
-        write_json(path, {"key": key, "scores": scores})
-    except OSError:  # a read-only run folder: scored again next time
-        pass
-    return scores
+    code = "\n".join([repr(CUTS), *(inspect.getsource(f) for f in SCORING_CODE)])
+    return kept_measurement(run.path, SCORES, code, scored)
 
 
-def scoring_key(checkpoint) -> str:
-    """What the scores depend on beyond the run's config: the checkpoint (its size and modification time: a
-    retrained run writes a new one) and the source of the scoring code and its constants."""
-    import hashlib
-    import inspect
+def score_folder(_overrides: list[str], run_dir: str) -> None:
+    """A worker of ``make_stand_ins``: the scores of the run in ``run_dir``, into its folder."""
+    from pathlib import Path
 
-    stat = checkpoint.stat()
-    code = [inspect.getsource(f) for f in SCORING_CODE]
-    text = "\n".join([f"{stat.st_size}:{stat.st_mtime_ns}", repr(CUTS), *code])
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    from normtrain.compare.runs import load_run
+
+    if isinstance(run := load_run(Path(run_dir)), Run):
+        score_two_ways(run)
 
 
 def _score_two_ways(run: Run) -> dict[str, float]:
@@ -294,7 +297,7 @@ def _score_two_ways(run: Run) -> dict[str, float]:
               "leak": (logp[0] - logp[1]).abs().max().item(), "swap_gain": None,
               # a causal model's matched gain is 0 by construction: a few batches check the code that computes it
               "matched_gain": matched_swap_gain(training, full if leaky else full[:NULL_CHECK_BATCHES]),
-              "matched_gain_init": init_gain(cfg, full) if leaky and at_t else None}
+              "matched_gain_init": init_gain(cfg, full, run.path.parent) if leaky and at_t else None}
     if leaky and at_t:  # v4's plain swap, reported at T only (the primary alone is read at T/2)
         scores.update(future_swap_gain(training, full))
     return scores
@@ -359,25 +362,37 @@ def matched_swap_gain(model, batches: list[tuple[Any, Any]]) -> float | None:
     return sum(gains) / len(gains)
 
 
-_INIT_GAINS: dict[str, float | None] = {}  # the untrained model depends on the seed and shape, not the lr
+INIT_GAINS = ".init_gains"  # the untrained models' matched gains, in the runs folder: one file per seed and shape
 
 
-def init_gain(cfg, batches: list[tuple[Any, Any]]) -> float | None:
+def init_gain(cfg, batches: list[tuple[Any, Any]], runs_dir) -> float | None:
     """The negative control: the matched gain of the untrained model (the run's seed, the run's architecture), which
-    has learned nothing to read; a measure biased by the disturbance alone shows its bias here."""
+    has learned nothing to read; a measure biased by the disturbance alone shows its bias here. It depends on the
+    seed, the shape and the windows, not the lr: kept in ``runs_dir / INIT_GAINS``, where the scoring of each lr, in
+    any worker, finds it."""
+    import hashlib
+    import inspect
     import json
 
     import torch
 
     import normtrain
+    from normtrain.util.atomic import write_json
 
-    key = json.dumps([cfg.train.seed, cfg.train.batch_size, str(cfg.model), str(cfg.norm)])
-    if key not in _INIT_GAINS:
-        torch.manual_seed(int(cfg.train.seed))
-        with torch.no_grad():
-            _INIT_GAINS[key] = matched_swap_gain(normtrain.build_model(cfg).train(), batches)
-    return _INIT_GAINS[key]
+    key = json.dumps([cfg.train.seed, cfg.train.batch_size, cfg.train.eval_windows, str(cfg.model), str(cfg.norm),
+                      str(cfg.data), *(inspect.getsource(f) for f in (matched_swap_gain, cut_positions))])
+    path = runs_dir / INIT_GAINS / f"{hashlib.blake2b(key.encode(), digest_size=16).hexdigest()}.json"
+    try:
+        return json.loads(path.read_text())["gain"]
+    except (OSError, ValueError, KeyError):
+        pass
+    torch.manual_seed(int(cfg.train.seed))
+    with torch.no_grad():
+        gain = matched_swap_gain(normtrain.build_model(cfg).train(), batches)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, {"gain": gain})
+    return gain
 
 
 SCORING_CODE = (_score_two_ways, future_swap_gain, matched_swap_gain, init_gain, cut_positions,
-                validation_batches)  # what scoring_key hashes
+                validation_batches)  # the code the kept scores are keyed by

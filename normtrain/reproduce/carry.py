@@ -8,7 +8,8 @@ next invocation on a fresh machine restores them into its runs folder before it 
 finished run (the config and the training code are checked as always: normtrain/study/grid.py, provenance.py),
 and deletes the pack when the experiment's result is written. A probe of a run (``probe/probe.json``) travels with it:
 an experiment that probes its trained models (curse_of_depth) probes every T run it packs, since the checkpoint
-stays behind (``Experiment.checkpoint_stand_in``). A T run goes into the pack only with its T/2 branch
+stays behind (``Experiment.checkpoint_stand_in``); batchnorm_leak's scores (``scores.json``) stand in for the
+checkpoints of both budgets, made pair by pair as the runs finish. A T run goes into the pack only with its T/2 branch
 finished, because the branch leaves from a checkpoint that stays behind; the runner trains the T runs a few at a
 time with their branches right after (``Experiment.train_in_pairs``), so a session's end leaves finished pairs.
 """

@@ -190,7 +190,7 @@ def estimate(plan: Plan, committed: Path, extra_overrides: list[str], keep_check
     caveats, runs, to_train = [], len(combos), len(todo)
     if half is not None:
         half_plan, share = half
-        half_todo = [c for c in half_plan.combos() if not finished(half_plan, c, half_keep)]
+        half_todo = [c for c in half_plan.combos() if not finished(half_plan, c, half_keep, stand_in)]
         more, more_by_neighbour = timed(half_todo, share)
         known, by_neighbour = known + more, by_neighbour + more_by_neighbour
         runs, to_train = runs + len(half_plan.combos()), to_train + len(half_todo)

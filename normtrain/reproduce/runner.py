@@ -57,6 +57,9 @@ class Experiment:
     # a file a T run's checkpoint is turned into, all the analysis reads of it (curse_of_depth: the probe): with it a
     # T run is reused and packed without its checkpoint (``make_stand_ins``), and the T/2 runs keep none
     checkpoint_stand_in: ClassVar[str | None] = None
+    # the stand-in is made of both budgets' runs, pair by pair as they finish (batchnorm_leak: the scores): the T/2
+    # runs keep their checkpoints until then, and a session's end leaves pairs that --pack carries as they are
+    stand_in_of_pairs: ClassVar[bool] = False
     half_budget: ClassVar[bool] = False  # protocol v5: every run measured at T/2 too (normtrain/study/branches.py)
     lr_tuned: ClassVar[bool] = True  # the lr axis is tuned (each arm judged at its own best): --quick runs one lr
     # per arm; False where the lrs are the design itself (a sensitivity over the grid, multiples of a best lr)
@@ -111,7 +114,8 @@ class Experiment:
             t_rows = [{**r, branches.STEPS: full} for r in self.train_rows(t)]
             axes = list(runs.grid)
             gone = branches.gone_before_branch(t_rows, axes, half.branch_step)
-            half_rows = read_rows(half, train_grid(branches.skipping(half, gone), self.half_checkpoints), self.row)
+            half_rows = read_rows(half, train_grid(branches.skipping(half, gone), self.half_checkpoints,
+                                                   self.checkpoint_stand_in), self.row)
             lost = [{**dict(p), "status": "diverged", "final_val_loss": math.inf} for p in sorted(gone)]
             return t_rows + [{**r, branches.STEPS: steps} for r in half_rows + lost]
         finally:
@@ -133,7 +137,9 @@ class Experiment:
             done = train_grid(part_t, self.keep_checkpoints, self.checkpoint_stand_in)
             gone = branches.gone_before_branch([{**c, "status": run.status, "diverged_at_step": run.summary.get(
                 "diverged_at_step")} for c, run in done], axes, half.branch_step)
-            train_grid(branches.skipping(part_half, gone), self.half_checkpoints)
+            train_grid(branches.skipping(part_half, gone), self.half_checkpoints, self.checkpoint_stand_in)
+            if self.stand_in_of_pairs:
+                self.make_stand_ins(part_t, part_t.combos())
             reused += part_t.reused_s + part_half.reused_s
         return reused
 
@@ -145,12 +151,13 @@ class Experiment:
     @property
     def half_checkpoints(self) -> bool:
         """Whether the T/2 runs keep their checkpoints: where the analysis reads them (batchnorm_leak scores both
-        budgets), not where a stand-in of the T runs is all it reads."""
-        return self.keep_checkpoints and self.checkpoint_stand_in is None
+        budgets), not where a stand-in of the T runs is all it reads; until their stand-in is made
+        (``stand_in_of_pairs``)."""
+        return self.keep_checkpoints and (self.checkpoint_stand_in is None or self.stand_in_of_pairs)
 
     def make_stand_ins(self, runs: Plan, combos: list[dict[str, str]]) -> None:
-        """Write ``checkpoint_stand_in`` in these finished T runs' folders from their checkpoints (before --pack
-        leaves the checkpoints behind)."""
+        """Write ``checkpoint_stand_in`` in these finished T runs' folders (and their T/2 runs', where
+        ``stand_in_of_pairs``) from their checkpoints (before --pack leaves the checkpoints behind)."""
         raise NotImplementedError(f"{self.name} declares no checkpoint stand-in")
 
     def committed_row(self, row: dict[str, str]) -> dict[str, str] | None:

@@ -137,9 +137,12 @@ def test_the_cpu_grid_is_the_registered_lrs_at_every_batch_size():
 
 def test_a_models_scores_are_kept_and_reread_until_its_checkpoint_changes(text_corpus, tiny_base, tmp_path,
                                                                           monkeypatch):
-    """A rerun re-reads each model's scores from its run folder instead of scoring it again (27 min for the
-    committed grid), and scores again once the checkpoint is another (a retrained run)."""
+    """A rerun re-reads each model's scores from its run folder instead of scoring it again (47 min for the
+    committed grid), scores again once the checkpoint is another (a retrained run), and reads them without the
+    checkpoint once a pack has left it behind."""
     import os
+
+    from omegaconf import OmegaConf
 
     from normtrain.compare.runs import load_run
     from normtrain.config import compose
@@ -153,6 +156,13 @@ def test_a_models_scores_are_kept_and_reread_until_its_checkpoint_changes(text_c
     first = batchnorm_leak.score_two_ways(run)
     assert (run_dir / batchnorm_leak.SCORES).is_file() and first["swap_gain"] is not None
     assert first["matched_gain"] is not None and first["matched_gain_init"] is not None
+    import normtrain
+
+    monkeypatch.setattr(normtrain, "build_model", lambda *a: pytest.fail("the untrained model's gain is kept for "
+                                                                         "every lr's run"))
+    cfg = OmegaConf.create(run.summary["config"])
+    assert batchnorm_leak.init_gain(cfg, [], tmp_path) == first["matched_gain_init"]
+    monkeypatch.undo()
 
     calls = []
     real = batchnorm_leak._score_two_ways
@@ -161,6 +171,8 @@ def test_a_models_scores_are_kept_and_reread_until_its_checkpoint_changes(text_c
     ckpt = run_dir / "ckpt.pt"
     os.utime(ckpt, ns=(ckpt.stat().st_atime_ns, ckpt.stat().st_mtime_ns + 10**9))  # another checkpoint
     assert batchnorm_leak.score_two_ways(run) == first and len(calls) == 1  # scored again: same weights, same scores
+    ckpt.unlink()  # a pack leaves it behind: the scores stand in for it
+    assert batchnorm_leak.score_two_ways(run) == first and len(calls) == 1
 
 
 def scored_rows(steps: int, gain: float, nulls: dict[int, float]) -> list[dict]:
@@ -210,3 +222,23 @@ def test_v5_reads_the_matched_gain_at_t_and_at_half_the_steps_behind_the_control
     assert failed == ({"matched_null_untrained"} if "precondition" in verdict else set())
     primary = judged.role("primary")[0].as_dict()
     assert verdict_words({"verdict": judged.verdict, "protocol": judged.protocol, "primary": primary}) == verdict
+
+
+def test_before_a_pack_every_completed_run_of_the_packed_points_is_scored_at_both_budgets(tmp_path, monkeypatch):
+    import json
+
+    from normtrain.reproduce import batchnorm_leak
+    from normtrain.reproduce.cli import make_plan
+    from normtrain.study.branches import half_runs_dir
+
+    plan = make_plan("batchnorm_leak", runs_dir=tmp_path / "runs", out=tmp_path / "out", progress=False, jobs=1)
+    combos = plan.combos()[:3]
+    t = [plan.run_dir(c) for c in combos]
+    half = [half_runs_dir(plan.runs_dir) / f.name for f in t]
+    for folder, status in ((t[0], "completed"), (half[0], "completed"), (t[1], "diverged"), (t[2], "completed")):
+        folder.mkdir(parents=True)
+        (folder / "summary.json").write_text(json.dumps({"status": status}))
+    scored = []
+    monkeypatch.setattr(batchnorm_leak, "score_folder", lambda _o, run_dir: scored.append(run_dir))
+    BatchNormLeak().make_stand_ins(plan, combos)
+    assert scored == [str(t[0]), str(t[2]), str(half[0])]  # a diverged run has no scores; t[2]'s branch is not run

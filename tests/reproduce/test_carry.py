@@ -90,8 +90,11 @@ def test_a_pack_with_files_this_tool_did_not_write_is_refused(tmp_path, arcname)
         carry.pack(plan_at(tmp_path / "empty"), True, 10)
 
 
-def test_pack_refuses_what_it_cannot_carry(capsys):
-    assert main(["batchnorm_leak", "--pack"]) == 2  # its scoring reads every run's checkpoint
+def test_pack_refuses_what_it_cannot_carry(capsys, monkeypatch):
+    from normtrain.reproduce.batchnorm_leak import BatchNormLeak
+
+    monkeypatch.setattr(BatchNormLeak, "checkpoint_stand_in", None)  # an analysis reading checkpoints, no stand-in
+    assert main(["batchnorm_leak", "--pack"]) == 2
     assert "checkpoints" in capsys.readouterr().err
     assert main(["dyt", "--pack", "--scale", "gpu"]) == 2
     assert "results folder" in capsys.readouterr().err

@@ -71,3 +71,45 @@ def test_branches_follow_their_t_runs_and_a_packed_grid_trains_only_what_the_pac
     summaries = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/summary.json")]
     original = {str(s["config"]["train"]["seed"]): s["final_val_loss"] for s in summaries}
     assert {r["train.seed"]: r["final_val_loss"] for r in rows if r[branches.STEPS] == 24} == original
+
+
+class Scored(Toy):
+    """An experiment that measures every trained model at both budgets (as batchnorm_leak scores them): the
+    measurement stands in for the checkpoints, made pair by pair as the runs finish."""
+
+    keep_checkpoints = True
+    checkpoint_stand_in = "scores.json"
+    stand_in_of_pairs = True
+    asked: list[list[str]] = []
+
+    def make_stand_ins(self, runs, combos):
+        self.asked.append([c["train.seed"] for c in combos])
+        for c in combos:
+            for folder in (runs.run_dir(c), branches.half_runs_dir(runs.runs_dir) / runs.run_dir(c).name):
+                if not (folder / "scores.json").is_file():
+                    assert (folder / "ckpt.pt").is_file()  # both budgets keep their checkpoints until measured
+                    (folder / "scores.json").write_text("{}")
+
+
+@pytest.mark.slow
+def test_a_measuring_experiment_measures_each_group_of_pairs_as_it_finishes_and_its_pack_needs_no_checkpoint(
+        text_corpus, tmp_path):
+    from normtrain.reproduce import carry
+    from normtrain.reproduce.runner import PAIRS_AT_ONCE
+
+    base = [*BASE, "data=local_text", f"data.path={text_corpus}"]
+    seeds = [str(s) for s in range(PAIRS_AT_ONCE + 1)]
+    plan = Plan("toy", "cpu", False, base, {"optim.lr": ["1e-3"], "train.seed": seeds}, tmp_path / "runs",
+                tmp_path / "out", progress=False)
+    Scored.asked = []
+    Scored().measure(plan)
+    assert Scored.asked == [seeds[:PAIRS_AT_ONCE], seeds[PAIRS_AT_ONCE:]]  # one call per group, its pairs trained
+    assert carry.pack(plan, True, branches.reproduction_half(plan.compose(plan.combos()[0]))[1])
+    fresh = Plan("toy", "cpu", False, base, dict(plan.grid), tmp_path / "machine2" / "runs", tmp_path / "out",
+                 progress=False)
+    assert carry.restore(fresh) == 2 * len(seeds)
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "machine2").glob("*/*/summary.json")}
+    Scored.asked = []
+    rows = Scored().measure(fresh)  # no checkpoint here: the measurements stand in for them at T and at T/2
+    assert len(rows) == 2 * len(seeds) and {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    assert not list((tmp_path / "machine2").glob("**/*.pt"))
