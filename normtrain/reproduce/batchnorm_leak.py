@@ -247,7 +247,7 @@ def mode_gap(row: dict[str, Any]) -> float | None:
 def score_two_ways(run: Run) -> dict[str, float]:
     """Val loss with own-batch statistics and in evaluation mode, the causality leak and the leak's gain.
 
-    Scoring the 240 models takes about 47 min on 2 cores, so the scores are kept in the run's folder
+    Scoring v5's 240 models took about 19 min on 2 cores, so the scores are kept in the run's folder
     (``scores.json``): a rerun re-reads them while the checkpoint and the scoring code are the ones that made them,
     and they stand in for the checkpoint of a run restored from a pack (normtrain/reproduce/kept.py)."""
     import inspect
@@ -370,18 +370,18 @@ def init_gain(cfg, batches: list[tuple[Any, Any]], runs_dir) -> float | None:
     has learned nothing to read; a measure biased by the disturbance alone shows its bias here. It depends on the
     seed, the shape and the windows, not the lr: kept in ``runs_dir / INIT_GAINS``, where the scoring of each lr, in
     any worker, finds it."""
-    import hashlib
     import inspect
     import json
 
     import torch
 
     import normtrain
+    from normtrain.reproduce.kept import digest
     from normtrain.util.atomic import write_json
 
     key = json.dumps([cfg.train.seed, cfg.train.batch_size, cfg.train.eval_windows, str(cfg.model), str(cfg.norm),
                       str(cfg.data), *(inspect.getsource(f) for f in (matched_swap_gain, cut_positions))])
-    path = runs_dir / INIT_GAINS / f"{hashlib.blake2b(key.encode(), digest_size=16).hexdigest()}.json"
+    path = runs_dir / INIT_GAINS / f"{digest(key)}.json"
     try:
         return json.loads(path.read_text())["gain"]
     except (OSError, ValueError, KeyError):
