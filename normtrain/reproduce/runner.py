@@ -9,7 +9,6 @@ minutes on steps and seeds (normtrain/reproduce/gpu_plan.py); ``--smoke`` shrink
 from __future__ import annotations
 
 import importlib
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,7 +115,7 @@ class Experiment:
             gone = branches.gone_before_branch(t_rows, axes, half.branch_step)
             half_rows = read_rows(half, train_grid(branches.skipping(half, gone), self.half_checkpoints,
                                                    self.checkpoint_stand_in), self.row)
-            lost = [{**dict(p), "status": "diverged", "final_val_loss": math.inf} for p in sorted(gone)]
+            lost = branches.lost_at_half(t_rows, axes, gone)
             return t_rows + [{**r, branches.STEPS: steps} for r in half_rows + lost]
         finally:
             plan.reused_s = t.reused_s + half.reused_s if reused is None else reused

@@ -10,6 +10,7 @@ ablation (normtrain/ablate/runs.py) and a reproduction (normtrain/reproduce/runn
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -103,6 +104,17 @@ def gone_before_branch(t_rows: list[dict], axes: list[str], branch_step: int | N
         return set()
     return {point(r, axes) for r in t_rows
             if r.get("status") == "diverged" and (r.get("diverged_at_step") or 0) <= branch_step}
+
+
+def lost_at_half(t_rows: list[dict], axes: list[str], gone: set[tuple]) -> list[dict]:
+    """The T/2 rows of the points in ``gone``: diverged, and trained by their T run's code (its ``code_commit``,
+    ``code_dirty`` and ``training_code_digest`` columns), so that the provenance check reads them as the runs
+    they stand for, not as runs of unknown code."""
+    code = {point(r, axes): {k: r[k] for k in CODE_COLUMNS if k in r} for r in t_rows}
+    return [{**dict(p), **code.get(p, {}), "status": "diverged", "final_val_loss": math.inf} for p in sorted(gone)]
+
+
+CODE_COLUMNS = ("code_commit", "code_dirty", "training_code_digest")  # normtrain/study/grid.py's code_of
 
 
 def point(row: dict, axes: list[str]) -> tuple:

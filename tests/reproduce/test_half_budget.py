@@ -113,3 +113,20 @@ def test_a_measuring_experiment_measures_each_group_of_pairs_as_it_finishes_and_
     rows = Scored().measure(fresh)  # no checkpoint here: the measurements stand in for them at T and at T/2
     assert len(rows) == 2 * len(seeds) and {p: p.stat().st_mtime_ns for p in stamps} == stamps
     assert not list((tmp_path / "machine2").glob("**/*.pt"))
+
+
+def test_a_t_run_that_diverged_before_the_branch_stands_at_t2_as_diverged_with_its_own_code():
+    """dyt v5: two T runs diverged before step 640, and their T/2 rows, carrying no code, made the provenance
+    check refuse the whole result as runs of unknown training code."""
+    from normtrain.study.provenance import refuse_mixed
+
+    code = {"code_commit": "abc", "code_dirty": False, "training_code_digest": "d1"}
+    t_rows = [{"optim.lr": "0.01", "train.seed": "1", "status": "diverged", "diverged_at_step": 476,
+               "run_dir": "a", **code},
+              {"optim.lr": "0.01", "train.seed": "2", "status": "completed", "run_dir": "b", **code}]
+    axes = ["optim.lr", "train.seed"]
+    gone = branches.gone_before_branch(t_rows, axes, 640)
+    lost = branches.lost_at_half(t_rows, axes, gone)
+    assert [(r["train.seed"], r["status"], r["final_val_loss"]) for r in lost] == [("1", "diverged", float("inf"))]
+    assert lost[0]["training_code_digest"] == "d1"
+    assert refuse_mixed(t_rows + lost, allow_dirty=False, where="here")["training_code_digests"] == {"d1": 3}
