@@ -27,6 +27,7 @@ DEFAULT_ALPHA = 0.5  # DyT's default α init; the reference norm runs with it (i
 ALPHA = "norm.alpha_init"
 REGISTERED_ALPHAS = (0.125, 0.25, 0.5)  # the α₀ grid registered with v5; the secondary's range is over these alone
 ARM_LRS = {"dyt": (2e-3, 5e-3, 1.25e-2), REFERENCE: (8e-4, 2e-3, 5e-3)}  # each around its v4 best (the YAML's axis)
+EXTENDED_LRS = {0.5: (8e-4,)}  # DyT's α₀ -> lrs the registered edge rule added (CHECK_HISTORY entry 6)
 ARM = "arm"
 PRIMARY_QUANTITY = "dyt_minus_rms_at_best"
 CONFIG = "dyt_config"  # DyT's α₀ × lr grid as one tuned key: the index of the configuration
@@ -52,7 +53,7 @@ def dyt_arms(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def registered_arms(arms: list[str]) -> list[str]:
-    """DyT's arms at the registered α₀ (0.5–2), without the grid's extension."""
+    """DyT's arms at the registered α₀ (``REGISTERED_ALPHAS``), without the edge rule's extension."""
     return [a for a in arms if arm_alpha(a) in REGISTERED_ALPHAS]
 
 
@@ -102,7 +103,10 @@ class DyT(Experiment):
         norm, lr = combo.get("norm", "dyt"), combo.get(best_lr.LR_AXIS)
         if norm != "dyt" and alpha_of(combo) != DEFAULT_ALPHA:
             return False  # the reference does not use α₀: one of its values
-        return norm not in ARM_LRS or lr is None or any(math.isclose(float(lr), x) for x in ARM_LRS[norm])
+        if norm not in ARM_LRS or lr is None:
+            return True
+        lrs = ARM_LRS[norm] + (EXTENDED_LRS.get(alpha_of(combo), ()) if norm == "dyt" else ())
+        return any(math.isclose(float(lr), x) for x in lrs)
 
     def row(self, run, combo: dict[str, str]) -> dict[str, Any]:
         return {**super().row(run, combo), ARM: arm_of(combo), best_lr.SELECTION: best_lr.selection_of(run),

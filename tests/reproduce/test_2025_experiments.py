@@ -52,8 +52,11 @@ def test_the_grids_run_the_papers_arms(tmp_path):
     assert {c["train.seed"] for c in depth_combos} == {"15", "16", "17", "18"}  # new seeds: v4 ran 5-9, v3 0-4
     assert len(make_plan("curse_of_depth", smoke=True).combos()) == 4  # both arms at two lrs
     dyt = make_plan("dyt").combos()
-    assert len(dyt) == 5 * (3 * 3 + 3)  # seeds × (DyT's lrs × α₀ + RMSNorm's lrs)
-    assert {float(c["optim.lr"]) for c in dyt if c["norm"] == "dyt"} == {2e-3, 5e-3, 1.25e-2}
+    assert len(dyt) == 5 * (3 * 4 + 1 + 3)  # seeds × (DyT's lrs × α₀, with the edge rule's α₀ 1 and lr 8e-4 at α₀
+    # 0.5 (CHECK_HISTORY entry 6), + RMSNorm's lrs)
+    assert {float(c["optim.lr"]) for c in dyt if c["norm"] == "dyt"} == {8e-4, 2e-3, 5e-3, 1.25e-2}
+    assert {float(c["optim.lr"]) for c in dyt if c["norm"] == "dyt" and c["norm.alpha_init"] == "1.0"} == {
+        2e-3, 5e-3, 1.25e-2}
     assert {float(c["optim.lr"]) for c in dyt if c["norm"] != "dyt"} == {8e-4, 2e-3, 5e-3}
     assert {c["norm.alpha_init"] for c in dyt if c["norm"] != "dyt"} == {"0.5"}
     assert {c["train.seed"] for c in dyt} == {"10", "11", "12", "13", "14"}  # new seeds: v4 ran 5-9, v3 0-4
@@ -217,7 +220,8 @@ def test_dyt_tunes_alpha_and_lr_by_the_rule_and_compares_with_rmsnorm_at_its_bes
     assert exp.keeps({"norm": "rmsnorm", "norm.alpha_init": "0.5"}) and not exp.keeps({"norm": "rmsnorm",
                                                                                         "norm.alpha_init": "0.25"})
     assert exp.keeps({"norm": "rmsnorm", "norm.alpha_init": "0.5", "optim.lr": "8e-4"})  # RMSNorm's grid alone
-    assert not exp.keeps({"norm": "dyt", "norm.alpha_init": "0.5", "optim.lr": "8e-4"})
+    assert exp.keeps({"norm": "dyt", "norm.alpha_init": "0.5", "optim.lr": "8e-4"})  # the edge rule's extension
+    assert not exp.keeps({"norm": "dyt", "norm.alpha_init": "0.25", "optim.lr": "8e-4"})  # at α₀ 0.5 alone
     assert not exp.keeps({"norm": "rmsnorm", "norm.alpha_init": "0.5", "optim.lr": "1.25e-2"})  # DyT's alone
 
 
