@@ -16,6 +16,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from normtrain.study.grid import CODE_COLUMNS
 from normtrain.study.plan import Plan
 
 STEPS = "steps"  # a row's budget: T, or T/2 for the half-budget runs
@@ -112,9 +113,6 @@ def lost_at_half(t_rows: list[dict], axes: list[str], gone: set[tuple]) -> list[
     they stand for, not as runs of unknown code."""
     code = {point(r, axes): {k: r[k] for k in CODE_COLUMNS if k in r} for r in t_rows}
     return [{**dict(p), **code.get(p, {}), "status": "diverged", "final_val_loss": math.inf} for p in sorted(gone)]
-
-
-CODE_COLUMNS = ("code_commit", "code_dirty", "training_code_digest")  # normtrain/study/grid.py's code_of
 
 
 def point(row: dict, axes: list[str]) -> tuple:

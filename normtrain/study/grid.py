@@ -17,6 +17,8 @@ from typing import Any
 from normtrain.compare.runs import Run, load_run
 from normtrain.study.plan import Plan
 
+CODE_COLUMNS = ("code_commit", "code_dirty", "training_code_digest")  # what code_of gives a row
+
 
 def code_of(code: dict | None) -> dict[str, Any]:
     """A run's ``code_commit`` and ``code_dirty`` columns (normtrain/util/provenance.py), and its
