@@ -25,7 +25,8 @@ from normtrain.study.plan import Plan
 PRE, LNS, PERI = "Pre-LN", "Pre-LN + LayerNorm Scaling", "Peri-LN"
 ARMS = {("pre", "false"): PRE, ("pre", "true"): LNS, ("peri", "false"): PERI}  # (placement, depth_scaled) -> arm
 ARM = "arm"
-ARM_LRS = {PRE: (2e-3, 5e-3, 1.25e-2), LNS: (5e-3, 1.25e-2, 3.125e-2)}  # each around its v4 best (the YAML's axis)
+# each around its v4 best (the YAML's axis), and one point below each, by the registered edge rule (CHECK_HISTORY 4)
+ARM_LRS = {PRE: (8e-4, 2e-3, 5e-3, 1.25e-2), LNS: (2e-3, 5e-3, 1.25e-2, 3.125e-2)}
 PRIMARY_QUANTITY = "lns_minus_pre_loss_at_best"
 COLORS = {PRE: plots.PLACEMENT_COLORS["pre"], LNS: "#2ca02c", PERI: plots.PLACEMENT_COLORS["peri"]}
 

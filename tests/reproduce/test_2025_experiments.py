@@ -48,7 +48,8 @@ def test_the_grids_run_the_papers_arms(tmp_path):
     assert arms == {("pre", "false"), ("pre", "true")}  # LNS with Pre-LN only, as the paper (v4: no Peri-LN)
     lrs = {arm: sorted(float(c["optim.lr"]) for c in depth_combos if c["norm.depth_scaled"].lower() == arm
                        and c["train.seed"] == "15") for arm in ("false", "true")}
-    assert lrs == {"false": [2e-3, 5e-3, 1.25e-2], "true": [5e-3, 1.25e-2, 3.125e-2]} and len(depth_combos) == 24
+    assert lrs == {"false": [8e-4, 2e-3, 5e-3, 1.25e-2], "true": [2e-3, 5e-3, 1.25e-2, 3.125e-2]}  # the edge rule's
+    assert len(depth_combos) == 32  # lower points (CHECK_HISTORY entry 4)
     assert {c["train.seed"] for c in depth_combos} == {"15", "16", "17", "18"}  # new seeds: v4 ran 5-9, v3 0-4
     assert len(make_plan("curse_of_depth", smoke=True).combos()) == 4  # both arms at two lrs
     dyt = make_plan("dyt").combos()
@@ -174,7 +175,8 @@ def test_curse_of_depth_reads_the_probe_by_halves_and_judges_each_arm_at_its_bes
     assert found.verdict == "inconclusive (precondition)" and outcomes(found)["best_lr_inside_grid"] is False
     assert exp.keeps({"placement": "pre", "norm.depth_scaled": "true", "optim.lr": "3.125e-2"})
     assert not exp.keeps({"placement": "pre", "norm.depth_scaled": "false", "optim.lr": "3.125e-2"})
-    assert not exp.keeps({"placement": "pre", "norm.depth_scaled": "true", "optim.lr": "2e-3"})
+    assert exp.keeps({"placement": "pre", "norm.depth_scaled": "true", "optim.lr": "2e-3"})  # the edge rule's
+    assert not exp.keeps({"placement": "pre", "norm.depth_scaled": "true", "optim.lr": "8e-4"})  # Pre-LN's only
 
 
 DYT_LRS = {"rmsnorm": (8e-4, 2e-3, 5e-3), "dyt": (2e-3, 5e-3, 1.25e-2)}
