@@ -36,7 +36,8 @@ ARM_LRS = {"pre": (3e-3, 1e-2, 3e-2),  # each arm's peak lrs around its v4 bests
 CPU_STAR_DEPTHS: tuple[int, ...] = ()  # HybridNorm*'s depths at the CPU scale (v5: none; --scale gpu: every depth)
 CPU_FEW_SEEDS = {48: 3}  # depth -> how many of the grid's seeds run there at the CPU scale (the budget)
 # The registered edge rule's extensions at the CPU scale, (arm, depth) -> the added lrs (CHECK_HISTORY.md).
-CPU_EXTENSION: dict[tuple[str, int], tuple[float, ...]] = {}
+CPU_EXTENSION: dict[tuple[str, int], tuple[float, ...]] = {  # v5's first (CHECK_HISTORY entry 6): one point past
+    ("hybrid", 12): (1e-2,), ("pre", 24): (1e-3,), ("pre", 48): (1e-3,)}  # each edge best, on the other arm's grid
 PRIMARY_QUANTITY, PRIMARY_DEPTH, DEEPER_DEPTH = "hybrid_minus_pre_24", 24, 48
 COLORS = {"pre": plots.PLACEMENT_COLORS["pre"], "hybrid": "#8c564b", "hybrid*": "#e377c2"}
 

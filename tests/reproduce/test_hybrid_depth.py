@@ -59,14 +59,17 @@ def test_each_arm_runs_its_own_lrs_and_the_cpu_scale_runs_three_seeds_at_48_laye
     def lrs(arm: str, layers: str) -> list[float]:
         return sorted({float(c["optim.lr"]) for c in cpu if arm_of(c) == arm and c["model.n_layers"] == layers})
 
-    assert CPU_EXTENSION == {}  # v5: no edge extension yet
-    assert lrs("pre", "12") == lrs("pre", "24") == lrs("pre", "48") == sorted(ARM_LRS["pre"])
-    assert lrs("hybrid", "12") == lrs("hybrid", "48") == sorted(ARM_LRS["hybrid"])
+    # the registered edge rule's first extension (CHECK_HISTORY entry 6): one point past each edge best
+    assert CPU_EXTENSION == {("hybrid", 12): (1e-2,), ("pre", 24): (1e-3,), ("pre", 48): (1e-3,)}
+    assert lrs("pre", "12") == sorted(ARM_LRS["pre"])
+    assert lrs("pre", "24") == lrs("pre", "48") == sorted((1e-3, *ARM_LRS["pre"]))
+    assert lrs("hybrid", "12") == sorted((*ARM_LRS["hybrid"], 1e-2))
+    assert lrs("hybrid", "24") == lrs("hybrid", "48") == sorted(ARM_LRS["hybrid"])
     assert ARM_LRS["hybrid"][-1] < ARM_LRS["pre"][-1]  # the pilot's finding: HybridNorm's best lies lower
     assert not [c for c in cpu if arm_of(c) == "hybrid*"]  # HybridNorm* at --scale gpu only
     assert {c["train.seed"] for c in cpu if c["model.n_layers"] == "48"} == {"10", "11", "12"}
     assert {c["train.seed"] for c in cpu if c["model.n_layers"] == "24"} == {"10", "11", "12", "13", "14"}
-    assert len(cpu) == 2 * 3 * (5 + 5 + 3)  # arms × lrs × the seeds at 12, 24 and 48 layers
+    assert len(cpu) == 2 * 3 * (5 + 5 + 3) + 5 + 5 + 3  # arms × lrs × the seeds at 12, 24 and 48 layers, + the edges
     gpu_keeps, star48 = HybridDepth().keeps_at("gpu"), {"placement": "hybrid", "placement.first_pre": "true",
                                                         "model.n_layers": "48", "optim.lr": "0.001"}
     assert gpu_keeps(star48) and not HybridDepth().keeps_at("cpu")(star48)
