@@ -150,3 +150,18 @@ def test_a_v5_record_without_its_budget_steps_still_gets_a_budget_cell():
     record = {"protocol": 5, "v5": {"budget": {"": {"call_half": "holds", "ok": True}}}}
     assert budget_cell(record) == "T: the same call at T and T/2, and one doubling past T, extrapolated"
     assert budget_cell({"protocol": 5, "v5": {"budget": {}}}) == "T; T/2 not read (see why)"
+
+
+def test_a_check_whose_interval_is_open_reads_open_in_the_index_and_an_unmeasured_one_not_measured():
+    """v5's interval rule has three calls: a measured check that neither holds nor fails is *open*; only a check
+    with no measured condition is *not measured*."""
+    from normtrain.reproduce.index import check_cell
+
+    measured = {"id": "gap_at_48", "source": "ours", "ok": None, "conditions": {"48 layers": {"n": 3}}}
+    assert check_cell(measured) == "`gap_at_48` (ours) open"
+    assert check_cell({"id": "gap_at_48", "ok": None, "conditions": {}}) == "`gap_at_48` not measured"
+    infeasible = {"id": "step_time", "ok": None, "conditions": {"CPU scale (infeasible)": {"n": 0}}}
+    assert check_cell(infeasible) == "`step_time` not measured"
+    failed = {"id": "gap_at_48", "ok": False, "conditions": {"48 layers": {"n": 3}}}
+    assert check_cell(failed) == "`gap_at_48` **fails**"
+    assert check_cell({"id": "gap_at_48", "ok": True}) == "`gap_at_48` holds"
