@@ -66,16 +66,17 @@ def verdict_cell(result: dict[str, Any]) -> str:
 
 def budget_cell(result: dict[str, Any]) -> str:
     """The training budget the verdict holds at (protocol v5): T in steps and tokens, and how the primary fared at
-    T/2 and one doubling past T; before v5 no budget was read, and the cell says so."""
+    T/2 and one doubling past T; before v5 no budget was read, and the cell says so, as it does where a v5
+    precondition withheld the verdict (no budget read)."""
     budget = (result.get("v5") or {}).get("budget")
-    if budget is None:
-        return "– (before v5: one budget)"
-    if "not_applicable" in budget:
-        return f"none applies: {budget['not_applicable']}"
     steps = result.get("budget") or {}
     at = "T"
     if steps.get("steps"):
         at = f"T = {steps['steps']} steps" + (f" ({steps['tokens'] / 1e6:.2f}M tokens)" if steps.get("tokens") else "")
+    if budget is None:  # v5 reads no budget where a precondition withholds the verdict
+        return f"{at}; not read (see why)" if result.get("protocol", 0) >= 5 else "– (before v5: one budget)"
+    if "not_applicable" in budget:
+        return f"none applies: {budget['not_applicable']}"
     if not budget:
         return f"{at}; T/2 not read (see why)"
     half = f" and T/2 = {steps['half_steps']}" if steps.get("half_steps") else " and T/2"

@@ -48,7 +48,8 @@ def test_the_grid_keeps_each_placements_own_recipe_and_lrs():
     assert not in_recipe({**pre, "optim.lr": "0.1"})  # nGPT's lr only
     ngpt = {"placement": "ngpt", "optim.weight_decay": "0.0", "optim.warmup_steps": "0", "optim.lr": "0.1"}
     assert in_recipe(ngpt) and not in_recipe({**ngpt, "optim.warmup_steps": "80"})
-    assert not in_recipe({**ngpt, "optim.lr": "0.001"}) and not in_recipe({**ngpt, "optim.lr": "0.003"})  # v5
+    assert not in_recipe({**ngpt, "optim.lr": "0.001"})  # v5's grid, with the edge rule's 3e-3 (CHECK_HISTORY 4)
+    assert in_recipe({**ngpt, "optim.lr": "0.003"}) and in_recipe({**ngpt, "optim.lr": "0.1"})
     assert arm_of({"placement": "ngpt", "train.param_rounding": "bfloat16"}) == "ngpt/bfloat16"
     assert arm_of({"placement": "pre", "train.param_rounding": "null"}) == "pre/float32"
     assert arm_of({"placement": "pre", "train.param_dtype": "bfloat16"}) == "pre/bfloat16"  # v4's rows

@@ -150,6 +150,8 @@ def test_a_v5_record_without_its_budget_steps_still_gets_a_budget_cell():
     record = {"protocol": 5, "v5": {"budget": {"": {"call_half": "holds", "ok": True}}}}
     assert budget_cell(record) == "T: the same call at T and T/2, and one doubling past T, extrapolated"
     assert budget_cell({"protocol": 5, "v5": {"budget": {}}}) == "T; T/2 not read (see why)"
+    withheld = {"protocol": 5, "verdict": "inconclusive (precondition)", "budget": {"steps": 1600, "tokens": 3276800}}
+    assert budget_cell(withheld) == "T = 1600 steps (3.28M tokens); not read (see why)"  # no v5 block: not "before v5"
 
 
 def test_a_check_whose_interval_is_open_reads_open_in_the_index_and_an_unmeasured_one_not_measured():
