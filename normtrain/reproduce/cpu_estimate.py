@@ -8,7 +8,9 @@ jobs: within 2% for the three experiments measured whole with nothing after thei
 reproduce_budget/``: lr_sensitivity, xiong_warmup, deepnet_update). What runs
 after the grid (probes, scoring, the step timing, the analysis) is not counted, and overrides that change a run's
 shape or length make the committed times a guess; the estimate says both. The committed runs are the last result's:
-between a re-registration and its result they time the earlier design.
+between a re-registration and its result they time the earlier design. Once a resumed invocation has finished
+runs of its own (at least ``CALIBRATE_AFTER`` with a committed time), the rest are scaled by how long those took
+against their committed times: today's code on today's machine, which a session's runs showed can differ by half.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from normtrain.study.plan import SEED_AXIS, STEPS_AXIS, Plan
 RUNS_CSV = "runs.csv"
 COST_FREE = ("optim.lr", "optim.warmup_steps", "train.param_rounding")  # axes a step's cost barely depends on
 # (rounding the stored values is one copy of the parameters and moments a step)
+CALIBRATE_AFTER = 3  # finished runs of this invocation's design before their times rescale the rest
+CALIBRATE_BEYOND = 0.1  # a ratio within 10% of 1 leaves the committed times as they are
 NOT_COUNTED = ("The runs alone: what runs after the grid (curse_of_depth's probes, batchnorm_leak's scoring, "
                "norm_types' step timing) and the analysis add minutes")
 
@@ -159,6 +163,41 @@ def finished(plan: Plan, combo: dict[str, str], keep_checkpoints: bool, stand_in
     return reused_measurement(plan, combo) is not None or reusable(plan, combo, keep_checkpoints, stand_in)
 
 
+@dataclass
+class Calibration:
+    """The finished runs of this invocation's design against their committed times: how much slower or faster
+    today's code on this machine is (``ratio``), read once ``CALIBRATE_AFTER`` of them have a committed time."""
+
+    own_s: float = 0.0
+    committed_s: float = 0.0
+    runs: int = 0
+
+    def undone(self, plan: Plan, combos: list[dict[str, str]], reuse: tuple[bool, str | None],
+               times: tuple[dict[tuple[str, ...], float], list[str]], share: float) -> list[dict[str, str]]:
+        """The combos still to train; each finished one with a committed time (``share`` of it: a T/2 run) is
+        counted. ``reuse``: whether a reused run needs its checkpoint, and the file that stands in for it;
+        ``times``: the committed times by grid point, and the axes that name a point."""
+        by_point, axes = times
+        left = []
+        for c in combos:
+            before = plan.reused_s
+            if not finished(plan, c, *reuse):
+                left.append(c)
+            elif (own := plan.reused_s - before) > 0 and (at := point(c, axes)) in by_point:
+                self.own_s += own
+                self.committed_s += share * by_point[at]
+                self.runs += 1
+        return left
+
+    def ratio(self) -> float | None:
+        """Finished runs' own time over their committed times; None before ``CALIBRATE_AFTER`` runs or within
+        ``CALIBRATE_BEYOND`` of 1."""
+        if self.runs < CALIBRATE_AFTER or self.committed_s <= 0:
+            return None
+        ratio = self.own_s / self.committed_s
+        return ratio if abs(ratio - 1) > CALIBRATE_BEYOND else None
+
+
 def estimate(plan: Plan, committed: Path, extra_overrides: list[str], keep_checkpoints: tuple[bool, str | None, bool]
              = (False, None, False), half: tuple[Plan, float] | None = None, translate: Translate | None = None
              ) -> CpuEstimate:
@@ -174,6 +213,8 @@ def estimate(plan: Plan, committed: Path, extra_overrides: list[str], keep_check
     free = [a for a in axes if a not in COST_FREE]
     combos = plan.combos()
 
+    calibration = Calibration()
+
     def timed(todo: list[dict[str, str]], share: float) -> tuple[list[float], int]:
         found, by_neighbour = [], 0
         for c in todo:
@@ -185,12 +226,12 @@ def estimate(plan: Plan, committed: Path, extra_overrides: list[str], keep_check
         return found, by_neighbour
 
     keep, stand_in, half_keep = keep_checkpoints
-    todo = [c for c in combos if not finished(plan, c, keep, stand_in)]
+    todo = calibration.undone(plan, combos, (keep, stand_in), (times, axes), 1.0)
     known, by_neighbour = timed(todo, 1.0)
     caveats, runs, to_train = [], len(combos), len(todo)
     if half is not None:
         half_plan, share = half
-        half_todo = [c for c in half_plan.combos() if not finished(half_plan, c, half_keep, stand_in)]
+        half_todo = calibration.undone(half_plan, half_plan.combos(), (half_keep, stand_in), (times, axes), share)
         more, more_by_neighbour = timed(half_todo, share)
         known, by_neighbour = known + more, by_neighbour + more_by_neighbour
         runs, to_train = runs + len(half_plan.combos()), to_train + len(half_todo)
@@ -206,6 +247,10 @@ def estimate(plan: Plan, committed: Path, extra_overrides: list[str], keep_check
         caveats.append(f"No committed runs at {committed} to time them by")
     if extra_overrides:
         caveats.append(f"The times are the registered settings'; {' '.join(extra_overrides)} may change them")
+    if (ratio := calibration.ratio()) is not None:
+        known = [ratio * t for t in known]
+        caveats.append(f"The {calibration.runs} runs finished in the runs folder took {ratio:.2f}× their committed "
+                       "times (today's code on this machine), so the rest are scaled by it")
     return CpuEstimate(name=plan.name, runs=runs, reused=runs - to_train, own_s=sum(known),
                        untimed=to_train - len(known), jobs=plan.jobs, source=str(committed), caveats=caveats)
 

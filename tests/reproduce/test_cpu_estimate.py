@@ -31,13 +31,13 @@ def write_runs_csv(path, combos, seconds) -> None:
                 w.writerow({**c, "status": "completed", "wall_time_s": s})
 
 
-def finish(plan, combo) -> None:
+def finish(plan, combo, seconds: float = 1.0) -> None:
     """A measurement of ``combo`` left by an earlier invocation, as measure_grid writes it."""
     from normtrain.config import to_container
     from normtrain.util.atomic import write_json
 
     write_json(plan.run_dir(combo) / MEASUREMENT, {"value": 0.0, "config": to_container(plan.compose(combo)),
-                                                  "wall_time_s": 1.0})
+                                                  "wall_time_s": seconds})
 
 
 def test_finished_runs_are_reused_and_the_rest_timed_by_the_committed_ones(tmp_path, capsys):
@@ -64,6 +64,25 @@ def test_finished_runs_are_reused_and_the_rest_timed_by_the_committed_ones(tmp_p
     assert f"{len(combos)} runs, 3 finished in the runs folder; {len(todo)} to train" in said
     assert f"about {found.own_s / 120:.0f} min at --jobs 2" in said and f"{found.untimed} with no committed" in said
     assert NOT_COUNTED in said and len(list(runs.glob(f"*/{MEASUREMENT}"))) == 3  # nothing run or written
+
+
+@pytest.mark.parametrize(("finished", "slower", "scaled"), [(3, 1.5, True), (2, 1.5, False), (3, 1.05, False)])
+def test_a_resumed_invocation_scales_the_rest_by_how_long_its_own_finished_runs_took(tmp_path, finished, slower,
+                                                                                     scaled):
+    """Three finished runs that took 1.5× their committed times make the rest 1.5× too, and the text says so;
+    two are too few to read a machine by, and 5% is within what the committed times promise."""
+    out, runs = tmp_path / "xiong_grad_init", tmp_path / "runs"
+    plan = make_plan("xiong_grad_init", out=out, runs_dir=runs, progress=False, jobs=2)
+    combos = plan.combos()
+    committed = {tuple(c.items()): 60.0 * int(c["model.n_layers"]) for c in combos}
+    write_runs_csv(out / "runs.csv", combos, lambda c: committed[tuple(c.items())])
+    for c in combos[:finished]:
+        finish(plan, c, slower * committed[tuple(c.items())])
+    found = estimate(plan, out / "runs.csv", [])
+    rest = sum(committed[tuple(c.items())] for c in combos[finished:])
+    assert found.own_s == pytest.approx(slower * rest if scaled else rest)
+    assert (f"The {finished} runs finished in the runs folder took {slower:.2f}× their committed times"
+            in found.text()) == scaled
 
 
 def test_without_committed_runs_or_with_overrides_the_estimate_says_so(tmp_path):
