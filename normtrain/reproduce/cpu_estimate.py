@@ -10,7 +10,7 @@ after the grid (probes, scoring, the step timing, the analysis) is not counted, 
 shape or length make the committed times a guess; the estimate says both. The committed runs are the last result's:
 between a re-registration and its result they time the earlier design. Once a resumed invocation has finished
 runs of its own (at least ``CALIBRATE_AFTER`` with a committed time), the rest are scaled by how long those took
-against their committed times: today's code on today's machine, which a session's runs showed can differ by half.
+against their committed times: today's code on today's machine (lr_sensitivity's v5 runs took 1.4× as long).
 """
 
 from __future__ import annotations
@@ -166,26 +166,27 @@ def finished(plan: Plan, combo: dict[str, str], keep_checkpoints: bool, stand_in
 @dataclass
 class Calibration:
     """The finished runs of this invocation's design against their committed times: how much slower or faster
-    today's code on this machine is (``ratio``), read once ``CALIBRATE_AFTER`` of them have a committed time."""
+    today's code on this machine is (``ratio``), read once ``CALIBRATE_AFTER`` of them have a committed time.
+    ``times``: the committed times by grid point; ``axes``: the axes that name a point."""
 
+    times: dict[tuple[str, ...], float]
+    axes: list[str]
     own_s: float = 0.0
     committed_s: float = 0.0
     runs: int = 0
 
     def undone(self, plan: Plan, combos: list[dict[str, str]], reuse: tuple[bool, str | None],
-               times: tuple[dict[tuple[str, ...], float], list[str]], share: float) -> list[dict[str, str]]:
+               share: float) -> list[dict[str, str]]:
         """The combos still to train; each finished one with a committed time (``share`` of it: a T/2 run) is
-        counted. ``reuse``: whether a reused run needs its checkpoint, and the file that stands in for it;
-        ``times``: the committed times by grid point, and the axes that name a point."""
-        by_point, axes = times
+        counted. ``reuse``: whether a reused run needs its checkpoint, and the file that stands in for it."""
         left = []
         for c in combos:
             before = plan.reused_s
             if not finished(plan, c, *reuse):
                 left.append(c)
-            elif (own := plan.reused_s - before) > 0 and (at := point(c, axes)) in by_point:
+            elif (own := plan.reused_s - before) > 0 and (at := point(c, self.axes)) in self.times:
                 self.own_s += own
-                self.committed_s += share * by_point[at]
+                self.committed_s += share * self.times[at]
                 self.runs += 1
         return left
 
@@ -212,8 +213,7 @@ def estimate(plan: Plan, committed: Path, extra_overrides: list[str], keep_check
     neighbours = neighbour_times(committed, axes, steps, translate)
     free = [a for a in axes if a not in COST_FREE]
     combos = plan.combos()
-
-    calibration = Calibration()
+    calibration = Calibration(times, axes)
 
     def timed(todo: list[dict[str, str]], share: float) -> tuple[list[float], int]:
         found, by_neighbour = [], 0
@@ -226,12 +226,12 @@ def estimate(plan: Plan, committed: Path, extra_overrides: list[str], keep_check
         return found, by_neighbour
 
     keep, stand_in, half_keep = keep_checkpoints
-    todo = calibration.undone(plan, combos, (keep, stand_in), (times, axes), 1.0)
+    todo = calibration.undone(plan, combos, (keep, stand_in), 1.0)
     known, by_neighbour = timed(todo, 1.0)
     caveats, runs, to_train = [], len(combos), len(todo)
     if half is not None:
         half_plan, share = half
-        half_todo = calibration.undone(half_plan, half_plan.combos(), (half_keep, stand_in), (times, axes), share)
+        half_todo = calibration.undone(half_plan, half_plan.combos(), (half_keep, stand_in), share)
         more, more_by_neighbour = timed(half_todo, share)
         known, by_neighbour = known + more, by_neighbour + more_by_neighbour
         runs, to_train = runs + len(half_plan.combos()), to_train + len(half_todo)
