@@ -10,7 +10,7 @@ after the grid (probes, scoring, the step timing, the analysis) is not counted, 
 shape or length make the committed times a guess; the estimate says both. The committed runs are the last result's:
 between a re-registration and its result they time the earlier design. Once a resumed invocation has finished
 runs of its own (at least ``CALIBRATE_AFTER`` with a committed time), the rest are scaled by how long those took
-against their committed times: today's code on today's machine (lr_sensitivity's v5 runs took 1.4× as long).
+against their committed times: today's machine (lr_sensitivity's v5 runs took 1.4× as long, at the same code speed).
 """
 
 from __future__ import annotations
